@@ -1,0 +1,49 @@
+// Command tokenrouter is TokenRouter's single binary: serve, bench, plan,
+// generate and the other subcommands. Flags become a configuration and the
+// configuration is wired to the packages; no logic lives here.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "tokenrouter:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// newRootCmd builds the command tree. Each subcommand lives in its own file.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "tokenrouter",
+		Short:         "Serve token-level LLM routing: program per request, execute per model",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		lvl, _ := cmd.Flags().GetString("log-level")
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(lvl)); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+		return nil
+	}
+	root.AddCommand(
+	// one line per subcommand constructor (newXxxCmd), each in its own file
+	)
+	return root
+}

@@ -1,0 +1,121 @@
+// Package engine defines the seam between the TokenRouter runtime and the
+// math: an Engine runs one batched forward step over many sequences, each
+// appending one or more tokens (an extend or a single-token decode), and
+// returns per-sequence outputs. Implementations live in subpackages:
+// engine/sim (a simulated model with a wall-clock latency profile) and
+// engine/cpu (a pure-Go transformer for llama-family weights).
+package engine
+
+import (
+	"context"
+	"errors"
+)
+
+// SeqID names one sequence (one request's KV state) inside an engine.
+type SeqID uint64
+
+// Want selects the optional outputs a step returns for one sequence.
+type Want uint8
+
+const (
+	// WantLogits asks for the logits of the last position.
+	WantLogits Want = 1 << iota
+	// WantHidden asks for the last hidden state (after the final norm) of the
+	// last position.
+	WantHidden
+	// WantAllTokens asks for the sampled token at every appended position,
+	// not only the last (speculative verification needs it).
+	WantAllTokens
+)
+
+// Sampling holds the per-sequence sampling parameters. The zero value is
+// greedy decoding.
+type Sampling struct {
+	// Temperature scales logits; 0 means greedy (argmax).
+	Temperature float32
+	// TopK keeps the K most likely tokens; 0 disables it.
+	TopK int
+	// TopP keeps the smallest set of tokens whose probability reaches P;
+	// 0 or 1 disables it.
+	TopP float32
+	// Seed makes sampling reproducible. Each sequence draws from its own
+	// stream derived from Seed and the position, so results do not depend
+	// on how sequences are batched.
+	Seed uint64
+}
+
+// Input is one sequence's part of a batched step.
+type Input struct {
+	// Seq names the sequence; a new SeqID starts an empty sequence.
+	Seq SeqID
+	// Tokens are appended to the sequence's KV cache (len 1 is a decode,
+	// more is an extend). Must not be empty.
+	Tokens []int32
+	// Want selects optional outputs.
+	Want Want
+	// Sampling selects how the next token is drawn.
+	Sampling Sampling
+}
+
+// Output is one sequence's result of a step. Slices are owned by the engine
+// and valid until the next call to Step.
+type Output struct {
+	// Token is the token sampled after the last appended position.
+	Token int32
+	// Tokens holds the token sampled after each appended position when
+	// WantAllTokens was set (Tokens[len-1] == Token); nil otherwise.
+	Tokens []int32
+	// Logits of the last position, when WantLogits was set.
+	Logits []float32
+	// Hidden is the last hidden state of the last position, when WantHidden
+	// was set.
+	Hidden []float32
+}
+
+// Info describes a loaded model.
+type Info struct {
+	// Name is a human-readable model name.
+	Name string
+	// Arch is the architecture ("llama", "qwen2", "sim", ...).
+	Arch string
+	// VocabSize is the number of token ids.
+	VocabSize int
+	// HiddenSize is the width of the hidden state.
+	HiddenSize int
+	// ContextLength is the longest sequence the engine accepts.
+	ContextLength int
+	// BOS and EOS are the special token ids (-1 when absent).
+	BOS, EOS int32
+	// Simulated is true when the engine does not run real weights.
+	Simulated bool
+}
+
+// Engine runs batched forward steps. An Engine is used by one goroutine at a
+// time (the sub-server loop that owns it); implementations need not be safe
+// for concurrent use.
+type Engine interface {
+	// Info reports model facts.
+	Info() Info
+	// Step appends each input's tokens to its sequence and fills out[i] for
+	// in[i]. len(out) must be at least len(in). A sequence appears at most
+	// once per batch. On error no sequence has advanced.
+	Step(ctx context.Context, in []Input, out []Output) error
+	// Truncate keeps the first n tokens of seq's KV cache and drops the rest.
+	Truncate(seq SeqID, n int) error
+	// Len reports how many tokens seq holds (0 for an unknown sequence).
+	Len(seq SeqID) int
+	// Release frees seq's KV cache. Releasing an unknown sequence is a no-op.
+	Release(seq SeqID)
+	// Close frees the engine's resources.
+	Close() error
+}
+
+// Errors shared by engines; wrap them with %w so callers can match.
+var (
+	// ErrContextFull reports a sequence that would exceed the context length.
+	ErrContextFull = errors.New("engine: sequence exceeds context length")
+	// ErrOutOfMemory reports a KV cache budget that is exhausted.
+	ErrOutOfMemory = errors.New("engine: KV cache budget exceeded")
+	// ErrBadInput reports a malformed step input.
+	ErrBadInput = errors.New("engine: bad step input")
+)

@@ -1,0 +1,262 @@
+// Package route is TokenRouter's programming interface for token-level
+// routing algorithms: "program per request, execute per model".
+//
+// An algorithm is written as one request's path between models. After every
+// engine step the runtime calls Route with the step's results (batched, so a
+// router network can evaluate the whole batch at once); each Decision says
+// which token to keep and which model steps the request next. When a request
+// moves, the runtime builds a Message (the token suffix the peer has not
+// seen, a position anchor, the committed length, the algorithm's per-request
+// State) and the optional Sender and Receiver hooks let an algorithm adjust
+// what travels and how it is applied. Algorithms never see queues, batches,
+// threads or KV memory.
+package route
+
+import (
+	"encoding"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+)
+
+// NoToken in Decision.Token drops the token sampled by this step.
+const NoToken int32 = -1
+
+// Params are a request's generation parameters; they travel with it.
+type Params struct {
+	// MaxTokens bounds the committed output length.
+	MaxTokens int
+	// Sampling is passed to every engine step of the request.
+	Sampling engine.Sampling
+	// IgnoreEOS keeps generating past an end-of-sequence token.
+	IgnoreEOS bool
+	// Seed seeds the algorithm's random decisions for this request.
+	Seed uint64
+}
+
+// State is an algorithm's per-request state. It must survive a binary
+// round trip: across processes it travels inside peer messages.
+type State interface {
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
+}
+
+// Request is the algorithm's read-only view of one request on one model.
+// The runtime owns it; algorithms read fields and may change only State.
+type Request struct {
+	// ID names the request system-wide.
+	ID uint64
+	// Params are the request's generation parameters.
+	Params Params
+	// Tokens is the sequence as this model knows it: the prompt followed by
+	// the output so far, including tokens not yet committed (drafts).
+	Tokens []int32
+	// PromptLen is the number of prompt tokens at the start of Tokens.
+	PromptLen int
+	// Committed is the length of the final prefix of Tokens.
+	Committed int
+	// Appended is how many tokens the last step appended (1 for a decode).
+	Appended int
+	// State is the algorithm's per-request state (nil when stateless).
+	State State
+}
+
+// Output returns the number of output tokens (committed or not) in Tokens.
+func (r *Request) Output() int { return len(r.Tokens) - r.PromptLen }
+
+// Decision says what happens to one request after a step. Before Route is
+// called the runtime fills every Decision with the default: keep the sampled
+// token, commit, stay on this model. Algorithms change only what differs.
+type Decision struct {
+	// Next is the model that steps the request next; the current model's
+	// index means stay.
+	Next int
+	// Cut, when >= 0, truncates the sequence to Cut tokens before Token is
+	// appended (rolling back rejected drafts). -1 keeps everything.
+	Cut int
+	// Token is appended to the sequence; NoToken drops the sampled token.
+	Token int32
+	// Commit makes every token of the sequence final (streamed to the
+	// client). Tokens kept without Commit are drafts.
+	Commit bool
+}
+
+// Step is one engine step's results on one model.
+type Step struct {
+	// Model is the index of the model that ran the step.
+	Model int
+	// Requests and Outputs are parallel: Outputs[i] belongs to Requests[i].
+	Requests []*Request
+	Outputs  []engine.Output
+}
+
+// Message is what travels when a request moves between models.
+type Message struct {
+	// ID names the request.
+	ID uint64
+	// From and To are model indices.
+	From, To int
+	// Anchor is the sequence position at which Tokens start: the number
+	// of tokens of the current sequence the receiver already holds.
+	Anchor int
+	// Tokens is the suffix the receiver has not seen.
+	Tokens []int32
+	// PromptLen is the prompt length of the sequence.
+	PromptLen int
+	// Committed is the committed length of the sequence.
+	Committed int
+	// Seen[i] is how many tokens of the current sequence model i holds.
+	Seen []int
+	// Finished is set when the request has ended.
+	Finished bool
+	// Params are the request's parameters.
+	Params Params
+	// State is the algorithm's per-request state.
+	State State
+}
+
+// Algorithm is a token-level routing algorithm. One instance runs in each
+// sub-server (model); instances share nothing but what travels in messages.
+type Algorithm interface {
+	// Route is called after every step on this model. d[i] belongs to
+	// s.Requests[i] and arrives holding the default decision.
+	Route(s *Step, d []Decision)
+}
+
+// Stater is implemented by algorithms with per-request state.
+type Stater interface {
+	// NewState returns the initial state for a new request.
+	NewState(r *Request) State
+}
+
+// Sender is implemented by algorithms that adjust outgoing messages.
+type Sender interface {
+	// Send is called with the message the runtime built for r before it
+	// leaves; it may change algorithm fields (State) or the suffix.
+	Send(r *Request, m *Message)
+}
+
+// Receiver is implemented by algorithms that override how an arriving
+// message is applied.
+type Receiver interface {
+	// Receive is called when m arrives for r (r holds the receiver's view
+	// before the message is applied; r.State already is m.State). It may
+	// rewrite m.Anchor, m.Tokens or m.Committed; the runtime then truncates
+	// to m.Anchor, appends m.Tokens and resumes the request.
+	Receive(r *Request, m *Message)
+}
+
+// Wanter is implemented by algorithms that need optional step outputs.
+type Wanter interface {
+	// Want returns the outputs model needs for r's next step.
+	Want(model int, r *Request) engine.Want
+}
+
+// Entrant is implemented by algorithms whose requests do not start on
+// model 0 (query-level routing picks one model per request).
+type Entrant interface {
+	// Entry returns the model a new request starts on.
+	Entry(r *Request) int
+}
+
+// Spec configures one algorithm instance.
+type Spec struct {
+	// Model is the index of the model this instance runs on.
+	Model int
+	// Models are the names of all models, in index order.
+	Models []string
+	// Params are algorithm parameters ("p" -> "0.35").
+	Params map[string]string
+}
+
+// Float returns the parameter name as a float, or def when absent.
+func (s Spec) Float(name string, def float64) (float64, error) {
+	v, ok := s.Params[name]
+	if !ok {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("route: parameter %s=%q: not a number", name, v)
+	}
+	return f, nil
+}
+
+// Int returns the parameter name as an integer, or def when absent.
+func (s Spec) Int(name string, def int) (int, error) {
+	v, ok := s.Params[name]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("route: parameter %s=%q: not an integer", name, v)
+	}
+	return n, nil
+}
+
+// Factory builds one algorithm instance.
+type Factory func(Spec) (Algorithm, error)
+
+// Registry maps algorithm names to factories. Build one with NewRegistry;
+// route/builtin returns the registry of built-in algorithms.
+type Registry struct {
+	f map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{f: map[string]Factory{}} }
+
+// Register adds an algorithm; registering a name twice is an error.
+func (r *Registry) Register(name string, f Factory) error {
+	if _, dup := r.f[name]; dup {
+		return fmt.Errorf("route: algorithm %q registered twice", name)
+	}
+	r.f[name] = f
+	return nil
+}
+
+// New builds an instance of the named algorithm.
+func (r *Registry) New(name string, s Spec) (Algorithm, error) {
+	f, ok := r.f[name]
+	if !ok {
+		return nil, fmt.Errorf("route: unknown algorithm %q (have %s)", name, strings.Join(r.Names(), ", "))
+	}
+	a, err := f(s)
+	if err != nil {
+		return nil, fmt.Errorf("route: algorithm %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// Names lists the registered algorithms, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.f))
+	for n := range r.f {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Uniform returns a deterministic number in [0,1) drawn from (seed, id,
+// pos): the same request at the same position always gets the same draw,
+// wherever it runs. Algorithms use it for seeded random decisions.
+func Uniform(seed, id uint64, pos int) float64 {
+	x := mix(seed ^ mix(id+0x9e3779b97f4a7c15) ^ mix(uint64(pos)+0x632be59bd9b4e019))
+	return float64(x>>11) / (1 << 53)
+}
+
+// mix is the splitmix64 finaliser.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
