@@ -1,0 +1,42 @@
+// Package perfmodel is TokenRouter's throughput model for token-level
+// routing: a discrete-time Markov chain observed at batch-completion events
+// (DESIGN §6), the search for the launch thresholds B* that maximise
+// throughput, and a seeded discrete-event simulator of the same transition
+// rules for concurrencies where the exact chain is too large.
+//
+// A Model holds the step latency L_i of every model (milliseconds, rounded
+// to integer multiples of the time quantum δ, default 0.1 ms), the routing
+// matrix P (p_ij: probability that a request leaves model i for j after a
+// step; p_ii: it stays) and the commit matrix C (c_ij: tokens committed on a
+// move i→j). R2R and Ensemble build the two common patterns.
+//
+// The chain's state holds, per model, the queue length k_i, the running
+// batch size b_i and its remaining time r_i. At each event the running
+// batches with the least remaining time finish; each of their requests moves
+// by P (stayers rejoin their own queue and count toward B_i); the other
+// running batches lose that time; every idle model whose queue holds at least
+// B_i requests launches with all of them. The launch decision is
+// sched.Decide, the same function the runtime calls. The chain starts with
+// all N requests queued at model 0 and keeps the reachable states; its
+// stationary distribution π is computed by Gauss–Seidel iteration on the
+// sparse transition matrix until the residual ‖πP − π‖₁ is at most 1e-10
+// (or by dense LU for small chains), and
+//
+//	throughput = Σ_s π(s)·E[tokens committed at s] / Σ_s π(s)·E[time to the next event at s].
+//
+// A threshold vector with Σ(B_i − 1) ≥ N can deadlock and is reported as
+// infeasible, never evaluated. Chains with more than Options.MaxStates
+// reachable states (default DefaultMaxStates) are evaluated by simulation
+// instead, with a 95% batch-means confidence interval; every Result names
+// the method that produced it.
+//
+// The runtime builds automatic threshold tables with a Planner:
+//
+//	pl := perfmodel.NewPlanner(perfmodel.Options{})
+//	best, err := pl.Optimize(ctx, perfmodel.R2R(0.35, 6.0, 27.9), n, map[int]int{0: 1})
+//	tables, err := pl.Table(ctx, m, 32, map[int]int{0: 1}) // tables[i][n] = B*_i(n)
+//
+// A Planner caches results by model, concurrency and thresholds and is safe
+// for concurrent use. The package-level Optimize and Table use a fresh
+// Planner with default options.
+package perfmodel

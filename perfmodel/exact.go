@@ -1,0 +1,296 @@
+package perfmodel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// ErrTooLarge is returned by the exact evaluation when the reachable chain
+// exceeds its state limit.
+var ErrTooLarge = errors.New("perfmodel: chain exceeds the state limit")
+
+// ErrInfeasible is returned when a threshold vector can deadlock:
+// Σ(B_i − 1) ≥ N.
+var ErrInfeasible = errors.New("perfmodel: infeasible thresholds")
+
+// outcome is one way a finishing batch spreads over the models.
+type outcome struct {
+	arr  []int
+	prob float64
+}
+
+// chain is the reachable part of the Markov chain for one (model, N, B).
+type chain struct {
+	p      *csr
+	tokens []float64 // expected tokens committed at the next event, per state
+	dt     []float64 // time to the next event in ms, per state
+}
+
+// codec packs a state (k_i, b_i, r_i per model) into a uint64.
+type codec struct {
+	m     int
+	radix []uint64 // per digit, 3 per model
+}
+
+func newCodec(n int, quanta []int) (codec, error) {
+	c := codec{m: len(quanta)}
+	total := uint64(1)
+	for _, q := range quanta {
+		for _, r := range []uint64{uint64(n + 1), uint64(n + 1), uint64(q + 1)} {
+			hi, lo := bits.Mul64(total, r)
+			if hi != 0 {
+				return codec{}, fmt.Errorf("%w: state space of %d models at N=%d does not fit 64 bits", ErrTooLarge, len(quanta), n)
+			}
+			total = lo
+			c.radix = append(c.radix, r)
+		}
+	}
+	return c, nil
+}
+
+func (c codec) encode(s []int) uint64 {
+	var x uint64
+	for d := len(s) - 1; d >= 0; d-- {
+		x = x*c.radix[d] + uint64(s[d])
+	}
+	return x
+}
+
+func (c codec) decode(x uint64, s []int) {
+	for d := range s {
+		s[d] = int(x % c.radix[d])
+		x /= c.radix[d]
+	}
+}
+
+// multinomials lists, for each model i and batch size b ≤ n, how b
+// finishing requests spread over the destinations of row P_i.
+func multinomials(p [][]float64, n int) [][][]outcome {
+	m := len(p)
+	lf := make([]float64, n+1)
+	for i := 1; i <= n; i++ {
+		lf[i] = lf[i-1] + math.Log(float64(i))
+	}
+	out := make([][][]outcome, m)
+	for i := range m {
+		var dests []int
+		for j, v := range p[i] {
+			if v > 0 {
+				dests = append(dests, j)
+			}
+		}
+		out[i] = make([][]outcome, n+1)
+		for b := 1; b <= n; b++ {
+			x := make([]int, m)
+			var rec func(d, left int)
+			rec = func(d, left int) {
+				if d == len(dests)-1 {
+					x[dests[d]] = left
+					lp := lf[b]
+					for _, j := range dests {
+						lp += float64(x[j])*math.Log(p[i][j]) - lf[x[j]]
+					}
+					out[i][b] = append(out[i][b], outcome{arr: slices.Clone(x), prob: math.Exp(lp)})
+					x[dests[d]] = 0
+					return
+				}
+				for c := 0; c <= left; c++ {
+					x[dests[d]] = c
+					rec(d+1, left-c)
+				}
+				x[dests[d]] = 0
+			}
+			rec(0, b)
+		}
+	}
+	return out
+}
+
+// launch applies the launch rule (sched.Decide) to every idle model of
+// state s (k_i, b_i, r_i at 3i, 3i+1, 3i+2).
+func launch(s []int, pols []sched.Policy, n int, quanta []int) {
+	for i := range pols {
+		if s[3*i+1] != 0 {
+			continue
+		}
+		d := sched.Decide(pols[i], sched.State{Runnable: s[3*i], Active: n}, 0)
+		if d.Launch {
+			s[3*i+1], s[3*i], s[3*i+2] = s[3*i], 0, quanta[i]
+		}
+	}
+}
+
+// staticPolicies returns one static sched.Policy per threshold, no max-wait.
+func staticPolicies(b []int) []sched.Policy {
+	pols := make([]sched.Policy, len(b))
+	for i, x := range b {
+		pols[i] = sched.Policy{B: sched.Static(x)}
+	}
+	return pols
+}
+
+// checkThresholds validates a threshold vector against the model and N.
+func checkThresholds(m Model, n int, b []int) error {
+	if n < 1 {
+		return fmt.Errorf("perfmodel: concurrency %d must be at least 1", n)
+	}
+	if len(b) != m.M() {
+		return fmt.Errorf("perfmodel: %d thresholds for %d models", len(b), m.M())
+	}
+	for i, x := range b {
+		if x < 1 {
+			return fmt.Errorf("perfmodel: threshold B[%d] = %d must be at least 1", i, x)
+		}
+	}
+	if !sched.Feasible(b, n) {
+		return fmt.Errorf("%w: B=%v at N=%d (Σ(B_i−1) ≥ N)", ErrInfeasible, b, n)
+	}
+	return nil
+}
+
+// buildChain enumerates the states reachable from "all n requests queued at
+// model 0" under static thresholds b, with at most maxStates states.
+func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*chain, error) {
+	quanta := m.Quanta()
+	cd, err := newCodec(n, quanta)
+	if err != nil {
+		return nil, err
+	}
+	M := m.M()
+	pols := staticPolicies(b)
+	mult := multinomials(m.P, n)
+	tps := m.tokensPerStep()
+	delta := m.delta()
+
+	index := make(map[uint64]int32, 1024)
+	var codes []uint64
+	s := make([]int, 3*M)
+	s[0] = n
+	launch(s, pols, n, quanta)
+	index[cd.encode(s)] = 0
+	codes = append(codes, cd.encode(s))
+
+	ch := &chain{p: &csr{rowPtr: []int32{0}}}
+	type edge struct {
+		to   int32
+		prob float64
+	}
+	var row []edge
+	next := make([]int, 3*M)
+	arr := make([]int, M)
+	var finishing []int
+	for cur := 0; cur < len(codes); cur++ {
+		if cur%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("perfmodel: building chain: %w", err)
+			}
+		}
+		cd.decode(codes[cur], s)
+		tmin := math.MaxInt
+		for i := range M {
+			if s[3*i+1] > 0 && s[3*i+2] < tmin {
+				tmin = s[3*i+2]
+			}
+		}
+		if tmin == math.MaxInt {
+			return nil, fmt.Errorf("%w: deadlock state reached with B=%v at N=%d", ErrInfeasible, b, n)
+		}
+		finishing = finishing[:0]
+		tok := 0.0
+		for i := range M {
+			if s[3*i+1] > 0 && s[3*i+2] == tmin {
+				finishing = append(finishing, i)
+				tok += float64(s[3*i+1]) * tps[i]
+			}
+		}
+		ch.tokens = append(ch.tokens, tok)
+		ch.dt = append(ch.dt, float64(tmin)*delta)
+
+		row = row[:0]
+		// Enumerate the cartesian product of the finishing batches' outcomes.
+		var rec func(f int, prob float64)
+		rec = func(f int, prob float64) {
+			if f == len(finishing) {
+				copy(next, s)
+				for i := range M {
+					next[3*i] += arr[i]
+					if next[3*i+1] > 0 {
+						next[3*i+2] -= tmin
+						if next[3*i+2] == 0 {
+							next[3*i+1], next[3*i+2] = 0, 0
+						}
+					}
+				}
+				launch(next, pols, n, quanta)
+				code := cd.encode(next)
+				idx, ok := index[code]
+				if !ok {
+					idx = int32(len(codes))
+					if len(codes) >= maxStates {
+						idx = -1
+					} else {
+						index[code] = idx
+						codes = append(codes, code)
+					}
+				}
+				row = append(row, edge{idx, prob})
+				return
+			}
+			i := finishing[f]
+			for _, o := range mult[i][s[3*i+1]] {
+				for j, a := range o.arr {
+					arr[j] += a
+				}
+				rec(f+1, prob*o.prob)
+				for j, a := range o.arr {
+					arr[j] -= a
+				}
+			}
+		}
+		rec(0, 1)
+		for _, e := range row {
+			if e.to < 0 {
+				return nil, fmt.Errorf("%w: more than %d states at N=%d, B=%v", ErrTooLarge, maxStates, n, b)
+			}
+		}
+		slices.SortFunc(row, func(a, b edge) int { return int(a.to - b.to) })
+		for k := 0; k < len(row); {
+			to, p := row[k].to, 0.0
+			for ; k < len(row) && row[k].to == to; k++ {
+				p += row[k].prob
+			}
+			ch.p.col = append(ch.p.col, to)
+			ch.p.val = append(ch.p.val, p)
+		}
+		ch.p.rowPtr = append(ch.p.rowPtr, int32(len(ch.p.col)))
+	}
+	ch.p.n = len(codes)
+	return ch, nil
+}
+
+// exactResult evaluates static thresholds b at concurrency n exactly.
+func exactResult(ctx context.Context, m Model, n int, b []int, maxStates int, tol float64) (Result, error) {
+	res := Result{N: n, B: slices.Clone(b), Feasible: true, Method: MethodExact}
+	ch, err := buildChain(ctx, m, n, b, maxStates)
+	if err != nil {
+		return res, err
+	}
+	pi, r, sweeps, err := stationary(ctx, ch.p, tol)
+	res.States, res.Residual, res.Sweeps = ch.p.n, r, sweeps
+	if err != nil {
+		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, b, ch.p.n, err)
+	}
+	num, den := 0.0, 0.0
+	for i, x := range pi {
+		num += x * ch.tokens[i]
+		den += x * ch.dt[i]
+	}
+	res.TokensPerSecond = num / den * 1000
+	return res, nil
+}
