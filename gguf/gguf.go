@@ -1,0 +1,703 @@
+// Package gguf reads GGUF model files (versions 2 and 3): the header, every
+// metadata value type, tensor infos and the aligned tensor data, and
+// dequantises the tensor types F32, F16, BF16, Q8_0 and Q4_0. Parsing is
+// bounded by hard limits on counts and sizes, so a corrupt or hostile file
+// yields an error rather than a panic or a huge allocation. A minimal Writer
+// is included for producing small files (tests and tools).
+package gguf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+)
+
+// Magic is the four bytes every GGUF file starts with.
+const Magic = "GGUF"
+
+// DefaultAlignment is the tensor data alignment when general.alignment is absent.
+const DefaultAlignment = 32
+
+// Hard limits applied while parsing.
+const (
+	MaxTensors     = 1 << 16 // tensor infos
+	MaxKVs         = 1 << 16 // metadata entries
+	MaxStringLen   = 1 << 20 // bytes in one string
+	MaxArrayLen    = 1 << 24 // elements in one array
+	MaxDims        = 4       // dimensions of one tensor
+	MaxArrayDepth  = 4       // nested arrays
+	MaxMetaBytes   = 1 << 28 // total bytes of decoded metadata
+	maxTensorElems = 1 << 40
+)
+
+// Errors returned by the reader; they are wrapped with context.
+var (
+	// ErrFormat reports a malformed file.
+	ErrFormat = errors.New("gguf: malformed file")
+	// ErrUnsupported reports a valid but unsupported feature (version, tensor type).
+	ErrUnsupported = errors.New("gguf: unsupported")
+	// ErrLimit reports a count or size above the reader's hard limits.
+	ErrLimit = errors.New("gguf: limit exceeded")
+)
+
+// ValueType is the type tag of a metadata value.
+type ValueType uint32
+
+// Metadata value types.
+const (
+	TypeUint8   ValueType = 0
+	TypeInt8    ValueType = 1
+	TypeUint16  ValueType = 2
+	TypeInt16   ValueType = 3
+	TypeUint32  ValueType = 4
+	TypeInt32   ValueType = 5
+	TypeFloat32 ValueType = 6
+	TypeBool    ValueType = 7
+	TypeString  ValueType = 8
+	TypeArray   ValueType = 9
+	TypeUint64  ValueType = 10
+	TypeInt64   ValueType = 11
+	TypeFloat64 ValueType = 12
+)
+
+var valueTypeNames = [...]string{"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64", "int64", "float64"}
+
+// String names the value type.
+func (t ValueType) String() string {
+	if int(t) < len(valueTypeNames) {
+		return valueTypeNames[t]
+	}
+	return fmt.Sprintf("type(%d)", uint32(t))
+}
+
+func (t ValueType) size() int {
+	switch t {
+	case TypeUint8, TypeInt8, TypeBool:
+		return 1
+	case TypeUint16, TypeInt16:
+		return 2
+	case TypeUint32, TypeInt32, TypeFloat32:
+		return 4
+	case TypeUint64, TypeInt64, TypeFloat64:
+		return 8
+	}
+	return 0
+}
+
+// Value is one metadata value. Scalars are stored as uint8, int8, uint16,
+// int16, uint32, int32, float32, bool, string, uint64, int64 or float64;
+// arrays as a typed Go slice of those ([]string for strings) or, for arrays of
+// arrays, as []Value.
+type Value struct {
+	Type ValueType
+	// ElemType is the element type when Type is TypeArray.
+	ElemType ValueType
+	// V holds the decoded value.
+	V any
+}
+
+// KV is one metadata entry.
+type KV struct {
+	Key   string
+	Value Value
+}
+
+// TensorInfo describes one tensor.
+type TensorInfo struct {
+	Name string
+	// Dims are the ggml dimensions: Dims[0] is the contiguous (row) length.
+	Dims []uint64
+	Type TensorType
+	// Offset is relative to the start of the tensor data section.
+	Offset uint64
+}
+
+// Elems is the number of elements.
+func (t *TensorInfo) Elems() uint64 {
+	n := uint64(1)
+	for _, d := range t.Dims {
+		n *= d
+	}
+	return n
+}
+
+// Size is the number of bytes the tensor's data occupies.
+func (t *TensorInfo) Size() uint64 {
+	bs, ts := t.Type.blockInfo()
+	if bs == 0 {
+		return 0
+	}
+	return t.Elems() / uint64(bs) * uint64(ts)
+}
+
+// File is a parsed GGUF file. Tensor data are kept in memory (Data).
+type File struct {
+	Version   uint32
+	KVs       []KV
+	Tensors   []TensorInfo
+	Alignment uint64
+	// DataOffset is the file offset of the tensor data section.
+	DataOffset uint64
+	// Data is the tensor data section.
+	Data []byte
+
+	kvIndex     map[string]int
+	tensorIndex map[string]int
+}
+
+// Open reads and parses the GGUF file at path.
+func Open(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse parses a whole GGUF file held in memory. The returned File refers to
+// b's tensor data without copying.
+func Parse(b []byte) (*File, error) {
+	r := &reader{b: b}
+	magic, err := r.bytes(4)
+	if err != nil {
+		return nil, err
+	}
+	if string(magic) != Magic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrFormat, magic)
+	}
+	f := &File{Alignment: DefaultAlignment}
+	if f.Version, err = r.u32(); err != nil {
+		return nil, err
+	}
+	if f.Version != 2 && f.Version != 3 {
+		return nil, fmt.Errorf("%w: version %d (want 2 or 3)", ErrUnsupported, f.Version)
+	}
+	nTensors, err := r.u64()
+	if err != nil {
+		return nil, err
+	}
+	nKV, err := r.u64()
+	if err != nil {
+		return nil, err
+	}
+	if nTensors > MaxTensors {
+		return nil, fmt.Errorf("%w: %d tensors (max %d)", ErrLimit, nTensors, MaxTensors)
+	}
+	if nKV > MaxKVs {
+		return nil, fmt.Errorf("%w: %d metadata entries (max %d)", ErrLimit, nKV, MaxKVs)
+	}
+	f.kvIndex = make(map[string]int, nKV)
+	for i := uint64(0); i < nKV; i++ {
+		key, err := r.str()
+		if err != nil {
+			return nil, fmt.Errorf("metadata %d key: %w", i, err)
+		}
+		t, err := r.u32()
+		if err != nil {
+			return nil, fmt.Errorf("metadata %q: %w", key, err)
+		}
+		v, err := r.value(ValueType(t), 0)
+		if err != nil {
+			return nil, fmt.Errorf("metadata %q: %w", key, err)
+		}
+		if _, dup := f.kvIndex[key]; dup {
+			return nil, fmt.Errorf("%w: duplicate metadata key %q", ErrFormat, key)
+		}
+		f.kvIndex[key] = len(f.KVs)
+		f.KVs = append(f.KVs, KV{Key: key, Value: v})
+	}
+	if v, ok := f.Get("general.alignment"); ok {
+		a, ok := v.Uint()
+		if !ok || a == 0 || a&(a-1) != 0 || a > 1<<16 {
+			return nil, fmt.Errorf("%w: general.alignment %v", ErrFormat, v.V)
+		}
+		f.Alignment = a
+	}
+	f.tensorIndex = make(map[string]int, nTensors)
+	for i := uint64(0); i < nTensors; i++ {
+		var ti TensorInfo
+		if ti.Name, err = r.str(); err != nil {
+			return nil, fmt.Errorf("tensor %d name: %w", i, err)
+		}
+		nd, err := r.u32()
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
+		}
+		if nd == 0 || nd > MaxDims {
+			return nil, fmt.Errorf("%w: tensor %q has %d dimensions", ErrFormat, ti.Name, nd)
+		}
+		ti.Dims = make([]uint64, nd)
+		elems := uint64(1)
+		for d := range ti.Dims {
+			if ti.Dims[d], err = r.u64(); err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
+			}
+			if ti.Dims[d] == 0 || ti.Dims[d] > maxTensorElems {
+				return nil, fmt.Errorf("%w: tensor %q dimension %d is %d", ErrFormat, ti.Name, d, ti.Dims[d])
+			}
+			elems *= ti.Dims[d]
+			if elems > maxTensorElems {
+				return nil, fmt.Errorf("%w: tensor %q has too many elements", ErrLimit, ti.Name)
+			}
+		}
+		tt, err := r.u32()
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
+		}
+		ti.Type = TensorType(tt)
+		if ti.Offset, err = r.u64(); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
+		}
+		if _, dup := f.tensorIndex[ti.Name]; dup {
+			return nil, fmt.Errorf("%w: duplicate tensor %q", ErrFormat, ti.Name)
+		}
+		f.tensorIndex[ti.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, ti)
+	}
+	off := uint64(r.off)
+	if rem := off % f.Alignment; rem != 0 {
+		off += f.Alignment - rem
+	}
+	if len(f.Tensors) > 0 && off > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: truncated before tensor data", ErrFormat)
+	}
+	if off > uint64(len(b)) {
+		off = uint64(len(b))
+	}
+	f.DataOffset = off
+	f.Data = b[off:]
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if ti.Offset%f.Alignment != 0 {
+			return nil, fmt.Errorf("%w: tensor %q offset %d not aligned to %d", ErrFormat, ti.Name, ti.Offset, f.Alignment)
+		}
+		bs, _ := ti.Type.blockInfo()
+		if bs == 0 {
+			continue // reported when the tensor is read
+		}
+		if ti.Dims[0]%uint64(bs) != 0 {
+			return nil, fmt.Errorf("%w: tensor %q row length %d not a multiple of %s block size %d", ErrFormat, ti.Name, ti.Dims[0], ti.Type, bs)
+		}
+		if end := ti.Offset + ti.Size(); end < ti.Offset || end > uint64(len(f.Data)) {
+			return nil, fmt.Errorf("%w: tensor %q data [%d, %d) beyond the %d data bytes", ErrFormat, ti.Name, ti.Offset, end, len(f.Data))
+		}
+	}
+	return f, nil
+}
+
+// Get returns the metadata value for key.
+func (f *File) Get(key string) (Value, bool) {
+	i, ok := f.kvIndex[key]
+	if !ok {
+		return Value{}, false
+	}
+	return f.KVs[i].Value, true
+}
+
+// String returns a string metadata value.
+func (f *File) String(key string) (string, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.V.(string)
+	return s, ok
+}
+
+// Uint returns an integer metadata value (any unsigned or non-negative
+// signed integer type).
+func (f *File) Uint(key string) (uint64, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return 0, false
+	}
+	return v.Uint()
+}
+
+// Float returns a numeric metadata value as float64.
+func (f *File) Float(key string) (float64, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return 0, false
+	}
+	switch x := v.V.(type) {
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	if u, ok := v.Uint(); ok {
+		return float64(u), true
+	}
+	return 0, false
+}
+
+// Bool returns a boolean metadata value.
+func (f *File) Bool(key string) (bool, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return false, false
+	}
+	b, ok := v.V.(bool)
+	return b, ok
+}
+
+// Strings returns a string-array metadata value.
+func (f *File) Strings(key string) ([]string, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return nil, false
+	}
+	s, ok := v.V.([]string)
+	return s, ok
+}
+
+// Float32s returns a float32-array metadata value.
+func (f *File) Float32s(key string) ([]float32, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return nil, false
+	}
+	s, ok := v.V.([]float32)
+	return s, ok
+}
+
+// Int32s returns an integer-array metadata value converted to int32.
+func (f *File) Int32s(key string) ([]int32, bool) {
+	v, ok := f.Get(key)
+	if !ok {
+		return nil, false
+	}
+	switch s := v.V.(type) {
+	case []int32:
+		return s, true
+	case []uint32:
+		out := make([]int32, len(s))
+		for i, x := range s {
+			out[i] = int32(x)
+		}
+		return out, true
+	case []int8:
+		out := make([]int32, len(s))
+		for i, x := range s {
+			out[i] = int32(x)
+		}
+		return out, true
+	case []uint8:
+		out := make([]int32, len(s))
+		for i, x := range s {
+			out[i] = int32(x)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// Uint converts an integer scalar to uint64; negative values fail.
+func (v Value) Uint() (uint64, bool) {
+	switch x := v.V.(type) {
+	case uint8:
+		return uint64(x), true
+	case uint16:
+		return uint64(x), true
+	case uint32:
+		return uint64(x), true
+	case uint64:
+		return x, true
+	case int8:
+		return uint64(x), x >= 0
+	case int16:
+		return uint64(x), x >= 0
+	case int32:
+		return uint64(x), x >= 0
+	case int64:
+		return uint64(x), x >= 0
+	}
+	return 0, false
+}
+
+// Tensor looks a tensor up by name.
+func (f *File) Tensor(name string) (*TensorInfo, bool) {
+	i, ok := f.tensorIndex[name]
+	if !ok {
+		return nil, false
+	}
+	return &f.Tensors[i], true
+}
+
+// TensorData returns the raw bytes of a tensor, or an error for an
+// unsupported tensor type.
+func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
+	if !t.Type.Supported() {
+		return nil, fmt.Errorf("%w: tensor %q has type %s", ErrUnsupported, t.Name, t.Type)
+	}
+	return f.Data[t.Offset : t.Offset+t.Size()], nil
+}
+
+// Arch returns general.architecture.
+func (f *File) Arch() string {
+	s, _ := f.String("general.architecture")
+	return s
+}
+
+// Describe summarises the file in one line per metadata key and tensor
+// (arrays are abbreviated), for diagnostics.
+func (f *File) Describe() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "GGUF v%d, %d metadata, %d tensors, alignment %d\n", f.Version, len(f.KVs), len(f.Tensors), f.Alignment)
+	for _, kv := range f.KVs {
+		if kv.Value.Type == TypeArray {
+			fmt.Fprintf(&sb, "  %s: array<%s>\n", kv.Key, kv.Value.ElemType)
+			continue
+		}
+		fmt.Fprintf(&sb, "  %s: %s = %v\n", kv.Key, kv.Value.Type, kv.Value.V)
+	}
+	for _, t := range f.Tensors {
+		fmt.Fprintf(&sb, "  tensor %s %s %v @%d\n", t.Name, t.Type, t.Dims, t.Offset)
+	}
+	return sb.String()
+}
+
+type reader struct {
+	b    []byte
+	off  int
+	meta int // decoded metadata bytes so far
+}
+
+func (r *reader) bytes(n int) ([]byte, error) {
+	if n < 0 || n > len(r.b)-r.off {
+		return nil, fmt.Errorf("%w: truncated at byte %d (need %d more)", ErrFormat, r.off, n)
+	}
+	s := r.b[r.off : r.off+n]
+	r.off += n
+	return s, nil
+}
+
+func (r *reader) u32() (uint32, error) {
+	s, err := r.bytes(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(s), nil
+}
+
+func (r *reader) u64() (uint64, error) {
+	s, err := r.bytes(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(s), nil
+}
+
+func (r *reader) str() (string, error) {
+	n, err := r.u64()
+	if err != nil {
+		return "", err
+	}
+	if n > MaxStringLen {
+		return "", fmt.Errorf("%w: string of %d bytes (max %d)", ErrLimit, n, MaxStringLen)
+	}
+	if err := r.account(int(n) + 16); err != nil {
+		return "", err
+	}
+	s, err := r.bytes(int(n))
+	if err != nil {
+		return "", err
+	}
+	return string(s), nil
+}
+
+func (r *reader) account(n int) error {
+	r.meta += n
+	if r.meta > MaxMetaBytes {
+		return fmt.Errorf("%w: metadata larger than %d bytes", ErrLimit, MaxMetaBytes)
+	}
+	return nil
+}
+
+func (r *reader) value(t ValueType, depth int) (Value, error) {
+	v := Value{Type: t}
+	if t == TypeArray {
+		if depth >= MaxArrayDepth {
+			return v, fmt.Errorf("%w: arrays nested deeper than %d", ErrLimit, MaxArrayDepth)
+		}
+		et, err := r.u32()
+		if err != nil {
+			return v, err
+		}
+		v.ElemType = ValueType(et)
+		n, err := r.u64()
+		if err != nil {
+			return v, err
+		}
+		if n > MaxArrayLen {
+			return v, fmt.Errorf("%w: array of %d elements (max %d)", ErrLimit, n, MaxArrayLen)
+		}
+		v.V, err = r.array(v.ElemType, int(n), depth)
+		return v, err
+	}
+	sz := t.size()
+	if t == TypeString {
+		s, err := r.str()
+		v.V = s
+		return v, err
+	}
+	if sz == 0 {
+		return v, fmt.Errorf("%w: unknown metadata value type %d", ErrFormat, uint32(t))
+	}
+	s, err := r.bytes(sz)
+	if err != nil {
+		return v, err
+	}
+	v.V = scalar(t, s)
+	return v, nil
+}
+
+func scalar(t ValueType, s []byte) any {
+	switch t {
+	case TypeUint8:
+		return s[0]
+	case TypeInt8:
+		return int8(s[0])
+	case TypeBool:
+		return s[0] != 0
+	case TypeUint16:
+		return binary.LittleEndian.Uint16(s)
+	case TypeInt16:
+		return int16(binary.LittleEndian.Uint16(s))
+	case TypeUint32:
+		return binary.LittleEndian.Uint32(s)
+	case TypeInt32:
+		return int32(binary.LittleEndian.Uint32(s))
+	case TypeFloat32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(s))
+	case TypeUint64:
+		return binary.LittleEndian.Uint64(s)
+	case TypeInt64:
+		return int64(binary.LittleEndian.Uint64(s))
+	case TypeFloat64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(s))
+	}
+	return nil
+}
+
+func (r *reader) array(et ValueType, n, depth int) (any, error) {
+	switch et {
+	case TypeString:
+		out := make([]string, 0, min(n, 1<<12))
+		for range n {
+			s, err := r.str()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	case TypeArray:
+		out := make([]Value, 0, min(n, 1<<12))
+		for range n {
+			v, err := r.value(TypeArray, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	sz := et.size()
+	if sz == 0 {
+		return nil, fmt.Errorf("%w: unknown array element type %d", ErrFormat, uint32(et))
+	}
+	if err := r.account(n * sz); err != nil {
+		return nil, err
+	}
+	s, err := r.bytes(n * sz)
+	if err != nil {
+		return nil, err
+	}
+	switch et {
+	case TypeUint8:
+		return append([]uint8(nil), s...), nil
+	case TypeInt8:
+		out := make([]int8, n)
+		for i := range out {
+			out[i] = int8(s[i])
+		}
+		return out, nil
+	case TypeBool:
+		out := make([]bool, n)
+		for i := range out {
+			out[i] = s[i] != 0
+		}
+		return out, nil
+	case TypeUint16:
+		out := make([]uint16, n)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(s[2*i:])
+		}
+		return out, nil
+	case TypeInt16:
+		out := make([]int16, n)
+		for i := range out {
+			out[i] = int16(binary.LittleEndian.Uint16(s[2*i:]))
+		}
+		return out, nil
+	case TypeUint32:
+		out := make([]uint32, n)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint32(s[4*i:])
+		}
+		return out, nil
+	case TypeInt32:
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
+		}
+		return out, nil
+	case TypeFloat32:
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
+		}
+		return out, nil
+	case TypeUint64:
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint64(s[8*i:])
+		}
+		return out, nil
+	case TypeInt64:
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = int64(binary.LittleEndian.Uint64(s[8*i:]))
+		}
+		return out, nil
+	case TypeFloat64:
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: array element type %s", ErrFormat, et)
+}
+
+// ReadAll parses a GGUF file from r, reading at most limit bytes.
+func ReadAll(r io.Reader, limit int64) (*File, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: file larger than %d bytes", ErrLimit, limit)
+	}
+	return Parse(b)
+}
