@@ -112,20 +112,6 @@ func multinomials(p [][]float64, n int) [][][]outcome {
 	return out
 }
 
-// launch applies the launch rule (sched.Decide) to every idle model of
-// state s (k_i, b_i, r_i at 3i, 3i+1, 3i+2).
-func launch(s []int, pols []sched.Policy, n int, quanta []int) {
-	for i := range pols {
-		if s[3*i+1] != 0 {
-			continue
-		}
-		d := sched.Decide(pols[i], sched.State{Runnable: s[3*i], Active: n}, 0)
-		if d.Launch {
-			s[3*i+1], s[3*i], s[3*i+2] = s[3*i], 0, quanta[i]
-		}
-	}
-}
-
 // staticPolicies returns one static sched.Policy per threshold, no max-wait.
 func staticPolicies(b []int) []sched.Policy {
 	pols := make([]sched.Policy, len(b))
@@ -155,15 +141,16 @@ func checkThresholds(m Model, n int, b []int) error {
 }
 
 // buildChain enumerates the states reachable from "all n requests queued at
-// model 0" under static thresholds b, with at most maxStates states.
-func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*chain, error) {
+// model 0" under the launch policies pols (no max-wait), with at most
+// maxStates states.
+func buildChain(ctx context.Context, m Model, n int, pols []sched.Policy, maxStates int) (*chain, error) {
 	quanta := m.Quanta()
 	cd, err := newCodec(n, quanta)
 	if err != nil {
 		return nil, err
 	}
 	M := m.M()
-	pols := staticPolicies(b)
+	env := newLaunchEnv(m, n, pols)
 	mult := multinomials(m.P, n)
 	tps := m.tokensPerStep()
 	delta := m.delta()
@@ -172,7 +159,7 @@ func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*c
 	var codes []uint64
 	s := make([]int, 3*M)
 	s[0] = n
-	launch(s, pols, n, quanta)
+	env.launchAll(s, 0, nil, nil)
 	index[cd.encode(s)] = 0
 	codes = append(codes, cd.encode(s))
 
@@ -199,7 +186,7 @@ func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*c
 			}
 		}
 		if tmin == math.MaxInt {
-			return nil, fmt.Errorf("%w: deadlock state reached with B=%v at N=%d", ErrInfeasible, b, n)
+			return nil, fmt.Errorf("%w: deadlock state reached at N=%d", ErrInfeasible, n)
 		}
 		finishing = finishing[:0]
 		tok := 0.0
@@ -227,7 +214,7 @@ func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*c
 						}
 					}
 				}
-				launch(next, pols, n, quanta)
+				env.launchAll(next, 0, nil, nil)
 				code := cd.encode(next)
 				idx, ok := index[code]
 				if !ok {
@@ -256,7 +243,7 @@ func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*c
 		rec(0, 1)
 		for _, e := range row {
 			if e.to < 0 {
-				return nil, fmt.Errorf("%w: more than %d states at N=%d, B=%v", ErrTooLarge, maxStates, n, b)
+				return nil, fmt.Errorf("%w: more than %d states at N=%d", ErrTooLarge, maxStates, n)
 			}
 		}
 		slices.SortFunc(row, func(a, b edge) int { return int(a.to - b.to) })
@@ -274,17 +261,37 @@ func buildChain(ctx context.Context, m Model, n int, b []int, maxStates int) (*c
 	return ch, nil
 }
 
-// exactResult evaluates static thresholds b at concurrency n exactly.
-func exactResult(ctx context.Context, m Model, n int, b []int, maxStates int, tol float64) (Result, error) {
-	res := Result{N: n, B: slices.Clone(b), Feasible: true, Method: MethodExact}
-	ch, err := buildChain(ctx, m, n, b, maxStates)
+// EvaluateExact returns the exact throughput of launch policies pols (one
+// per model) at concurrency n: the stationary distribution of the chain of
+// DESIGN §6 with sched.Decide as the launch rule. Policies must not use a
+// max-wait guard (the chain has no clock). It fails with ErrTooLarge when
+// the chain has more than opts.MaxStates states, and with ErrInfeasible
+// when a reachable state deadlocks.
+func EvaluateExact(ctx context.Context, m Model, n int, pols []sched.Policy, opts Options) (Result, error) {
+	opts = opts.withDefaults()
+	if err := m.Validate(); err != nil {
+		return Result{}, err
+	}
+	if n < 1 {
+		return Result{}, fmt.Errorf("perfmodel: concurrency %d must be at least 1", n)
+	}
+	if len(pols) != m.M() {
+		return Result{}, fmt.Errorf("perfmodel: %d policies for %d models", len(pols), m.M())
+	}
+	res := Result{N: n, B: policyThresholds(pols, n), Feasible: true, Method: MethodExact}
+	for i, p := range pols {
+		if p.MaxWait > 0 {
+			return res, fmt.Errorf("perfmodel: policy %d has a max-wait guard; the exact chain cannot model it (use Simulate)", i)
+		}
+	}
+	ch, err := buildChain(ctx, m, n, pols, opts.MaxStates)
 	if err != nil {
 		return res, err
 	}
-	pi, r, sweeps, err := stationary(ctx, ch.p, tol)
+	pi, r, sweeps, err := stationary(ctx, ch.p, opts.Tolerance)
 	res.States, res.Residual, res.Sweeps = ch.p.n, r, sweeps
 	if err != nil {
-		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, b, ch.p.n, err)
+		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, res.B, ch.p.n, err)
 	}
 	num, den := 0.0, 0.0
 	for i, x := range pi {
@@ -293,4 +300,13 @@ func exactResult(ctx context.Context, m Model, n int, b []int, maxStates int, to
 	}
 	res.TokensPerSecond = num / den * 1000
 	return res, nil
+}
+
+// policyThresholds returns each policy's threshold at n active requests.
+func policyThresholds(pols []sched.Policy, n int) []int {
+	b := make([]int, len(pols))
+	for i, p := range pols {
+		b[i] = p.B.At(n)
+	}
+	return b
 }

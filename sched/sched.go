@@ -53,6 +53,14 @@ type Policy struct {
 	// this long, so no threshold can deadlock or starve. 0 disables the
 	// guard (used to validate the throughput model, which has none).
 	MaxWait time.Duration
+	// Lookahead, when true, also launches below the threshold once waiting
+	// for the next expected arrivals costs more request-time than it saves
+	// (see LookaheadLaunch). The threshold still launches at or above B, so
+	// B acts as an upper bound; set it to the concurrency for a pure
+	// lookahead rule. Off by default.
+	Lookahead bool
+	// Step is this model's step latency, used by Lookahead.
+	Step time.Duration
 }
 
 // State is what the decision looks at. Times are offsets from any fixed
@@ -65,6 +73,13 @@ type State struct {
 	Active int
 	// ReadySince is when the oldest runnable request became runnable.
 	ReadySince time.Duration
+	// Incoming is the expected number of requests that arrive at this model
+	// when the next upstream step that can route here completes; 0 when no
+	// such step is running. Used only by Policy.Lookahead.
+	Incoming float64
+	// IncomingIn is the time from now until that upstream step completes.
+	// Used only by Policy.Lookahead.
+	IncomingIn time.Duration
 }
 
 // Decision is the scheduler's answer.
@@ -80,12 +95,16 @@ type Decision struct {
 }
 
 // Decide is the delayed-batching rule: launch when at least B(active)
-// requests are runnable, or when the oldest has waited MaxWait.
+// requests are runnable, when Policy.Lookahead is set and LookaheadLaunch
+// says waiting does not pay, or when the oldest has waited MaxWait.
 func Decide(p Policy, s State, now time.Duration) Decision {
 	if s.Runnable <= 0 {
 		return Decision{}
 	}
 	if s.Runnable >= p.B.At(s.Active) {
+		return Decision{Launch: true}
+	}
+	if p.Lookahead && LookaheadLaunch(s.Runnable, s.Incoming, s.IncomingIn, p.Step) {
 		return Decision{Launch: true}
 	}
 	if p.MaxWait <= 0 {
@@ -96,6 +115,26 @@ func Decide(p Policy, s State, now time.Duration) Decision {
 		return Decision{Launch: true}
 	}
 	return Decision{WakeAt: deadline, Wake: true}
+}
+
+// LookaheadLaunch is the expected-wait rule. With k requests runnable on an
+// idle model whose step takes step, and incoming requests expected to arrive
+// after a wait h, launching now delays the arrivals by step − h (they miss
+// this batch and wait for it to finish) while waiting delays the k runnable
+// requests by h. It reports whether to launch now: when nothing is expected
+// (incoming ≤ 0), when the arrival comes no sooner than a whole step, or when
+// k·h ≥ incoming·(step − h).
+func LookaheadLaunch(k int, incoming float64, h, step time.Duration) bool {
+	if k <= 0 {
+		return false
+	}
+	if incoming <= 0 || h >= step {
+		return true
+	}
+	if h < 0 {
+		h = 0
+	}
+	return float64(k)*float64(h) >= incoming*float64(step-h)
 }
 
 // ParseStatic parses a comma-separated threshold vector such as "1,3" into
