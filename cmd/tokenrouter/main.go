@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(
+		newPlanCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root
