@@ -1,0 +1,334 @@
+// Package cpu is a pure-Go transformer engine for llama-family weights:
+// llama (llama2.c checkpoints and GGUF), qwen2 (q/k/v biases) and qwen3
+// (q/k RMSNorm), with grouped-query attention, rotary embeddings in each
+// architecture's GGUF layout, F32/F16/BF16/Q8_0/Q4_0 weights, a paged
+// per-sequence KV cache with truncate, release and a memory budget, and one
+// batched step over many sequences mixing extends and decodes in which every
+// weight matrix is read once for the whole batch. Kernels run on a fixed
+// worker pool owned by the engine and stopped by Close; a step in steady
+// state allocates nothing.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/llama2c"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Threads is the number of kernel threads including the caller's;
+	// 0 means runtime.GOMAXPROCS(0).
+	Threads int
+	// KVBudgetBytes bounds the KV cache memory; 0 means 1 GiB.
+	KVBudgetBytes int64
+	// ContextLength caps the sequence length below the model's; 0 keeps it.
+	ContextLength int
+}
+
+// DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
+const DefaultKVBudget = 1 << 30
+
+// parallelMACs is the smallest matmul (in multiply-adds) split over threads.
+const parallelMACs = 1 << 15
+
+// Engine runs llama-family models on the CPU. It implements engine.Engine.
+type Engine struct {
+	cfg  *config
+	w    *weights
+	info engine.Info
+	pool *pool
+	kv   *kvPool
+
+	invFreq []float64 // per rotary pair
+	scale   float32   // 1/sqrt(headDim)
+
+	seqs    map[engine.SeqID]*sequence
+	spare   []*sequence
+	batch   []*sequence // per input of the current step
+	scratch []workerScratch
+
+	// per-step buffers, grown on demand and reused
+	rowSeq             []*sequence
+	rowPos             []int
+	x, xb, q, k, v     []float32
+	att, hb, hb2, xo   []float32
+	cosSin             []float64
+	outRows            []int
+	hn, logits, probs  []float32
+	tokens             []int32
+	order              []int32
+	mm                 matmulTask
+	at                 attnTask
+	closed             bool
+}
+
+type workerScratch struct {
+	row    []float32 // a dequantised weight row
+	scores []float32 // attention scores
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// Open loads a model file (GGUF, or a llama2.c checkpoint) into a new engine.
+func Open(path string, opts Options) (*Engine, error) {
+	c, w, err := loadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(c, w, opts)
+}
+
+// NewFromGGUF builds an engine from a parsed GGUF file.
+func NewFromGGUF(f *gguf.File, opts Options) (*Engine, error) {
+	c, w, err := fromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(c, w, opts)
+}
+
+// NewFromCheckpoint builds an engine from a llama2.c checkpoint.
+func NewFromCheckpoint(ck *llama2c.Checkpoint, opts Options) (*Engine, error) {
+	c, w := fromCheckpoint(ck)
+	return newEngine(c, w, opts)
+}
+
+func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if opts.ContextLength > 0 && opts.ContextLength < c.ctx {
+		c.ctx = opts.ContextLength
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	budget := opts.KVBudgetBytes
+	if budget <= 0 {
+		budget = DefaultKVBudget
+	}
+	e := &Engine{
+		cfg: c, w: w,
+		info: engine.Info{
+			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
+			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
+		},
+		kv:    newKVPool(c.layers, c.kvDim(), budget),
+		seqs:  make(map[engine.SeqID]*sequence),
+		scale: float32(1 / math.Sqrt(float64(c.headDim))),
+	}
+	if e.kv.maxBlocks < 1 {
+		return nil, fmt.Errorf("cpu: KV budget of %d bytes holds less than one block of %d tokens: %w", budget, blockTokens, engine.ErrOutOfMemory)
+	}
+	e.invFreq = make([]float64, c.ropeDim/2)
+	for j := range e.invFreq {
+		e.invFreq[j] = math.Pow(c.ropeBase, -2*float64(j)/float64(c.ropeDim))
+		if w.ropeFreqs != nil && w.ropeFreqs[j] != 0 {
+			e.invFreq[j] /= float64(w.ropeFreqs[j])
+		}
+	}
+	maxCols := max(c.dim, c.hidden, c.qDim())
+	e.scratch = make([]workerScratch, threads)
+	for i := range e.scratch {
+		e.scratch[i].row = make([]float32, maxCols)
+	}
+	e.mm.e = e
+	e.at.e = e
+	e.pool = newPool(threads)
+	return e, nil
+}
+
+// Info reports model facts.
+func (e *Engine) Info() engine.Info { return e.info }
+
+// Threads reports the number of kernel threads.
+func (e *Engine) Threads() int { return e.pool.n }
+
+// Len reports how many tokens seq holds.
+func (e *Engine) Len(seq engine.SeqID) int {
+	if s, ok := e.seqs[seq]; ok {
+		return s.n
+	}
+	return 0
+}
+
+// Truncate keeps the first n tokens of seq and frees the KV blocks past
+// them. n at or beyond the sequence length changes nothing.
+func (e *Engine) Truncate(seq engine.SeqID, n int) error {
+	if n < 0 {
+		return fmt.Errorf("cpu: truncate to %d tokens: %w", n, engine.ErrBadInput)
+	}
+	s, ok := e.seqs[seq]
+	if !ok || n >= s.n {
+		return nil
+	}
+	s.n = n
+	e.shrink(s, blocksFor(n))
+	return nil
+}
+
+func (e *Engine) shrink(s *sequence, keep int) {
+	for len(s.blocks) > keep {
+		e.kv.release(s.blocks[len(s.blocks)-1])
+		s.blocks = s.blocks[:len(s.blocks)-1]
+	}
+}
+
+// Release frees seq's KV cache.
+func (e *Engine) Release(seq engine.SeqID) {
+	s, ok := e.seqs[seq]
+	if !ok {
+		return
+	}
+	delete(e.seqs, seq)
+	e.shrink(s, 0)
+	s.n = 0
+	e.spare = append(e.spare, s)
+}
+
+// KVBlocksInUse reports the KV blocks held by sequences (for tests and metrics).
+func (e *Engine) KVBlocksInUse() int { return len(e.kv.blocks) - len(e.kv.free) }
+
+// Close stops the worker pool and frees the weights and KV cache.
+func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	e.pool.close()
+	e.seqs = nil
+	e.kv.blocks = nil
+	e.w = nil
+	return nil
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// Step runs one batched forward pass; see engine.Engine.
+func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
+	if e.closed {
+		return fmt.Errorf("cpu: step on a closed engine: %w", engine.ErrBadInput)
+	}
+	if len(out) < len(in) {
+		return fmt.Errorf("cpu: %d outputs for %d inputs: %w", len(out), len(in), engine.ErrBadInput)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cpu: step: %w", err)
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	T, O, err := e.admit(in)
+	if err != nil {
+		return err
+	}
+	if err := e.forward(ctx, in, T, O); err != nil {
+		e.rollback()
+		return err
+	}
+	e.finish(in, out)
+	return nil
+}
+
+// admit validates the batch, creates new sequences and reserves KV blocks.
+// On error nothing has changed.
+func (e *Engine) admit(in []engine.Input) (T, O int, err error) {
+	e.batch = grow(e.batch, len(in))
+	need := 0
+	var fail error
+	for i := range in {
+		ip := &in[i]
+		if len(ip.Tokens) == 0 {
+			fail = fmt.Errorf("cpu: input %d (seq %d) has no tokens: %w", i, ip.Seq, engine.ErrBadInput)
+			e.batch = e.batch[:i]
+			break
+		}
+		for _, t := range ip.Tokens {
+			if t < 0 || int(t) >= e.cfg.vocab {
+				fail = fmt.Errorf("cpu: input %d (seq %d) has token %d outside [0, %d): %w", i, ip.Seq, t, e.cfg.vocab, engine.ErrBadInput)
+				break
+			}
+		}
+		if fail != nil {
+			e.batch = e.batch[:i]
+			break
+		}
+		s, ok := e.seqs[ip.Seq]
+		if !ok {
+			if n := len(e.spare); n > 0 {
+				s = e.spare[n-1]
+				e.spare = e.spare[:n-1]
+			} else {
+				s = &sequence{}
+			}
+			s.created = true
+			s.id = ip.Seq
+			e.seqs[ip.Seq] = s
+		} else if s.inBatch {
+			fail = fmt.Errorf("cpu: seq %d appears twice in one step: %w", ip.Seq, engine.ErrBadInput)
+			e.batch = e.batch[:i]
+			break
+		}
+		s.inBatch = true
+		e.batch[i] = s
+		if s.n+len(ip.Tokens) > e.cfg.ctx {
+			fail = fmt.Errorf("cpu: seq %d would hold %d tokens (context %d): %w", ip.Seq, s.n+len(ip.Tokens), e.cfg.ctx, engine.ErrContextFull)
+			e.batch = e.batch[:i+1]
+			break
+		}
+		need += blocksFor(s.n+len(ip.Tokens)) - len(s.blocks)
+		T += len(ip.Tokens)
+		if ip.Want&engine.WantAllTokens != 0 {
+			O += len(ip.Tokens)
+		} else {
+			O++
+		}
+	}
+	if fail == nil && need > e.kv.available() {
+		fail = fmt.Errorf("cpu: step needs %d KV blocks of %d tokens, %d free: %w", need, blockTokens, e.kv.available(), engine.ErrOutOfMemory)
+	}
+	if fail != nil {
+		for i, s := range e.batch {
+			s.inBatch = false
+			if s.created {
+				s.created = false
+				delete(e.seqs, in[i].Seq)
+				e.spare = append(e.spare, s)
+			}
+		}
+		return 0, 0, fail
+	}
+	for i, s := range e.batch {
+		s.oldN, s.oldBlk = s.n, len(s.blocks)
+		for len(s.blocks) < blocksFor(s.n+len(in[i].Tokens)) {
+			s.blocks = append(s.blocks, e.kv.alloc())
+		}
+	}
+	return T, O, nil
+}
+
+// rollback undoes admit after a failed forward pass.
+func (e *Engine) rollback() {
+	for _, s := range e.batch {
+		s.n = s.oldN
+		e.shrink(s, s.oldBlk)
+		s.inBatch = false
+		if s.created {
+			s.created = false
+			delete(e.seqs, s.id)
+			e.spare = append(e.spare, s)
+		}
+	}
+}

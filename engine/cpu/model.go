@@ -1,0 +1,343 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/llama2c"
+)
+
+// config holds the hyperparameters of a loaded model.
+type config struct {
+	name, arch    string
+	dim           int // embedding width
+	hidden        int // feed-forward width
+	layers        int
+	heads, kvHeads int
+	headDim       int
+	vocab         int
+	ctx           int
+	ropeDim       int
+	ropeBase      float64
+	ropeNeox      bool // rotate (i, i+ropeDim/2) pairs instead of adjacent ones
+	eps           float32
+	bos, eos      int32
+}
+
+func (c *config) qDim() int  { return c.heads * c.headDim }
+func (c *config) kvDim() int { return c.kvHeads * c.headDim }
+
+// matrix is a weight matrix of rows × cols (ggml ne1 × ne0) in one of the
+// supported storage types. F32 weights are kept as float32 values.
+type matrix struct {
+	typ        gguf.TensorType
+	rows, cols int
+	f32        []float32 // when typ == F32
+	q          []byte    // otherwise: rows × rowBytes
+	rowBytes   int
+}
+
+// row returns row r as float32, dequantising into buf when needed.
+func (m *matrix) row(r int, buf []float32) []float32 {
+	if m.typ == gguf.F32 {
+		return m.f32[r*m.cols : (r+1)*m.cols]
+	}
+	buf = buf[:m.cols]
+	_ = gguf.Dequantize(m.typ, buf, m.q[r*m.rowBytes:(r+1)*m.rowBytes]) // sizes checked at load
+	return buf
+}
+
+type layer struct {
+	attnNorm, ffnNorm []float32
+	qNorm, kNorm      []float32 // qwen3
+	bq, bk, bv        []float32 // qwen2
+	wq, wk, wv, wo    matrix
+	gate, up, down    matrix
+}
+
+type weights struct {
+	embd      matrix
+	outNorm   []float32
+	output    matrix
+	ropeFreqs []float32 // optional per-pair frequency divisors (Llama 3.1)
+	layers    []layer
+}
+
+// Limits on model hyperparameters accepted from files.
+const (
+	maxDim    = 1 << 16
+	maxLayers = 1 << 10
+	maxVocab  = 1 << 22
+	maxCtx    = 1 << 21
+)
+
+func (c *config) validate() error {
+	switch {
+	case c.dim <= 0 || c.dim > maxDim, c.hidden <= 0 || c.hidden > 8*maxDim:
+		return fmt.Errorf("cpu: bad dimensions dim=%d hidden=%d", c.dim, c.hidden)
+	case c.layers <= 0 || c.layers > maxLayers:
+		return fmt.Errorf("cpu: bad layer count %d", c.layers)
+	case c.heads <= 0 || c.kvHeads <= 0 || c.heads%c.kvHeads != 0:
+		return fmt.Errorf("cpu: bad head counts %d/%d", c.heads, c.kvHeads)
+	case c.headDim <= 0 || c.headDim > 4096 || c.headDim%2 != 0:
+		return fmt.Errorf("cpu: bad head dimension %d", c.headDim)
+	case c.ropeDim <= 0 || c.ropeDim > c.headDim || c.ropeDim%2 != 0:
+		return fmt.Errorf("cpu: bad rope dimension %d (head dimension %d)", c.ropeDim, c.headDim)
+	case c.vocab <= 0 || c.vocab > maxVocab:
+		return fmt.Errorf("cpu: bad vocabulary size %d", c.vocab)
+	case c.ctx <= 0 || c.ctx > maxCtx:
+		return fmt.Errorf("cpu: bad context length %d", c.ctx)
+	case !(c.ropeBase > 0) || math.IsInf(c.ropeBase, 0):
+		return fmt.Errorf("cpu: bad rope base %v", c.ropeBase)
+	}
+	return nil
+}
+
+// loadFile reads a model file: GGUF when it starts with the GGUF magic,
+// otherwise a llama2.c checkpoint.
+func loadFile(path string) (*config, *weights, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
+	var magic [4]byte
+	_, err = fh.Read(magic[:])
+	fh.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cpu: %s: %w", path, err)
+	}
+	if string(magic[:]) == gguf.Magic {
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cpu: %w", err)
+		}
+		return fromGGUF(f)
+	}
+	ck, err := llama2c.OpenCheckpoint(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
+	c, w := fromCheckpoint(ck)
+	return c, w, nil
+}
+
+func f32Matrix(rows, cols int, v []float32) matrix {
+	return matrix{typ: gguf.F32, rows: rows, cols: cols, f32: v}
+}
+
+func fromCheckpoint(ck *llama2c.Checkpoint) (*config, *weights) {
+	c := &config{
+		name: "llama2.c", arch: "llama",
+		dim: ck.Dim, hidden: ck.HiddenDim, layers: ck.NLayers, heads: ck.NHeads, kvHeads: ck.NKVHeads,
+		headDim: ck.HeadSize(), vocab: ck.VocabSize, ctx: ck.SeqLen, ropeBase: 10000, eps: 1e-5,
+		bos: 1, eos: 2,
+	}
+	c.ropeDim = c.headDim
+	d, h, kv := c.dim, c.hidden, c.kvDim()
+	w := &weights{
+		embd:    f32Matrix(c.vocab, d, ck.TokenEmbedding),
+		outNorm: ck.RMSFinal,
+		output:  f32Matrix(c.vocab, d, ck.WCls),
+	}
+	for l := range c.layers {
+		w.layers = append(w.layers, layer{
+			attnNorm: ck.RMSAtt[l*d : (l+1)*d],
+			ffnNorm:  ck.RMSFFN[l*d : (l+1)*d],
+			wq:       f32Matrix(d, d, ck.WQ[l*d*d:(l+1)*d*d]),
+			wk:       f32Matrix(kv, d, ck.WK[l*kv*d:(l+1)*kv*d]),
+			wv:       f32Matrix(kv, d, ck.WV[l*kv*d:(l+1)*kv*d]),
+			wo:       f32Matrix(d, d, ck.WO[l*d*d:(l+1)*d*d]),
+			gate:     f32Matrix(h, d, ck.W1[l*h*d:(l+1)*h*d]),
+			down:     f32Matrix(d, h, ck.W2[l*d*h:(l+1)*d*h]),
+			up:       f32Matrix(h, d, ck.W3[l*h*d:(l+1)*h*d]),
+		})
+	}
+	return c, w
+}
+
+func fromGGUF(f *gguf.File) (*config, *weights, error) {
+	arch := f.Arch()
+	c := &config{arch: arch, name: arch, ropeBase: 10000, eps: 1e-5, bos: -1, eos: -1}
+	switch arch {
+	case "llama":
+	case "qwen2", "qwen3":
+		c.ropeNeox = true
+		c.eps = 1e-6
+	default:
+		return nil, nil, fmt.Errorf("cpu: architecture %q is not supported (want llama, qwen2 or qwen3)", arch)
+	}
+	if s, ok := f.String("general.name"); ok && s != "" {
+		c.name = s
+	}
+	u := func(key string, dst *int, required bool) error {
+		v, ok := f.Uint(arch + "." + key)
+		if !ok {
+			if required {
+				return fmt.Errorf("cpu: GGUF lacks %s.%s", arch, key)
+			}
+			return nil
+		}
+		if v > math.MaxInt32 {
+			return fmt.Errorf("cpu: %s.%s = %d is too large", arch, key, v)
+		}
+		*dst = int(v)
+		return nil
+	}
+	for _, e := range []struct {
+		key string
+		dst *int
+		req bool
+	}{
+		{"embedding_length", &c.dim, true}, {"feed_forward_length", &c.hidden, true},
+		{"block_count", &c.layers, true}, {"attention.head_count", &c.heads, true},
+		{"context_length", &c.ctx, true},
+	} {
+		if err := u(e.key, e.dst, e.req); err != nil {
+			return nil, nil, err
+		}
+	}
+	c.kvHeads = c.heads
+	if err := u("attention.head_count_kv", &c.kvHeads, false); err != nil {
+		return nil, nil, err
+	}
+	if c.heads > 0 {
+		c.headDim = c.dim / c.heads
+	}
+	if err := u("attention.key_length", &c.headDim, false); err != nil {
+		return nil, nil, err
+	}
+	c.ropeDim = c.headDim
+	if err := u("rope.dimension_count", &c.ropeDim, false); err != nil {
+		return nil, nil, err
+	}
+	if v, ok := f.Float(arch + ".rope.freq_base"); ok {
+		c.ropeBase = v
+	}
+	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
+		c.eps = float32(v)
+	}
+	if v, ok := f.Uint(arch + ".attention.value_length"); ok && int(v) != c.headDim {
+		return nil, nil, fmt.Errorf("cpu: value_length %d differs from key_length %d", v, c.headDim)
+	}
+	if v, ok := f.Uint("tokenizer.ggml.bos_token_id"); ok && v < math.MaxInt32 {
+		c.bos = int32(v)
+	}
+	if v, ok := f.Uint("tokenizer.ggml.eos_token_id"); ok && v < math.MaxInt32 {
+		c.eos = int32(v)
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok || len(emb.Dims) != 2 {
+		return nil, nil, fmt.Errorf("cpu: GGUF lacks a 2-D token_embd.weight")
+	}
+	c.vocab = int(min(emb.Dims[1], maxVocab+1))
+	if err := c.validate(); err != nil {
+		return nil, nil, err
+	}
+	if c.bos >= int32(c.vocab) {
+		c.bos = -1
+	}
+	if c.eos >= int32(c.vocab) {
+		c.eos = -1
+	}
+	w := &weights{}
+	var err error
+	mat := func(name string, rows, cols int) matrix {
+		if err != nil {
+			return matrix{}
+		}
+		var m matrix
+		m, err = ggufMatrix(f, name, rows, cols)
+		return m
+	}
+	vec := func(name string, n int, optional bool) []float32 {
+		if err != nil {
+			return nil
+		}
+		t, ok := f.Tensor(name)
+		if !ok {
+			if !optional {
+				err = fmt.Errorf("cpu: GGUF lacks tensor %s", name)
+			}
+			return nil
+		}
+		var m matrix
+		m, err = ggufMatrix(f, name, 1, n)
+		if err != nil {
+			return nil
+		}
+		_ = t
+		return m.row(0, make([]float32, n))
+	}
+	qd, kvd := c.qDim(), c.kvDim()
+	w.embd = mat("token_embd.weight", c.vocab, c.dim)
+	w.outNorm = vec("output_norm.weight", c.dim, false)
+	if _, ok := f.Tensor("output.weight"); ok {
+		w.output = mat("output.weight", c.vocab, c.dim)
+	} else {
+		w.output = w.embd
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		w.ropeFreqs = vec("rope_freqs.weight", c.ropeDim/2, false)
+	}
+	for l := range c.layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		ly := layer{
+			attnNorm: vec(p+"attn_norm.weight", c.dim, false),
+			ffnNorm:  vec(p+"ffn_norm.weight", c.dim, false),
+			wq:       mat(p+"attn_q.weight", qd, c.dim),
+			wk:       mat(p+"attn_k.weight", kvd, c.dim),
+			wv:       mat(p+"attn_v.weight", kvd, c.dim),
+			wo:       mat(p+"attn_output.weight", c.dim, qd),
+			gate:     mat(p+"ffn_gate.weight", c.hidden, c.dim),
+			up:       mat(p+"ffn_up.weight", c.hidden, c.dim),
+			down:     mat(p+"ffn_down.weight", c.dim, c.hidden),
+		}
+		if arch == "qwen2" {
+			ly.bq = vec(p+"attn_q.bias", qd, true)
+			ly.bk = vec(p+"attn_k.bias", kvd, true)
+			ly.bv = vec(p+"attn_v.bias", kvd, true)
+		}
+		if arch == "qwen3" {
+			ly.qNorm = vec(p+"attn_q_norm.weight", c.headDim, false)
+			ly.kNorm = vec(p+"attn_k_norm.weight", c.headDim, false)
+		}
+		w.layers = append(w.layers, ly)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, w, nil
+}
+
+// ggufMatrix checks a tensor's shape and type and wraps its data.
+func ggufMatrix(f *gguf.File, name string, rows, cols int) (matrix, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return matrix{}, fmt.Errorf("cpu: GGUF lacks tensor %s", name)
+	}
+	n := uint64(1)
+	for _, d := range t.Dims[1:] {
+		n *= d
+	}
+	if t.Dims[0] != uint64(cols) || n != uint64(rows) {
+		return matrix{}, fmt.Errorf("cpu: tensor %s has shape %v, want [%d %d]", name, t.Dims, cols, rows)
+	}
+	data, err := f.TensorData(t)
+	if err != nil {
+		return matrix{}, fmt.Errorf("cpu: %w", err)
+	}
+	m := matrix{typ: t.Type, rows: rows, cols: cols}
+	if t.Type == gguf.F32 {
+		m.f32 = make([]float32, rows*cols)
+		for i := range m.f32 {
+			m.f32[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		return m, nil
+	}
+	m.q = data
+	m.rowBytes = t.Type.RowBytes(cols)
+	return m, nil
+}
