@@ -55,6 +55,8 @@ type Request struct {
 	// Tokens is the sequence as this model knows it: the prompt followed by
 	// the output so far, including tokens not yet committed (drafts).
 	Tokens []int32
+	// By[i] is the model that produced Tokens[i] (-1 for prompt tokens).
+	By []int8
 	// PromptLen is the number of prompt tokens at the start of Tokens.
 	PromptLen int
 	// Committed is the length of the final prefix of Tokens.
@@ -63,6 +65,25 @@ type Request struct {
 	Appended int
 	// State is the algorithm's per-request state (nil when stateless).
 	State State
+}
+
+// CommitEnd says how far a commit of r's tokens may go: up to len(Tokens),
+// cut at the token limit or before an end-of-sequence token (eos < 0 or
+// Params.IgnoreEOS disables that). reason is "length", "stop" or "" when
+// the request goes on. Every serving loop applies the same rule.
+func (r *Request) CommitEnd(eos int32) (end int, reason string) {
+	end = len(r.Tokens)
+	if lim := r.PromptLen + r.Params.MaxTokens; r.Params.MaxTokens > 0 && end >= lim {
+		end, reason = lim, "length"
+	}
+	if eos >= 0 && !r.Params.IgnoreEOS {
+		for i := r.Committed; i < end; i++ {
+			if r.Tokens[i] == eos {
+				return i, "stop"
+			}
+		}
+	}
+	return end, reason
 }
 
 // Output returns the number of output tokens (committed or not) in Tokens.
@@ -105,6 +126,8 @@ type Message struct {
 	Anchor int
 	// Tokens is the suffix the receiver has not seen.
 	Tokens []int32
+	// By[i] is the model that produced Tokens[i] (-1 for prompt tokens).
+	By []int8
 	// PromptLen is the prompt length of the sequence.
 	PromptLen int
 	// Committed is the committed length of the sequence.

@@ -1,0 +1,328 @@
+// Package router runs TokenRouter in one process: one sub-server per model
+// on a bus, and the front end that admits requests and streams their
+// committed tokens back. It is the runtime the HTTP server and the
+// benchmarks drive.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/subserver"
+)
+
+// Model is one model of a deployment.
+type Model struct {
+	// Name is the model's name.
+	Name string
+	// Engine runs it; the router owns it and closes it.
+	Engine engine.Engine
+	// Policy is its launch policy (thresholds and max-wait).
+	Policy sched.Policy
+}
+
+// Config describes a deployment.
+type Config struct {
+	// Models, in the algorithm's order (the small model first).
+	Models []Model
+	// Algorithm names the routing algorithm in Registry.
+	Algorithm string
+	// Params are the algorithm's parameters.
+	Params map[string]string
+	// Registry resolves Algorithm.
+	Registry *route.Registry
+	// Bus connects the sub-servers; nil means a new in-memory bus.
+	Bus bus.Bus
+	// MaxBatch bounds each step's batch (0: the sub-server default).
+	MaxBatch int
+	// Observer, if set, watches every sub-server's steps and hand-offs.
+	Observer subserver.Observer
+}
+
+// Router is a running deployment.
+type Router struct {
+	cfg   Config
+	bus   bus.Bus
+	subs  []*subserver.Server
+	front route.Algorithm
+	entry route.Entrant
+	stat  route.Stater
+	info  []engine.Info
+
+	nextID atomic.Uint64
+	mu     sync.Mutex
+	open   map[uint64]openReq
+	closed bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   []error
+}
+
+// openReq is a request in flight, seen from the front end.
+type openReq struct {
+	s    *stream.Stream
+	stop func() bool // unregisters the cancellation hook
+}
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("router: closed")
+
+// ErrBadRequest wraps every error Submit returns for invalid input.
+var ErrBadRequest = errors.New("bad request")
+
+// New builds the sub-servers and starts their loops.
+func New(cfg Config) (*Router, error) {
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("router: no models")
+	}
+	if cfg.Registry == nil {
+		return nil, errors.New("router: no algorithm registry")
+	}
+	names := make([]string, len(cfg.Models))
+	for i, m := range cfg.Models {
+		names[i] = m.Name
+	}
+	b := cfg.Bus
+	if b == nil {
+		b = bus.NewMemory()
+	}
+	r := &Router{cfg: cfg, bus: b, open: map[uint64]openReq{}}
+	front, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: names, Params: cfg.Params})
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	r.front = front
+	r.entry, _ = front.(route.Entrant)
+	r.stat, _ = front.(route.Stater)
+	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	for i, m := range cfg.Models {
+		alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: names, Params: cfg.Params})
+		if err != nil {
+			r.abort()
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		s, err := subserver.New(subserver.Config{
+			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
+			Policy: m.Policy, Bus: b, MaxBatch: cfg.MaxBatch, Observer: cfg.Observer,
+		})
+		if err != nil {
+			r.abort()
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		r.subs = append(r.subs, s)
+		r.info = append(r.info, m.Engine.Info())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.errs = make([]error, len(r.subs))
+	for i, s := range r.subs {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.errs[i] = s.Run(ctx)
+		}()
+	}
+	return r, nil
+}
+
+// abort undoes a partial New.
+func (r *Router) abort() {
+	for i := range r.subs {
+		r.bus.Detach(i)
+	}
+	r.bus.Detach(bus.Frontend)
+}
+
+// Models reports the models' facts, in index order.
+func (r *Router) Models() []engine.Info { return r.info }
+
+// Names returns the model names in index order.
+func (r *Router) Names() []string {
+	out := make([]string, len(r.cfg.Models))
+	for i, m := range r.cfg.Models {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// SubServers returns the sub-servers (for metrics and policy updates).
+func (r *Router) SubServers() []*subserver.Server { return r.subs }
+
+// Submit admits a request: prompt tokens and parameters. The stream ends
+// when the request finishes or fails; cancelling ctx (or Stream.Close)
+// cancels it in every sub-server, wherever it is.
+func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	if p.MaxTokens <= 0 {
+		return nil, fmt.Errorf("%w: max tokens must be positive, got %d", ErrBadRequest, p.MaxTokens)
+	}
+	for _, in := range r.info {
+		if len(prompt)+p.MaxTokens > in.ContextLength {
+			return nil, fmt.Errorf("%w: prompt (%d tokens) plus max tokens (%d) exceeds model %s's context length %d",
+				ErrBadRequest, len(prompt), p.MaxTokens, in.Name, in.ContextLength)
+		}
+		for _, t := range prompt {
+			if t < 0 || int(t) >= in.VocabSize {
+				return nil, fmt.Errorf("%w: token id %d outside model %s's vocabulary of %d", ErrBadRequest, t, in.Name, in.VocabSize)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("router: submit: %w", err)
+	}
+	id := r.nextID.Add(1)
+	s := stream.New(id, func() { r.cancelReq(id, nil) })
+	view := route.Request{ID: id, Params: p, Tokens: prompt, PromptLen: len(prompt), Committed: len(prompt)}
+	entry := 0
+	if r.entry != nil {
+		entry = r.entry.Entry(&view)
+		if entry < 0 || entry >= len(r.subs) {
+			return nil, fmt.Errorf("router: algorithm chose entry model %d of %d", entry, len(r.subs))
+		}
+	}
+	var st route.State
+	if r.stat != nil {
+		st = r.stat.NewState(&view)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	r.open[id] = openReq{s: s}
+	r.mu.Unlock()
+
+	bctx := context.WithoutCancel(ctx)
+	a := r.bus.Get()
+	a.Kind, a.ID, a.From = bus.Admit, id, bus.Frontend
+	if err := r.bus.Broadcast(bctx, a); err != nil {
+		r.forget(id)
+		return nil, fmt.Errorf("router: admit: %w", err)
+	}
+	e := r.bus.Get()
+	e.Kind, e.ID, e.From = bus.Peer, id, bus.Frontend
+	m := &e.Msg
+	m.ID, m.From, m.To, m.Anchor = id, bus.Frontend, entry, 0
+	m.Tokens = append(m.Tokens[:0], prompt...)
+	m.By = m.By[:0]
+	for range prompt {
+		m.By = append(m.By, -1)
+	}
+	m.PromptLen, m.Committed, m.Params, m.State = len(prompt), len(prompt), p, st
+	m.Seen = append(m.Seen[:0], make([]int, len(r.subs))...)
+	if err := r.bus.Send(bctx, entry, e); err != nil {
+		r.cancelReq(id, err)
+		return nil, fmt.Errorf("router: admit: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { r.cancelReq(id, ctx.Err()) })
+	r.mu.Lock()
+	if o, ok := r.open[id]; ok {
+		o.stop = stop
+		r.open[id] = o
+	} else {
+		stop() // already finished
+	}
+	r.mu.Unlock()
+	return s, nil
+}
+
+// cancelReq cancels request id everywhere and ends its stream.
+func (r *Router) cancelReq(id uint64, cause error) {
+	s := r.forget(id)
+	if s == nil {
+		return
+	}
+	e := r.bus.Get()
+	e.Kind, e.ID, e.From = bus.Cancel, id, bus.Frontend
+	_ = r.bus.Broadcast(context.Background(), e) // a closed bus has nothing left to cancel
+	s.Finish(stream.Cancelled, cause)
+}
+
+func (r *Router) forget(id uint64) *stream.Stream {
+	r.mu.Lock()
+	o, ok := r.open[id]
+	delete(r.open, id)
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if o.stop != nil {
+		o.stop()
+	}
+	return o.s
+}
+
+// deliver is the front end's bus handler.
+func (r *Router) deliver(e *bus.Event) {
+	defer r.bus.Put(e)
+	switch e.Kind {
+	case bus.Commit:
+		r.mu.Lock()
+		o := r.open[e.ID]
+		r.mu.Unlock()
+		if o.s != nil {
+			o.s.Push(e.Tokens, e.By)
+		}
+	case bus.Done:
+		s := r.forget(e.ID)
+		if s == nil {
+			return
+		}
+		var err error
+		if e.Reason == stream.Error {
+			err = errors.New(e.Err)
+		}
+		s.Finish(e.Reason, err)
+	}
+}
+
+// Active returns the number of requests in flight.
+func (r *Router) Active() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.open)
+}
+
+// Close cancels every request, stops the sub-servers, waits for them and
+// closes the engines and the bus.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	open := r.open
+	r.open = map[uint64]openReq{}
+	r.mu.Unlock()
+	for _, o := range open {
+		if o.stop != nil {
+			o.stop()
+		}
+		o.s.Finish(stream.Cancelled, ErrClosed)
+	}
+	r.cancel()
+	r.wg.Wait()
+	r.bus.Detach(bus.Frontend)
+	errs := append([]error(nil), r.errs...)
+	for _, m := range r.cfg.Models {
+		errs = append(errs, m.Engine.Close())
+	}
+	if r.cfg.Bus == nil {
+		errs = append(errs, r.bus.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,38 @@
+package subserver
+
+import (
+	"sync"
+
+	"github.com/tokenrouter/tokenrouter/bus"
+)
+
+// queue is a sub-server's inbox: a mutex-guarded slice drained as a batch,
+// with a one-slot signal channel to wake the owner.
+type queue struct {
+	mu   sync.Mutex
+	buf  []*bus.Event
+	wake chan struct{}
+}
+
+func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
+
+// push adds e and wakes the owner. It never blocks.
+func (q *queue) push(e *bus.Event) {
+	q.mu.Lock()
+	q.buf = append(q.buf, e)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drain swaps the queued events into spare (which must be empty) and
+// returns them; the caller passes the returned slice back next time.
+func (q *queue) drain(spare []*bus.Event) []*bus.Event {
+	q.mu.Lock()
+	out := q.buf
+	q.buf = spare[:0]
+	q.mu.Unlock()
+	return out
+}

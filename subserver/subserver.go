@@ -1,0 +1,494 @@
+// Package subserver is the per-model event loop of TokenRouter. One
+// goroutine owns each sub-server and runs three stages per iteration:
+//
+//  1. Receive: drain the inbox as a batch — peer messages (a request handed
+//     over or back), admit/finish/cancel broadcasts. A returning request
+//     resumes from pending: its KV cache stayed, so only the tokens it has
+//     not seen are appended (handoff-resume).
+//  2. Schedule: sched.Decide says whether enough requests are runnable
+//     (delayed batching, with a max-wait guard).
+//  3. Execute: one engine step for all runnable requests, the algorithm's
+//     Route on the results, then for each request: stay, move to a peer
+//     (parked as pending here), or finish.
+//
+// Sub-servers share nothing but the bus.
+package subserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// Config configures one sub-server.
+type Config struct {
+	// Index is this model's index; Models is the number of models.
+	Index, Models int
+	// Name is the model's name.
+	Name string
+	// Engine runs the model. The sub-server owns it while running.
+	Engine engine.Engine
+	// Algorithm is this model's instance of the routing algorithm.
+	Algorithm route.Algorithm
+	// Policy is the initial launch policy; SetPolicy changes it.
+	Policy sched.Policy
+	// Bus connects the sub-servers.
+	Bus bus.Bus
+	// MaxBatch bounds a step's batch (default 256).
+	MaxBatch int
+	// Observer, if set, is told about every step and every hand-off. It is
+	// called from the loop goroutine and must be quick.
+	Observer Observer
+}
+
+// Observer watches a sub-server's steps, for automatic thresholds and
+// metrics.
+type Observer interface {
+	// Step reports one engine step: batch size, tokens appended, latency.
+	Step(model, batch, appended int, d time.Duration)
+	// Routed reports the requests of one step by destination: stayed[i]
+	// requests went to model i (the own index counts stays). Finished
+	// requests are not counted.
+	Routed(model int, moved []int)
+}
+
+// where a request is, seen from one sub-server.
+type where uint8
+
+const (
+	absent   where = iota // never here or moved on before arriving
+	runnable              // queued for the next step
+	pending               // handed to a peer; KV kept here
+	finished              // finished here; waiting for the finish broadcast
+)
+
+// rec is one request's record on one sub-server.
+type rec struct {
+	req     route.Request
+	seen    []int // seen[i]: tokens of the sequence model i's KV holds
+	at      where
+	readyAt time.Duration
+	hasKV   bool
+}
+
+// Stats is a snapshot of a sub-server's counters.
+type Stats struct {
+	// Records is the number of requests known here (active system-wide).
+	Records int
+	// Runnable and Pending count requests queued here and parked here.
+	Runnable, Pending int
+	// KVSequences is the number of sequences holding KV in the engine.
+	KVSequences int
+	// Steps is the number of steps run; Tokens the tokens committed here.
+	Steps, Tokens uint64
+	// LastBatch is the last step's batch size; LastStep its latency.
+	LastBatch int
+	// LastStep is the latency of the last step.
+	LastStep time.Duration
+	// BusyTime is the total time spent in engine steps.
+	BusyTime time.Duration
+}
+
+// Server is one model's sub-server.
+type Server struct {
+	cfg    Config
+	inbox  *queue
+	policy atomic.Pointer[sched.Policy]
+	epoch  time.Time
+
+	recs  map[uint64]*rec
+	run   []*rec
+	spare []*rec
+	evs   []*bus.Event
+
+	// step buffers, reused
+	batch []*rec
+	in    []engine.Input
+	out   []engine.Output
+	reqs  []*route.Request
+	dec   []route.Decision
+	moved []int
+
+	eos      int32
+	wanter   route.Wanter
+	sender   route.Sender
+	receiver route.Receiver
+
+	stats struct {
+		records, runnable, pending, kv, batch atomic.Int64
+		steps, tokens                         atomic.Uint64
+		last, busy                            atomic.Int64
+	}
+}
+
+// New returns a sub-server and attaches it to the bus. Run starts it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil || cfg.Algorithm == nil || cfg.Bus == nil {
+		return nil, errors.New("subserver: engine, algorithm and bus are required")
+	}
+	if cfg.Index < 0 || cfg.Index >= cfg.Models || cfg.Models > 127 {
+		return nil, fmt.Errorf("subserver: model index %d of %d", cfg.Index, cfg.Models)
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	s := &Server{cfg: cfg, inbox: newQueue(), epoch: time.Now(), recs: map[uint64]*rec{}, moved: make([]int, cfg.Models)}
+	p := cfg.Policy
+	s.policy.Store(&p)
+	s.eos = cfg.Engine.Info().EOS
+	s.wanter, _ = cfg.Algorithm.(route.Wanter)
+	s.sender, _ = cfg.Algorithm.(route.Sender)
+	s.receiver, _ = cfg.Algorithm.(route.Receiver)
+	if err := cfg.Bus.Attach(cfg.Index, s.inbox.push); err != nil {
+		return nil, fmt.Errorf("subserver %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+// SetPolicy replaces the launch policy; the loop uses it from its next
+// decision on. Safe to call from any goroutine.
+func (s *Server) SetPolicy(p sched.Policy) { s.policy.Store(&p) }
+
+// Policy returns the current launch policy.
+func (s *Server) Policy() sched.Policy { return *s.policy.Load() }
+
+// Stats returns a snapshot of the counters. Safe from any goroutine.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Records: int(s.stats.records.Load()), Runnable: int(s.stats.runnable.Load()),
+		Pending: int(s.stats.pending.Load()), KVSequences: int(s.stats.kv.Load()),
+		Steps: s.stats.steps.Load(), Tokens: s.stats.tokens.Load(),
+		LastBatch: int(s.stats.batch.Load()), LastStep: time.Duration(s.stats.last.Load()),
+		BusyTime: time.Duration(s.stats.busy.Load()),
+	}
+}
+
+// Run runs the loop until ctx ends; it then detaches from the bus and
+// releases every request's KV. It returns nil on a normal stop.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.shutdown()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		s.receive(ctx)
+		s.publish()
+		if ctx.Err() != nil {
+			return nil
+		}
+		st := sched.State{Runnable: len(s.run), Active: len(s.recs)}
+		if len(s.run) > 0 {
+			st.ReadySince = s.run[0].readyAt
+		}
+		d := sched.Decide(*s.policy.Load(), st, s.now())
+		if d.Launch {
+			s.step(ctx)
+			continue
+		}
+		if d.Wake {
+			timer.Reset(d.WakeAt - s.now())
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.inbox.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (s *Server) now() time.Duration { return time.Since(s.epoch) }
+
+func (s *Server) shutdown() {
+	s.cfg.Bus.Detach(s.cfg.Index)
+	for _, e := range s.inbox.drain(nil) {
+		s.cfg.Bus.Put(e)
+	}
+	for id, r := range s.recs {
+		s.drop(id, r)
+	}
+	s.publish()
+}
+
+// publish stores the gauges for Stats.
+func (s *Server) publish() {
+	pend := 0
+	kv := 0
+	for _, r := range s.recs {
+		if r.at == pending {
+			pend++
+		}
+		if r.hasKV {
+			kv++
+		}
+	}
+	s.stats.records.Store(int64(len(s.recs)))
+	s.stats.runnable.Store(int64(len(s.run)))
+	s.stats.pending.Store(int64(pend))
+	s.stats.kv.Store(int64(kv))
+}
+
+// receive drains the inbox and applies every event.
+func (s *Server) receive(ctx context.Context) {
+	s.evs = s.inbox.drain(s.evs)
+	for i, e := range s.evs {
+		switch e.Kind {
+		case bus.Admit:
+			if s.recs[e.ID] == nil {
+				s.recs[e.ID] = s.newRec(e.ID)
+			}
+		case bus.Peer:
+			s.resume(ctx, e)
+		case bus.Finish, bus.Cancel:
+			if r := s.recs[e.ID]; r != nil {
+				s.drop(e.ID, r)
+			}
+		}
+		s.cfg.Bus.Put(e)
+		s.evs[i] = nil
+	}
+	s.evs = s.evs[:0]
+}
+
+func (s *Server) newRec(id uint64) *rec {
+	var r *rec
+	if n := len(s.spare); n > 0 {
+		r, s.spare = s.spare[n-1], s.spare[:n-1]
+	} else {
+		r = &rec{seen: make([]int, s.cfg.Models)}
+	}
+	r.req.ID = id
+	return r
+}
+
+// drop forgets a request and frees its KV.
+func (s *Server) drop(id uint64, r *rec) {
+	if r.at == runnable {
+		if i := slices.Index(s.run, r); i >= 0 {
+			s.run = slices.Delete(s.run, i, i+1)
+		}
+	}
+	if r.hasKV {
+		s.cfg.Engine.Release(engine.SeqID(id))
+	}
+	delete(s.recs, id)
+	tok, by, seen := r.req.Tokens[:0], r.req.By[:0], r.seen
+	clear(seen)
+	*r = rec{seen: seen}
+	r.req.Tokens, r.req.By = tok, by
+	s.spare = append(s.spare, r)
+}
+
+// resume applies an arriving peer message: handoff-resume.
+func (s *Server) resume(ctx context.Context, e *bus.Event) {
+	r := s.recs[e.ID]
+	if r == nil || r.at == finished {
+		return // cancelled or finished while the message travelled
+	}
+	m := &e.Msg
+	r.req.State = m.State
+	if s.receiver != nil {
+		s.receiver.Receive(&r.req, m)
+	}
+	self := s.cfg.Index
+	kv := r.seen[self]
+	if !r.hasKV {
+		kv = 0
+	}
+	if m.Anchor > kv || m.Anchor > len(r.req.Tokens) || m.Anchor < 0 || len(m.Seen) != s.cfg.Models {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: message anchor %d beyond the %d tokens held", s.cfg.Name, m.Anchor, kv))
+		return
+	}
+	if kv > m.Anchor {
+		if err := s.cfg.Engine.Truncate(engine.SeqID(e.ID), m.Anchor); err != nil {
+			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+			return
+		}
+	}
+	r.req.Params, r.req.PromptLen, r.req.Committed = m.Params, m.PromptLen, m.Committed
+	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
+	r.req.By = append(r.req.By[:m.Anchor], m.By...)
+	copy(r.seen, m.Seen)
+	r.seen[self] = m.Anchor
+	r.at, r.readyAt = runnable, s.now()
+	s.run = append(s.run, r)
+}
+
+// step runs one engine step over the runnable requests and applies the
+// algorithm's decisions.
+func (s *Server) step(ctx context.Context) {
+	self := s.cfg.Index
+	n := min(len(s.run), s.cfg.MaxBatch)
+	s.batch = append(s.batch[:0], s.run[:n]...)
+	s.run = append(s.run[:0], s.run[n:]...)
+	s.in, s.out = s.in[:0], slices.Grow(s.out[:0], n)[:n]
+	s.reqs, s.dec = s.reqs[:0], s.dec[:0]
+	appended := 0
+	for _, r := range s.batch {
+		if r.seen[self] >= len(r.req.Tokens) {
+			// Everything is in the KV already (the token sampled here was
+			// dropped and came back unchanged): recompute the last position.
+			r.seen[self] = len(r.req.Tokens) - 1
+			if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), r.seen[self]); err != nil {
+				r.seen[self] = 0
+				_ = s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), 0)
+			}
+		}
+		var want engine.Want
+		if s.wanter != nil {
+			want = s.wanter.Want(self, &r.req)
+		}
+		toks := r.req.Tokens[r.seen[self]:]
+		appended += len(toks)
+		r.req.Appended = len(toks)
+		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.Params.Sampling})
+		s.reqs = append(s.reqs, &r.req)
+		s.dec = append(s.dec, route.Decision{})
+	}
+	t0 := time.Now()
+	err := s.cfg.Engine.Step(ctx, s.in, s.out)
+	d := time.Since(t0)
+	s.stats.steps.Add(1)
+	s.stats.batch.Store(int64(n))
+	s.stats.last.Store(int64(d))
+	s.stats.busy.Add(int64(d))
+	if err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: put the batch back so shutdown frees it.
+			s.run = append(s.batch, s.run...)
+			s.batch = s.batch[:0]
+			return
+		}
+		for _, r := range s.batch {
+			r.hasKV = true
+			s.fail(ctx, r, fmt.Errorf("subserver %s: step: %w", s.cfg.Name, err))
+		}
+		return
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Step(self, n, appended, d)
+	}
+	for i, r := range s.batch {
+		r.hasKV = true
+		r.seen[self] = len(r.req.Tokens)
+		s.dec[i] = route.Decision{Next: self, Cut: -1, Token: s.out[i].Token, Commit: true}
+	}
+	s.cfg.Algorithm.Route(&route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n]}, s.dec)
+	clear(s.moved)
+	now := s.now()
+	for i, r := range s.batch {
+		s.apply(ctx, r, s.dec[i], now)
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Routed(self, s.moved)
+	}
+	clear(s.batch)
+	clear(s.reqs)
+}
+
+// apply carries out one decision.
+func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.Duration) {
+	self := s.cfg.Index
+	q := &r.req
+	if d.Cut >= 0 && d.Cut < len(q.Tokens) {
+		if d.Cut < q.Committed {
+			s.fail(ctx, r, fmt.Errorf("subserver %s: algorithm cut to %d below the %d committed tokens", s.cfg.Name, d.Cut, q.Committed))
+			return
+		}
+		q.Tokens, q.By = q.Tokens[:d.Cut], q.By[:d.Cut]
+		for k := range r.seen {
+			r.seen[k] = min(r.seen[k], d.Cut)
+		}
+		if err := s.cfg.Engine.Truncate(engine.SeqID(q.ID), r.seen[self]); err != nil {
+			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+			return
+		}
+	}
+	if d.Token != route.NoToken {
+		q.Tokens = append(q.Tokens, d.Token)
+		q.By = append(q.By, int8(self))
+	}
+	if d.Commit && len(q.Tokens) > q.Committed {
+		if s.commit(ctx, r) {
+			return
+		}
+	}
+	if d.Next < 0 || d.Next >= s.cfg.Models {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: algorithm routed to model %d of %d", s.cfg.Name, d.Next, s.cfg.Models))
+		return
+	}
+	s.moved[d.Next]++
+	if d.Next == self {
+		r.at, r.readyAt = runnable, now
+		s.run = append(s.run, r)
+		return
+	}
+	s.send(ctx, r, d.Next)
+}
+
+// commit makes the tokens past q.Committed final, tells the front end and
+// finishes the request when it reached its limit or end of sequence. It
+// reports whether the request finished.
+func (s *Server) commit(ctx context.Context, r *rec) bool {
+	q := &r.req
+	from := q.Committed
+	to, reason := q.CommitEnd(s.eos)
+	q.Committed = to
+	if to > from {
+		s.stats.tokens.Add(uint64(to - from))
+		e := s.cfg.Bus.Get()
+		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
+		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)
+		e.By = append(e.By[:0], q.By[from:to]...)
+		_ = s.cfg.Bus.Send(ctx, bus.Frontend, e) // a front end that is gone has nobody to tell
+	}
+	if reason == "" {
+		return false
+	}
+	s.end(ctx, r, reason, "")
+	return true
+}
+
+// end finishes a request: done to the front end, finish to everyone.
+func (s *Server) end(ctx context.Context, r *rec, reason, msg string) {
+	r.at = finished
+	e := s.cfg.Bus.Get()
+	e.Kind, e.ID, e.From, e.Reason, e.Err = bus.Done, r.req.ID, s.cfg.Index, reason, msg
+	_ = s.cfg.Bus.Send(ctx, bus.Frontend, e)
+	f := s.cfg.Bus.Get()
+	f.Kind, f.ID, f.From = bus.Finish, r.req.ID, s.cfg.Index
+	_ = s.cfg.Bus.Broadcast(ctx, f)
+}
+
+// fail ends a request with an error.
+func (s *Server) fail(ctx context.Context, r *rec, err error) {
+	s.end(ctx, r, "error", err.Error())
+}
+
+// send parks r as pending and hands it to model to.
+func (s *Server) send(ctx context.Context, r *rec, to int) {
+	q := &r.req
+	e := s.cfg.Bus.Get()
+	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.cfg.Index
+	m := &e.Msg
+	anchor := min(r.seen[to], len(q.Tokens))
+	m.ID, m.From, m.To, m.Anchor = q.ID, s.cfg.Index, to, anchor
+	m.Tokens = append(m.Tokens[:0], q.Tokens[anchor:]...)
+	m.By = append(m.By[:0], q.By[anchor:]...)
+	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
+	m.Seen = append(m.Seen[:0], r.seen...)
+	if s.sender != nil {
+		s.sender.Send(q, m)
+	}
+	r.at = pending
+	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: hand-off to model %d: %w", s.cfg.Name, to, err))
+	}
+}
