@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/sched"
 )
@@ -320,4 +322,39 @@ func FormatB(b []int) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// EvaluatePolicies returns the predicted throughput of arbitrary launch
+// policies (tables, Lookahead, max-wait): exact when no policy has a
+// max-wait guard and the chain has at most Options.MaxStates states,
+// simulated otherwise. It does not check static feasibility (a table or a
+// lookahead rule may never deadlock); a policy set that does deadlock
+// returns ErrInfeasible.
+func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []sched.Policy) (Result, error) {
+	exact := true
+	for _, p := range pols {
+		exact = exact && p.MaxWait <= 0
+	}
+	if exact {
+		r, err := EvaluateExact(ctx, m, n, pols, pl.opts)
+		if !errors.Is(err, ErrTooLarge) {
+			return r, err
+		}
+	}
+	return Simulate(ctx, m, n, pols, pl.opts.Sim)
+}
+
+// LookaheadPolicies returns one policy per model using the expected-wait
+// rule (sched.Policy.Lookahead) with each model's step latency and cap as
+// its threshold table (nil: no cap beyond the number of active requests).
+func LookaheadPolicies(m Model, cap []sched.Table) []sched.Policy {
+	pols := make([]sched.Policy, m.M())
+	for i, l := range m.L {
+		b := sched.Table{math.MaxInt32}
+		if i < len(cap) && cap[i] != nil {
+			b = cap[i]
+		}
+		pols[i] = sched.Policy{B: b, Lookahead: true, Step: time.Duration(l * float64(time.Millisecond))}
+	}
+	return pols
 }

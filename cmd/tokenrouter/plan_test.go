@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseConcurrency(t *testing.T) {
+	got, err := parseConcurrency("2-4, 3,8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{2, 3, 4, 8}) {
+		t.Errorf("got %v", got)
+	}
+	for _, bad := range []string{"", "0", "4-2", "x", "2-y"} {
+		if _, err := parseConcurrency(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestPlanJSON(t *testing.T) {
+	cmd := newPlanCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--algorithm", "r2r", "--p", "0.35", "--latency-ms", "6.0,27.9", "--concurrency", "2,3,4", "--b0", "1", "--format", "json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Concurrency     int      `json:"concurrency"`
+		Thresholds      []int    `json:"thresholds"`
+		TokensPerSecond *float64 `json:"tokens_per_second"`
+		Feasible        bool     `json:"feasible"`
+		Method          string   `json:"method"`
+		Best            bool     `json:"best"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 9 {
+		t.Fatalf("%d rows, want 9", len(rows))
+	}
+	want := map[[2]int]float64{{2, 1}: 98.96, {2, 2}: 110.32, {3, 1}: 142.34, {3, 2}: 158.12, {3, 3}: 151.89, {4, 1}: 187.19, {4, 2}: 195.44, {4, 3}: 207.95, {4, 4}: 190.74}
+	best := map[int]int{}
+	for _, r := range rows {
+		w := want[[2]int{r.Concurrency, r.Thresholds[1]}]
+		if r.TokensPerSecond == nil || math.Abs(*r.TokensPerSecond-w) > 0.05 || !r.Feasible || r.Method != "exact" || r.Thresholds[0] != 1 {
+			t.Errorf("row %+v, want %.2f", r, w)
+		}
+		if r.Best {
+			best[r.Concurrency] = r.Thresholds[1]
+		}
+	}
+	if !maps.Equal(best, map[int]int{2: 2, 3: 2, 4: 3}) {
+		t.Errorf("best %v", best)
+	}
+}
+
+func TestPlanTableEnsemble(t *testing.T) {
+	cmd := newPlanCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--algorithm", "ensemble", "--weights", "0.5,0.3,0.2", "--latency-ms", "6,12,27.9", "--concurrency", "2"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "infeasible") || !strings.Contains(s, "exact") || strings.Count(s, "\n") != 9 {
+		t.Errorf("table:\n%s", s)
+	}
+}
