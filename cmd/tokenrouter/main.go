@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(
+		newGenerateCmd(),
 		newBenchCmd(),
 		newPlanCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file

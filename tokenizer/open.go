@@ -1,0 +1,39 @@
+package tokenizer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/llama2c"
+)
+
+// Open reads a standalone tokenizer file: a GGUF file (its tokenizer
+// metadata), a SentencePiece .model protobuf, or a llama2.c tokenizer.bin
+// holding vocabSize tokens (0 reads them all).
+func Open(path string, vocabSize int) (*Tokenizer, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var magic [4]byte
+	n, _ := fh.Read(magic[:])
+	fh.Close()
+	switch {
+	case bytes.Equal(magic[:n], []byte(gguf.Magic)):
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		return FromGGUF(f)
+	case strings.HasSuffix(path, ".model"):
+		return OpenSentencePiece(path)
+	}
+	v, err := llama2c.OpenTokenizer(path, vocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return FromLlama2c(v)
+}
