@@ -53,6 +53,24 @@ func dot4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
 	return a0 + b0, a1 + b1, a2 + b2, a3 + b3
 }
 
+// dot2 returns the inner product of w and x summed in exactly the order
+// dot4 uses, so a matmul output does not depend on which kernel computed it
+// (results are identical whatever the batch composition or thread count).
+func dot2(w, x []float32) float32 {
+	n := len(w)
+	x = x[:n]
+	var a, b float32
+	i := 0
+	for ; i+2 <= n; i += 2 {
+		a += w[i] * x[i]
+		b += w[i+1] * x[i+1]
+	}
+	for ; i < n; i++ {
+		a += w[i] * x[i]
+	}
+	return a + b
+}
+
 // dotRows4 returns the inner products of x with w0..w3, reading x once.
 func dotRows4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 	return dot4(x, w0, w1, w2, w3)
@@ -72,7 +90,7 @@ func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi
 			out[r], out[r+1], out[r+2], out[r+3] = o0, o1, o2, o3
 		}
 		for ; r < hi; r++ {
-			out[r] = dot(m.f32[r*cols:(r+1)*cols], x)
+			out[r] = dot2(m.f32[r*cols:(r+1)*cols], x)
 		}
 		return
 	}
@@ -87,7 +105,7 @@ func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi
 			out[(t+3)*outStride+r] = o3
 		}
 		for ; t < T; t++ {
-			out[t*outStride+r] = dot(w, in[t*cols:(t+1)*cols])
+			out[t*outStride+r] = dot2(w, in[t*cols:(t+1)*cols])
 		}
 	}
 }
