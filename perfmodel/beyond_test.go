@@ -20,13 +20,13 @@ func TestBeyondStatic(t *testing.T) {
 		{2, 110.32, 110.32, 110.32},
 		{3, 158.12, 158.40, 158.40},
 		{4, 207.95, 208.56, 208.56},
-		{5, 254.16, 255.24, 255.25},
 	}
 	if !testing.Short() {
+		// N = 6 (306.21 for both) takes about a minute under -race.
 		cases = append(cases, struct {
 			n                     int
 			static, look, optimal float64
-		}{6, 304.01, 306.21, 306.21})
+		}{5, 254.16, 255.24, 255.25})
 	}
 	for _, c := range cases {
 		st, err := pl.Optimize(ctx, m, c.n, map[int]int{0: 1})
