@@ -54,18 +54,18 @@ type Engine struct {
 	scratch []workerScratch
 
 	// per-step buffers, grown on demand and reused
-	rowSeq             []*sequence
-	rowPos             []int
-	x, xb, q, k, v     []float32
-	att, hb, hb2, xo   []float32
-	cosSin             []float64
-	outRows            []int
-	hn, logits, probs  []float32
-	tokens             []int32
-	order              []int32
-	mm                 matmulTask
-	at                 attnTask
-	closed             bool
+	rowSeq            []*sequence
+	rowPos            []int
+	x, xb, q, k, v    []float32
+	att, hb, hb2, xo  []float32
+	cosSin            []float64
+	outRows           []int
+	hn, logits, probs []float32
+	tokens            []int32
+	order             []int32
+	mm                matmulTask
+	at                attnTask
+	closed            bool
 }
 
 type workerScratch struct {

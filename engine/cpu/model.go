@@ -12,19 +12,19 @@ import (
 
 // config holds the hyperparameters of a loaded model.
 type config struct {
-	name, arch    string
-	dim           int // embedding width
-	hidden        int // feed-forward width
-	layers        int
+	name, arch     string
+	dim            int // embedding width
+	hidden         int // feed-forward width
+	layers         int
 	heads, kvHeads int
-	headDim       int
-	vocab         int
-	ctx           int
-	ropeDim       int
-	ropeBase      float64
-	ropeNeox      bool // rotate (i, i+ropeDim/2) pairs instead of adjacent ones
-	eps           float32
-	bos, eos      int32
+	headDim        int
+	vocab          int
+	ctx            int
+	ropeDim        int
+	ropeBase       float64
+	ropeNeox       bool // rotate (i, i+ropeDim/2) pairs instead of adjacent ones
+	eps            float32
+	bos, eos       int32
 }
 
 func (c *config) qDim() int  { return c.heads * c.headDim }
