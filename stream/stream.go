@@ -48,9 +48,8 @@ type Stream struct {
 	ID uint64
 
 	mu     sync.Mutex
-	toks   []int32
+	toks   []int32 // committed, not yet received
 	by     []int8
-	read   int
 	done   bool
 	eof    bool
 	reason string
@@ -106,10 +105,12 @@ func (s *Stream) Recv(ctx context.Context, c *Chunk) error {
 			s.mu.Unlock()
 			return io.EOF
 		}
-		if n := len(s.toks); n > s.read || s.done {
-			c.Tokens = append(c.Tokens[:0], s.toks[s.read:]...)
-			c.By = append(c.By[:0], s.by[s.read:]...)
-			s.read = n
+		if len(s.toks) > 0 || s.done {
+			c.Tokens = append(c.Tokens[:0], s.toks...)
+			c.By = append(c.By[:0], s.by...)
+			// Delivered tokens are dropped, so a long stream read with
+			// Recv holds (and allocates) nothing in steady state.
+			s.toks, s.by = s.toks[:0], s.by[:0]
 			c.Done, c.Reason = s.done, s.reason
 			err := s.errLocked()
 			if s.done {
@@ -152,15 +153,16 @@ type Result struct {
 	Reason string
 }
 
-// Wait collects the whole output. On failure it returns what was committed
-// so far along with the error.
+// Wait collects the output not yet taken by Recv (all of it when Recv was
+// never called). On failure it returns what was committed so far along with
+// the error.
 func (s *Stream) Wait(ctx context.Context) (Result, error) {
 	for {
 		s.mu.Lock()
 		if s.done {
 			r := Result{Tokens: s.toks, By: s.by, Reason: s.reason}
 			err := s.errLocked()
-			s.read, s.eof = len(s.toks), true
+			s.toks, s.by, s.eof = nil, nil, true
 			s.mu.Unlock()
 			return r, err
 		}

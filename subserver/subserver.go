@@ -116,6 +116,7 @@ type Server struct {
 	reqs  []*route.Request
 	dec   []route.Decision
 	moved []int
+	view  route.Step
 
 	eos      int32
 	wanter   route.Wanter
@@ -380,7 +381,8 @@ func (s *Server) step(ctx context.Context) {
 		r.seen[self] = len(r.req.Tokens)
 		s.dec[i] = route.Decision{Next: self, Cut: -1, Token: s.out[i].Token, Commit: true}
 	}
-	s.cfg.Algorithm.Route(&route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n]}, s.dec)
+	s.view = route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n]}
+	s.cfg.Algorithm.Route(&s.view, s.dec)
 	clear(s.moved)
 	now := s.now()
 	for i, r := range s.batch {

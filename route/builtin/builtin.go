@@ -5,6 +5,7 @@ package builtin
 import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
+	"github.com/tokenrouter/tokenrouter/route/single"
 )
 
 // Registry returns a registry holding every built-in algorithm.
@@ -15,6 +16,7 @@ func Registry() *route.Registry {
 		f    route.Factory
 	}{
 		{r2rrandom.Name, r2rrandom.New},
+		{single.Name, single.New},
 	} {
 		if err := r.Register(a.name, a.f); err != nil {
 			panic(err) // duplicate built-in names are a programming error
