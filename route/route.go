@@ -14,6 +14,8 @@ package route
 
 import (
 	"encoding"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -282,4 +284,45 @@ func mix(x uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// Ints is a ready-made per-request State: a few integers (counters,
+// positions) encoded as varints. Algorithms with simple state use it
+// instead of writing their own encoding.
+type Ints []int64
+
+// MarshalBinary encodes the integers.
+func (s *Ints) MarshalBinary() ([]byte, error) {
+	out := binary.AppendUvarint(nil, uint64(len(*s)))
+	for _, v := range *s {
+		out = binary.AppendVarint(out, v)
+	}
+	return out, nil
+}
+
+// maxInts bounds a decoded Ints so a hostile message cannot force a huge
+// allocation.
+const maxInts = 1 << 12
+
+// UnmarshalBinary decodes what MarshalBinary wrote.
+func (s *Ints) UnmarshalBinary(b []byte) error {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxInts {
+		return errors.New("route: bad Ints length")
+	}
+	b = b[k:]
+	out := (*s)[:0]
+	for range n {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return errors.New("route: truncated Ints")
+		}
+		out = append(out, v)
+		b = b[k:]
+	}
+	if len(b) != 0 {
+		return errors.New("route: trailing bytes after Ints")
+	}
+	*s = out
+	return nil
 }

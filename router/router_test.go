@@ -20,6 +20,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+func builtinRegistry() *route.Registry { return builtin.Registry() }
+
 func simModels(lat ...time.Duration) []router.Model {
 	var ms []router.Model
 	for i, l := range lat {

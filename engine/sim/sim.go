@@ -9,6 +9,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -106,6 +107,13 @@ type Config struct {
 	HiddenSize int
 	// ContextLength bounds each sequence (default 32768).
 	ContextLength int
+	// Agree is the probability that this model samples the same token as a
+	// model with seed AgreeSeed would for the same prefix (decided per
+	// position), so a small model can track a large one the way real model
+	// pairs do (speculative decoding accepts such tokens).
+	Agree float64
+	// AgreeSeed is the seed of the model this one agrees with.
+	AgreeSeed uint64
 	// Spin is the shortest stretch before a step's deadline that the engine
 	// spins instead of sleeping, for accurate step times (default 200µs; the
 	// window grows with observed timer lateness up to 3ms; negative disables
@@ -277,13 +285,20 @@ func (e *Engine) wait(ctx context.Context, deadline time.Time) error {
 		}
 	}
 	for time.Now().Before(deadline) {
+		// Let other goroutines (a peer sub-server woken by a hand-off)
+		// run on this P while we wait; they are short.
+		runtime.Gosched()
 	}
 	return nil
 }
 
 // token derives the sampled token from a prefix hash.
 func (e *Engine) token(h uint64, s engine.Sampling, pos int) int32 {
-	x := mix(h ^ e.cfg.Seed*0xd6e8feb86659fd93)
+	seed := e.cfg.Seed
+	if e.cfg.Agree > 0 && unit(mix(h^e.cfg.Seed*0x2545f4914f6cdd1d)) < e.cfg.Agree {
+		seed = e.cfg.AgreeSeed
+	}
+	x := mix(h ^ seed*0xd6e8feb86659fd93)
 	if s.Temperature > 0 {
 		x = mix(x ^ mix(s.Seed+uint64(pos)))
 	}

@@ -1,0 +1,100 @@
+package route
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestIntsRoundTrip(t *testing.T) {
+	for _, in := range []Ints{{}, {0}, {1, -1, 1 << 40, -(1 << 62), 7}} {
+		var st State = &in
+		b, err := st.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Ints
+		if err := out.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(in, out) {
+			t.Fatalf("round trip %v -> %v", in, out)
+		}
+	}
+	var x Ints
+	for _, bad := range [][]byte{nil, {5, 1}, {1, 2, 3}, {0xff, 0xff, 0xff, 0xff, 0x7f}} {
+		if err := x.UnmarshalBinary(bad); err == nil {
+			t.Errorf("decoded %x without error", bad)
+		}
+	}
+}
+
+func FuzzIntsDecode(f *testing.F) {
+	f.Add([]byte{2, 4, 6})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s Ints
+		if s.UnmarshalBinary(b) != nil {
+			return
+		}
+		enc, _ := s.MarshalBinary()
+		var again Ints
+		if err := again.UnmarshalBinary(enc); err != nil || !slices.Equal(s, again) {
+			t.Fatalf("re-encode of %v failed: %v", s, err)
+		}
+	})
+}
+
+func TestCommitEnd(t *testing.T) {
+	r := &Request{Tokens: []int32{1, 5, 6, 2, 7}, PromptLen: 2, Committed: 2, Params: Params{MaxTokens: 10}}
+	if end, why := r.CommitEnd(2); end != 3 || why != "stop" {
+		t.Fatalf("eos: %d %q", end, why)
+	}
+	r.Params.IgnoreEOS = true
+	if end, why := r.CommitEnd(2); end != 5 || why != "" {
+		t.Fatalf("ignore eos: %d %q", end, why)
+	}
+	r.Params.MaxTokens = 2
+	if end, why := r.CommitEnd(2); end != 4 || why != "length" {
+		t.Fatalf("limit: %d %q", end, why)
+	}
+}
+
+func TestRegistryAndSpec(t *testing.T) {
+	r := NewRegistry()
+	f := func(Spec) (Algorithm, error) { return nil, nil }
+	if err := r.Register("a", f); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register("a", f); err == nil {
+		t.Fatal("duplicate accepted")
+	}
+	if _, err := r.New("zzz", Spec{}); err == nil || !strings.Contains(err.Error(), "have a") {
+		t.Fatalf("unknown algorithm error %v", err)
+	}
+	s := Spec{Params: map[string]string{"p": "0.5", "k": "x"}}
+	if v, err := s.Float("p", 0); err != nil || v != 0.5 {
+		t.Fatal(v, err)
+	}
+	if v, err := s.Float("q", 0.25); err != nil || v != 0.25 {
+		t.Fatal(v, err)
+	}
+	if _, err := s.Int("k", 0); err == nil {
+		t.Fatal("non-integer accepted")
+	}
+}
+
+func TestUniformIsDeterministicAndSpread(t *testing.T) {
+	below := 0
+	for i := range 10000 {
+		u := Uniform(3, uint64(i), i%7)
+		if u != Uniform(3, uint64(i), i%7) || u < 0 || u >= 1 {
+			t.Fatal("not deterministic or out of range")
+		}
+		if u < 0.35 {
+			below++
+		}
+	}
+	if below < 3300 || below > 3700 {
+		t.Fatalf("%d of 10000 below 0.35", below)
+	}
+}
