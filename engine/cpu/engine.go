@@ -35,7 +35,7 @@ type Options struct {
 const DefaultKVBudget = 1 << 30
 
 // parallelMACs is the smallest matmul (in multiply-adds) split over threads.
-const parallelMACs = 1 << 15
+const parallelMACs = 1 << 17
 
 // Engine runs llama-family models on the CPU. It implements engine.Engine.
 type Engine struct {
@@ -137,7 +137,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	maxCols := max(c.dim, c.hidden, c.qDim())
 	e.scratch = make([]workerScratch, threads)
 	for i := range e.scratch {
-		e.scratch[i].row = make([]float32, maxCols)
+		e.scratch[i].row = make([]float32, 2*maxCols)
 	}
 	e.mm.e = e
 	e.at.e = e

@@ -36,7 +36,9 @@ func (e *Engine) matmul(m *matrix, in []float32, T int, out []float32) {
 	e.mm.m, e.mm.in, e.mm.out = nil, nil, nil
 }
 
-// attnTask runs causal attention for (row, head) units of one layer.
+// attnTask runs causal attention for (row, kv head) units of one layer: the
+// query heads sharing a kv head are scored together, so each cached key and
+// value is read once per unit.
 type attnTask struct {
 	e     *Engine
 	layer int
@@ -53,23 +55,39 @@ func (t *attnTask) do(worker, part int) {
 	lf, kvd := e.kv.layerFloats, e.kv.kvDim
 	scores := e.scratch[worker].scores
 	for u := lo; u < hi; u++ {
-		r, h := u/c.heads, u%c.heads
-		s, pos := e.rowSeq[r], e.rowPos[r]
-		qh := e.q[r*qd+h*hd : r*qd+(h+1)*hd]
-		kvOff := (h / group) * hd
-		sc := scores[:pos+1]
-		for p := range sc {
-			blk := e.kv.blocks[s.blocks[p/blockTokens]]
-			base := t.layer*lf + (p%blockTokens)*kvd + kvOff
-			sc[p] = dot(qh, blk[base:base+hd]) * e.scale
+		r, g := u/c.kvHeads, u%c.kvHeads
+		s := e.rowSeq[r]
+		n := e.rowPos[r] + 1
+		sc := scores[:group*n]
+		qs := e.q[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
+		kOff := t.layer*lf + g*hd
+		vOff := kOff + blockTokens*kvd
+		for b := 0; b*blockTokens < n; b++ {
+			blk := e.kv.blocks[s.blocks[b]]
+			m := min(blockTokens, n-b*blockTokens)
+			for o := range m {
+				k := blk[kOff+o*kvd : kOff+o*kvd+hd]
+				p := b*blockTokens + o
+				for j := range group {
+					sc[j*n+p] = dotShort(qs[j*hd:(j+1)*hd], k) * e.scale
+				}
+			}
 		}
-		softmax(sc)
-		out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
+		for j := range group {
+			softmax(sc[j*n : (j+1)*n])
+		}
+		out := e.att[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
 		clear(out)
-		for p, a := range sc {
-			blk := e.kv.blocks[s.blocks[p/blockTokens]]
-			base := t.layer*lf + (blockTokens+p%blockTokens)*kvd + kvOff
-			axpy(a, blk[base:base+hd], out)
+		for b := 0; b*blockTokens < n; b++ {
+			blk := e.kv.blocks[s.blocks[b]]
+			m := min(blockTokens, n-b*blockTokens)
+			for o := range m {
+				v := blk[vOff+o*kvd : vOff+o*kvd+hd]
+				p := b*blockTokens + o
+				for j := range group {
+					axpy(sc[j*n+p], v, out[j*hd:(j+1)*hd])
+				}
+			}
 		}
 	}
 }
@@ -94,8 +112,8 @@ func (e *Engine) ensure(T, O int) {
 	e.logits = grow(e.logits, O*c.vocab)
 	e.tokens = grow(e.tokens, O)
 	for i := range e.scratch {
-		if len(e.scratch[i].scores) < c.ctx {
-			e.scratch[i].scores = make([]float32, c.ctx)
+		if need := c.ctx * (c.heads / c.kvHeads); len(e.scratch[i].scores) < need {
+			e.scratch[i].scores = make([]float32, need)
 		}
 	}
 }
@@ -154,7 +172,7 @@ func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error
 	}
 	attnParts := 1
 	if work >= parallelMACs {
-		attnParts = min(T*c.heads, 4*e.pool.n)
+		attnParts = min(T*c.kvHeads, 4*e.pool.n)
 	}
 	for l := range w.layers {
 		if err := ctx.Err(); err != nil {
@@ -200,7 +218,7 @@ func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error
 			copy(e.kv.key(b, l, pos%blockTokens), k)
 			copy(e.kv.value(b, l, pos%blockTokens), v)
 		}
-		e.at.layer, e.at.units, e.at.parts = l, T*c.heads, attnParts
+		e.at.layer, e.at.units, e.at.parts = l, T*c.kvHeads, attnParts
 		e.pool.run(&e.at, attnParts)
 		e.matmul(&ly.wo, e.att, T, e.xo)
 		axpy(1, e.xo[:T*dim], e.x)

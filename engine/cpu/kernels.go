@@ -25,87 +25,140 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dot4 returns the inner products of w with x0..x3 (each at least len(w)),
-// reading w once.
-func dot4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
+// The matmul kernels sum every output sequentially in index order (one
+// accumulator per output, no fused multiply-add), so each output has the
+// same bits whichever kernel, batch composition or thread computed it. They
+// get their speed from computing several independent outputs at once.
+
+// dotShort is dot for short vectors (attention heads): four accumulators,
+// small enough to inline.
+func dotShort(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dot1 is the canonical single inner product of w and x[:len(w)].
+func dot1(w, x []float32) float32 {
+	x = x[:len(w)]
+	var s float32
+	for i, v := range w {
+		s += v * x[i]
+	}
+	return s
+}
+
+// dotRows8 returns the inner products of x with eight weight rows.
+func dotRows8(x, w0, w1, w2, w3, w4, w5, w6, w7 []float32) (o [8]float32) {
+	n := len(x)
+	w0, w1, w2, w3, w4, w5, w6, w7 = w0[:n], w1[:n], w2[:n], w3[:n], w4[:n], w5[:n], w6[:n], w7[:n]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	for i, v := range x {
+		s0 += w0[i] * v
+		s1 += w1[i] * v
+		s2 += w2[i] * v
+		s3 += w3[i] * v
+		s4 += w4[i] * v
+		s5 += w5[i] * v
+		s6 += w6[i] * v
+		s7 += w7[i] * v
+	}
+	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+}
+
+// dot2x4 returns the inner products of two weight rows with four inputs.
+func dot2x4(w0, w1, x0, x1, x2, x3 []float32) (o [8]float32) {
+	n := len(w0)
+	w1, x0, x1, x2, x3 = w1[:n], x0[:n], x1[:n], x2[:n], x3[:n]
+	var a0, a1, a2, a3, b0, b1, b2, b3 float32
+	for i, u := range w0 {
+		v := w1[i]
+		y0, y1, y2, y3 := x0[i], x1[i], x2[i], x3[i]
+		a0 += u * y0
+		a1 += u * y1
+		a2 += u * y2
+		a3 += u * y3
+		b0 += v * y0
+		b1 += v * y1
+		b2 += v * y2
+		b3 += v * y3
+	}
+	return [8]float32{a0, a1, a2, a3, b0, b1, b2, b3}
+}
+
+// dot1x4 returns the inner products of one weight row with four inputs.
+func dot1x4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
 	n := len(w)
 	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
-	var a0, a1, a2, a3, b0, b1, b2, b3 float32
-	i := 0
-	for ; i+2 <= n; i += 2 {
-		w0, w1 := w[i], w[i+1]
-		a0 += w0 * x0[i]
-		a1 += w0 * x1[i]
-		a2 += w0 * x2[i]
-		a3 += w0 * x3[i]
-		b0 += w1 * x0[i+1]
-		b1 += w1 * x1[i+1]
-		b2 += w1 * x2[i+1]
-		b3 += w1 * x3[i+1]
+	var a0, a1, a2, a3 float32
+	for i, u := range w {
+		a0 += u * x0[i]
+		a1 += u * x1[i]
+		a2 += u * x2[i]
+		a3 += u * x3[i]
 	}
-	for ; i < n; i++ {
-		w0 := w[i]
-		a0 += w0 * x0[i]
-		a1 += w0 * x1[i]
-		a2 += w0 * x2[i]
-		a3 += w0 * x3[i]
-	}
-	return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+	return a0, a1, a2, a3
 }
 
-// dot2 returns the inner product of w and x summed in exactly the order
-// dot4 uses, so a matmul output does not depend on which kernel computed it
-// (results are identical whatever the batch composition or thread count).
-func dot2(w, x []float32) float32 {
-	n := len(w)
-	x = x[:n]
-	var a, b float32
-	i := 0
-	for ; i+2 <= n; i += 2 {
-		a += w[i] * x[i]
-		b += w[i+1] * x[i+1]
-	}
-	for ; i < n; i++ {
-		a += w[i] * x[i]
-	}
-	return a + b
-}
-
-// dotRows4 returns the inner products of x with w0..w3, reading x once.
-func dotRows4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
-	return dot4(x, w0, w1, w2, w3)
-}
-
-// matmulRows computes out[t*outStride+r] = dot(W[r], in[t*cols:]) for rows
-// r in [lo, hi) and all T input rows. buf (len ≥ 4*cols) receives
+// matmulRows computes out[t*outStride+r] = W[r]·in[t*cols:(t+1)*cols] for
+// rows r in [lo, hi) and all T inputs. buf (len ≥ 2*cols) receives
 // dequantised weight rows.
 func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi int, buf []float32) {
 	cols := m.cols
-	if T == 1 && m.typ.BlockSize() == 1 && m.f32 != nil {
+	if T == 1 && m.f32 != nil {
 		x := in[:cols]
 		r := lo
-		for ; r+4 <= hi; r += 4 {
-			w := m.f32[r*cols : (r+4)*cols]
-			o0, o1, o2, o3 := dotRows4(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:])
-			out[r], out[r+1], out[r+2], out[r+3] = o0, o1, o2, o3
+		for ; r+8 <= hi; r += 8 {
+			w := m.f32[r*cols : (r+8)*cols]
+			o := dotRows8(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
+				w[4*cols:5*cols], w[5*cols:6*cols], w[6*cols:7*cols], w[7*cols:])
+			copy(out[r:r+8], o[:])
 		}
 		for ; r < hi; r++ {
-			out[r] = dot2(m.f32[r*cols:(r+1)*cols], x)
+			out[r] = dot1(m.f32[r*cols:(r+1)*cols], x)
 		}
 		return
 	}
-	for r := lo; r < hi; r++ {
-		w := m.row(r, buf)
+	r := lo
+	for ; r+2 <= hi; r += 2 {
+		w0 := m.row(r, buf[:cols])
+		w1 := m.row(r+1, buf[cols:2*cols])
 		t := 0
 		for ; t+4 <= T; t += 4 {
-			o0, o1, o2, o3 := dot4(w, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
+			o := dot2x4(w0, w1, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
+			for j := range 4 {
+				out[(t+j)*outStride+r] = o[j]
+				out[(t+j)*outStride+r+1] = o[4+j]
+			}
+		}
+		for ; t < T; t++ {
+			x := in[t*cols : (t+1)*cols]
+			out[t*outStride+r] = dot1(w0, x)
+			out[t*outStride+r+1] = dot1(w1, x)
+		}
+	}
+	for ; r < hi; r++ {
+		w := m.row(r, buf[:cols])
+		t := 0
+		for ; t+4 <= T; t += 4 {
+			o0, o1, o2, o3 := dot1x4(w, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
 			out[t*outStride+r] = o0
 			out[(t+1)*outStride+r] = o1
 			out[(t+2)*outStride+r] = o2
 			out[(t+3)*outStride+r] = o3
 		}
 		for ; t < T; t++ {
-			out[t*outStride+r] = dot2(w, in[t*cols:(t+1)*cols])
+			out[t*outStride+r] = dot1(w, in[t*cols:(t+1)*cols])
 		}
 	}
 }
@@ -121,6 +174,35 @@ func rmsnorm(out, x, w []float32, eps float32) {
 	}
 }
 
+// expf returns e^x in float32 with a relative error below 2e-7: range
+// reduction by powers of two and a degree-7 Taylor polynomial on [-ln2/2, ln2/2].
+func expf(x float32) float32 {
+	switch {
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -103.97208:
+		return 0
+	case x != x:
+		return x
+	}
+	t := x * 1.442695
+	ni := int32(t + 0.5)
+	if t < 0 {
+		ni = int32(t - 0.5)
+	}
+	n := float32(ni)
+	r := x - n*0.693145751953125
+	r -= n * 1.428606765330187e-06
+	q := ((((((float32(1.0/5040)*r+float32(1.0/720))*r+float32(1.0/120))*r+float32(1.0/24))*r+float32(1.0/6))*r+0.5)*r+1)*r + 1
+	if ni > 127 {
+		return q * 2 * math.Float32frombits(uint32(ni-1+127)<<23)
+	}
+	if ni < -126 {
+		return q * math.Float32frombits(uint32(ni+126+127)<<23) * math.Float32frombits(uint32(-126+127)<<23)
+	}
+	return q * math.Float32frombits(uint32(ni+127)<<23)
+}
+
 // softmax normalises x in place.
 func softmax(x []float32) {
 	if len(x) == 0 {
@@ -132,7 +214,7 @@ func softmax(x []float32) {
 	}
 	var sum float32
 	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
+		e := expf(v - mx)
 		x[i] = e
 		sum += e
 	}
@@ -163,6 +245,6 @@ func axpy(a float32, x, y []float32) {
 func swiglu(g, u []float32) {
 	u = u[:len(g)]
 	for i, v := range g {
-		g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
+		g[i] = v / (1 + expf(-v)) * u[i]
 	}
 }

@@ -1,6 +1,10 @@
 package cpu
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
 
 // task is a unit of parallel work split into parts: do(worker, part) runs
 // part number part on worker number worker (0 is the calling goroutine).
@@ -8,43 +12,76 @@ type task interface {
 	do(worker, part int)
 }
 
-type job struct {
-	t     task
-	part  int
-	parts int
-}
+// spinIters bounds how long an idle worker polls for the next job before it
+// parks (tens of microseconds): kernels of one step follow each other within
+// microseconds, and waking a parked goroutine costs more than that.
+const spinIters = 1 << 14
 
 // pool is a fixed set of worker goroutines owned by an engine. run splits a
 // task over the workers and the caller and returns when all parts are done;
 // close stops the workers and waits for them.
+//
+// Jobs are published through an atomic generation counter that idle workers
+// poll briefly before parking on their wake channel; channel hand-off alone
+// would let the Go scheduler run the woken worker on the caller's own
+// processor only after the caller blocks, serialising the parts.
 type pool struct {
-	n    int // workers including the caller
-	jobs []chan job
-	wg   sync.WaitGroup // parts in flight
-	done sync.WaitGroup // worker goroutines
+	n        int // workers including the caller
+	gen      atomic.Uint64
+	pending  atomic.Int64 // workers that have not finished the current job
+	t        task         // current job, written before gen is bumped
+	parts    int
+	quit     atomic.Bool
+	sleeping []atomic.Bool
+	wake     []chan struct{}
+	done     sync.WaitGroup
 }
 
 func newPool(n int) *pool {
 	if n < 1 {
 		n = 1
 	}
-	p := &pool{n: n}
+	p := &pool{n: n, sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
 	for w := 1; w < n; w++ {
-		ch := make(chan job, 1)
-		p.jobs = append(p.jobs, ch)
+		p.wake[w] = make(chan struct{}, 1)
 		p.done.Add(1)
-		go p.worker(w, ch)
+		go p.worker(w)
 	}
 	return p
 }
 
-func (p *pool) worker(w int, ch chan job) {
+func (p *pool) worker(w int) {
 	defer p.done.Done()
-	for j := range ch {
-		for part := j.part; part < j.parts; part += p.n {
-			j.t.do(w, part)
+	seen := uint64(0)
+	for {
+		for i := 0; ; i++ {
+			if g := p.gen.Load(); g != seen {
+				seen = g
+				break
+			}
+			if p.quit.Load() {
+				return
+			}
+			if i < spinIters {
+				if i%64 == 63 {
+					runtime.Gosched()
+				}
+				continue
+			}
+			p.sleeping[w].Store(true)
+			if p.gen.Load() == seen && !p.quit.Load() {
+				<-p.wake[w]
+			}
+			p.sleeping[w].Store(false)
+			i = 0
 		}
-		p.wg.Done()
+		if p.quit.Load() {
+			return
+		}
+		for part := w; part < p.parts; part += p.n {
+			p.t.do(w, part)
+		}
+		p.pending.Add(-1)
 	}
 }
 
@@ -60,22 +97,36 @@ func (p *pool) run(t task, parts int) {
 		}
 		return
 	}
-	used := min(p.n, parts)
-	p.wg.Add(used - 1)
-	for w := 1; w < used; w++ {
-		p.jobs[w-1] <- job{t: t, part: w, parts: parts}
+	p.t, p.parts = t, parts
+	p.pending.Store(int64(p.n - 1))
+	p.gen.Add(1)
+	for w := 1; w < p.n; w++ {
+		if p.sleeping[w].Load() {
+			select {
+			case p.wake[w] <- struct{}{}:
+			default:
+			}
+		}
 	}
 	for part := 0; part < parts; part += p.n {
 		t.do(0, part)
 	}
-	p.wg.Wait()
+	for i := 0; p.pending.Load() != 0; i++ {
+		if i%64 == 63 {
+			runtime.Gosched()
+		}
+	}
+	p.t = nil
 }
 
 // close stops the workers; the pool must not be used afterwards.
 func (p *pool) close() {
-	for _, ch := range p.jobs {
-		close(ch)
+	p.quit.Store(true)
+	for w := 1; w < p.n; w++ {
+		select {
+		case p.wake[w] <- struct{}{}:
+		default:
+		}
 	}
-	p.jobs = nil
 	p.done.Wait()
 }
