@@ -110,6 +110,15 @@ type Engine interface {
 	Close() error
 }
 
+// Embedder is an optional Engine capability: the model's input embedding
+// of a token (the row of its token-embedding table), for routers that look
+// at the token a model sampled (R2R). Like Step, it is called from the
+// goroutine that owns the engine.
+type Embedder interface {
+	// Embed writes tok's input embedding (Info().HiddenSize values) to dst.
+	Embed(tok int32, dst []float32)
+}
+
 // Errors shared by engines; wrap them with %w so callers can match.
 var (
 	// ErrContextFull reports a sequence that would exceed the context length.

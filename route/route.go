@@ -115,6 +115,9 @@ type Step struct {
 	// Requests and Outputs are parallel: Outputs[i] belongs to Requests[i].
 	Requests []*Request
 	Outputs  []engine.Output
+	// Embed gives the token embedding of the model that ran the step; nil
+	// when its engine does not implement engine.Embedder.
+	Embed engine.Embedder
 }
 
 // Message is what travels when a request moves between models.

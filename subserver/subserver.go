@@ -124,6 +124,7 @@ type Server struct {
 	view  route.Step
 
 	eos      int32
+	embed    engine.Embedder
 	wanter   route.Wanter
 	sender   route.Sender
 	receiver route.Receiver
@@ -150,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 	p := cfg.Policy
 	s.policy.Store(&p)
 	s.eos = cfg.Engine.Info().EOS
+	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
@@ -386,7 +388,7 @@ func (s *Server) step(ctx context.Context) {
 		r.seen[self] = len(r.req.Tokens)
 		s.dec[i] = route.Decision{Next: self, Cut: -1, Token: s.out[i].Token, Commit: true}
 	}
-	s.view = route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n]}
+	s.view = route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n], Embed: s.embed}
 	s.cfg.Algorithm.Route(&s.view, s.dec)
 	clear(s.moved)
 	now := s.now()

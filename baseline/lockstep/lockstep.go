@@ -201,7 +201,8 @@ func (s *System) loop(ctx context.Context) {
 				r.seen[m] = len(r.q.Tokens)
 				dec[i] = route.Decision{Next: m, Cut: -1, Token: out[i].Token, Commit: true}
 			}
-			s.algs[m].Route(&route.Step{Model: m, Requests: reqs, Outputs: out}, dec)
+			emb, _ := e.(engine.Embedder)
+			s.algs[m].Route(&route.Step{Model: m, Requests: reqs, Outputs: out, Embed: emb}, dec)
 			for i, r := range batch {
 				s.apply(r, m, dec[i])
 			}

@@ -317,6 +317,15 @@ func (e *Engine) fillLogits(l []float32, h uint64, tok int32) {
 	l[tok] = float32(2 + sharp)
 }
 
+// Embed writes a synthetic embedding of tok: a deterministic function of
+// the token and the model's seed, with values in [-1, 1).
+func (e *Engine) Embed(tok int32, dst []float32) {
+	h := mix(uint64(uint32(tok)) ^ e.cfg.Seed*0x9e3779b97f4a7c15)
+	for k := range dst {
+		dst[k] = float32(unit(mix(h^uint64(k)*0xc2b2ae3d27d4eb4f)))*2 - 1
+	}
+}
+
 // Truncate keeps the first n tokens of seq.
 func (e *Engine) Truncate(id engine.SeqID, n int) error {
 	s := e.seqs[id]
@@ -394,4 +403,7 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine   = (*Engine)(nil)
+	_ engine.Embedder = (*Engine)(nil)
+)
