@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,41 @@ type Result struct {
 	RoutedFraction float64
 	// Requests counts requests completed inside the window.
 	Requests int
+	// TTFT holds time-to-first-token samples of requests whose first token
+	// arrived inside the window.
+	TTFT Samples
+	// TPOT holds time-per-output-token samples: each chunk received inside
+	// the window after a request's first contributes its gap divided by
+	// its token count, once per token.
+	TPOT Samples
+}
+
+// Add merges another window's measurements into r.
+func (r *Result) Add(o Result) {
+	r.Tokens += o.Tokens
+	r.Seconds += o.Seconds
+	r.Requests += o.Requests
+	routed := r.RoutedFraction*float64(r.Tokens-o.Tokens) + o.RoutedFraction*float64(o.Tokens)
+	if r.Tokens > 0 {
+		r.RoutedFraction = routed / float64(r.Tokens)
+		r.TokensPerSecond = float64(r.Tokens) / r.Seconds
+	}
+	r.TTFT = append(r.TTFT, o.TTFT...)
+	r.TPOT = append(r.TPOT, o.TPOT...)
+}
+
+// Samples are latencies.
+type Samples []time.Duration
+
+// Quantile returns the q-quantile (0..1) by nearest rank, 0 when empty.
+func (s Samples) Quantile(q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	i := int(math.Ceil(q*float64(len(c)))) - 1
+	return c[min(max(i, 0), len(c)-1)]
 }
 
 // Run measures sys under a closed loop.
@@ -89,6 +126,8 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	from, to := start.Add(o.Warmup), start.Add(o.Warmup+o.Duration)
 	var tokens, routed, done atomic.Int64
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ttft, tpot Samples
 	errc := make(chan error, o.Concurrency)
 	for w := range o.Concurrency {
 		wg.Add(1)
@@ -102,6 +141,9 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 				for i := 1; i < len(prompt); i++ {
 					prompt[i] = int32(3 + rng.IntN(o.Vocab-3))
 				}
+				sent := time.Now()
+				last := time.Time{}
+				var myTTFT, myTPOT Samples
 				s, err := sys.Submit(ctx, prompt, route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: o.Seed ^ uint64(w)<<32 ^ uint64(n)})
 				if err != nil {
 					if ctx.Err() == nil {
@@ -114,10 +156,26 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 					now := time.Now()
 					if err != nil {
 						s.Close()
+						mu.Lock()
+						ttft, tpot = append(ttft, myTTFT...), append(tpot, myTPOT...)
+						mu.Unlock()
 						if ctx.Err() == nil {
 							errc <- fmt.Errorf("bench: request %d: %w", s.ID, err)
 						}
 						return
+					}
+					if now.After(from) && now.Before(to) && len(c.Tokens) > 0 {
+						if last.IsZero() {
+							myTTFT = append(myTTFT, now.Sub(sent))
+						} else {
+							gap := now.Sub(last) / time.Duration(len(c.Tokens))
+							for range c.Tokens {
+								myTPOT = append(myTPOT, gap)
+							}
+						}
+					}
+					if len(c.Tokens) > 0 {
+						last = now
 					}
 					if now.After(from) && now.Before(to) {
 						tokens.Add(int64(len(c.Tokens)))
@@ -136,11 +194,16 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 						break
 					}
 				}
+				mu.Lock()
+				ttft, tpot = append(ttft, myTTFT...), append(tpot, myTPOT...)
+				mu.Unlock()
 			}
 		}()
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	end := time.NewTimer(time.Until(to))
+	defer end.Stop()
 	var err error
 wait:
 	for {
@@ -150,6 +213,8 @@ wait:
 			break wait
 		case err = <-errc:
 			break wait
+		case <-end.C:
+			break wait
 		case now := <-tick.C:
 			if o.Progress != nil {
 				phase := "warm-up"
@@ -158,9 +223,6 @@ wait:
 				}
 				fmt.Fprintf(o.Progress, "%s: %4.0fs/%.0fs %s\n", o.Label, now.Sub(start).Seconds(), (o.Warmup + o.Duration).Seconds(), phase)
 			}
-			if now.After(to) {
-				break wait
-			}
 		}
 	}
 	cancel()
@@ -168,7 +230,7 @@ wait:
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return Result{}, err
 	}
-	r := Result{Tokens: int(tokens.Load()), Seconds: o.Duration.Seconds(), Requests: int(done.Load())}
+	r := Result{Tokens: int(tokens.Load()), Seconds: o.Duration.Seconds(), Requests: int(done.Load()), TTFT: ttft, TPOT: tpot}
 	r.TokensPerSecond = float64(r.Tokens) / r.Seconds
 	if r.Tokens > 0 {
 		r.RoutedFraction = float64(routed.Load()) / float64(r.Tokens)

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func fastSetup(t *testing.T) Setup {
+	t.Helper()
+	return Setup{
+		Preset: sim.Preset{Name: "fast", Models: []string{"slm", "llm"},
+			Profiles: []sim.Profile{{Base: 200 * time.Microsecond}, {Base: time.Millisecond}}},
+		Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),
+		Thresholds: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond,
+	}
+}
+
+func TestRunMeasuresTokensAndLatency(t *testing.T) {
+	sys, err := fastSetup(t).Build("tokenrouter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	res, err := Run(context.Background(), sys, Options{Concurrency: 4, MaxTokens: 40, Warmup: 50 * time.Millisecond, Duration: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tokens == 0 || res.Requests == 0 || len(res.TTFT) == 0 || len(res.TPOT) == 0 {
+		t.Fatalf("nothing measured: %+v", res)
+	}
+	if res.RoutedFraction < 0.1 || res.RoutedFraction > 0.5 {
+		t.Fatalf("routed fraction %.2f for p = 0.3", res.RoutedFraction)
+	}
+	if p50, p99 := res.TPOT.Quantile(0.5), res.TPOT.Quantile(0.99); p50 <= 0 || p99 < p50 {
+		t.Fatalf("TPOT p50 %v p99 %v", p50, p99)
+	}
+}
+
+func TestEverySystemServes(t *testing.T) {
+	rows, err := Compare(context.Background(), fastSetup(t), []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "slm-only", "llm-only"},
+		[]int{2}, Options{MaxTokens: 30, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Tokens == 0 {
+			t.Errorf("%s: no tokens", r.System)
+		}
+		switch r.System {
+		case "slm-only":
+			if r.RoutedFraction != 0 {
+				t.Errorf("slm-only routed %.2f", r.RoutedFraction)
+			}
+		case "llm-only":
+			if r.RoutedFraction != 1 {
+				t.Errorf("llm-only: large-model share %.2f", r.RoutedFraction)
+			}
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	s := Samples{5, 1, 3, 2, 4}
+	if s.Quantile(0.5) != 3 || s.Quantile(0.99) != 5 || s.Quantile(0) != 1 || (Samples{}).Quantile(0.5) != 0 {
+		t.Fatal("nearest-rank quantiles wrong")
+	}
+}

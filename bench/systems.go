@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// Systems lists the serving systems Setup.Build knows, in report order.
+func Systems() []string {
+	return []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "query-level", "slm-only", "llm-only"}
+}
+
+// SystemAbout says what each system is.
+func SystemAbout(name string) string {
+	switch name {
+	case "tokenrouter":
+		return "sub-servers with delayed batching (thresholds as configured, auto by default)"
+	case "tokenrouter-b1":
+		return "sub-servers without delayed batching (B = 1 everywhere)"
+	case "lockstep":
+		return "R2R's official serving: all requests advance in global steps (no asynchrony)"
+	case "std-serving":
+		return "one independent continuous-batching server per model and a per-token dispatcher; no pending KV, every return re-extends the whole sequence"
+	case "query-level":
+		return "one model per request, chosen at random with the same share of large-model tokens"
+	case "slm-only":
+		return "the small model alone"
+	case "llm-only":
+		return "the large model alone"
+	}
+	return ""
+}
+
+// Setup describes the deployment every system is built from.
+type Setup struct {
+	// Preset gives the models and their latency profiles.
+	Preset sim.Preset
+	// Algorithm and Params are the routing algorithm under test.
+	Algorithm string
+	// Params are its parameters.
+	Params map[string]string
+	// Registry resolves algorithms.
+	Registry *route.Registry
+	// Thresholds, one table per model, for "tokenrouter"; nil selects
+	// automatic thresholds through Auto.
+	Thresholds []sched.Table
+	// MaxWait is the max-wait guard of the routed systems.
+	MaxWait time.Duration
+	// LargeShare is the share of large-model tokens "query-level" targets
+	// (default: Params["p"], else 0.35).
+	LargeShare float64
+	// Auto, when Thresholds is nil, turns a router config into one with
+	// automatic thresholds.
+	Auto func(*router.Config)
+}
+
+// engines builds fresh simulated engines for the preset.
+func (s Setup) engines() []engine.Engine {
+	es := make([]engine.Engine, len(s.Preset.Models))
+	for i, name := range s.Preset.Models {
+		es[i] = sim.New(sim.Config{Name: name, Profile: s.Preset.Profiles[i], Seed: uint64(i + 1)})
+	}
+	return es
+}
+
+// Build starts the named system on fresh engines.
+func (s Setup) Build(name string) (System, error) {
+	es := s.engines()
+	models := func(b []sched.Table) []router.Model {
+		ms := make([]router.Model, len(es))
+		for i := range es {
+			p := sched.Policy{MaxWait: s.MaxWait}
+			if b != nil {
+				p.B = b[i]
+			}
+			ms[i] = router.Model{Name: s.Preset.Models[i], Engine: es[i], Policy: p}
+		}
+		return ms
+	}
+	cfg := router.Config{Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry}
+	switch name {
+	case "tokenrouter":
+		cfg.Models = models(s.Thresholds)
+		if s.Thresholds == nil {
+			if s.Auto == nil {
+				return nil, fmt.Errorf("bench: tokenrouter: no thresholds and no automatic tuner")
+			}
+			s.Auto(&cfg)
+		}
+	case "tokenrouter-b1":
+		cfg.Models = models(nil)
+	case "std-serving":
+		cfg.Models, cfg.NoPending = models(nil), true
+	case "lockstep":
+		return lockstep.New(lockstep.Config{Engines: es, Names: s.Preset.Models, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
+	case "query-level":
+		share := s.LargeShare
+		if share == 0 {
+			share = 0.35
+			if p, err := strconv.ParseFloat(s.Params["p"], 64); err == nil {
+				share = p
+			}
+		}
+		cfg.Models, cfg.Algorithm = models(nil), "query-level"
+		cfg.Params = map[string]string{"score": "random", "strong-fraction": strconv.FormatFloat(share, 'g', -1, 64)}
+	case "slm-only", "llm-only":
+		m := 0
+		if name == "llm-only" {
+			m = len(es) - 1
+		}
+		cfg.Models, cfg.Algorithm, cfg.Params = models(nil), "single", map[string]string{"model": strconv.Itoa(m)}
+	default:
+		return nil, fmt.Errorf("bench: unknown system %q (have %v)", name, Systems())
+	}
+	cfg.Params = maps.Clone(cfg.Params)
+	return router.New(cfg)
+}
+
+// Row is one system at one concurrency, measured over interleaved rounds.
+type Row struct {
+	// System and Concurrency name the configuration.
+	System string
+	// Concurrency is the number of requests in flight.
+	Concurrency int
+	// Result accumulates every round.
+	Result
+}
+
+// Compare measures several systems at several concurrencies. Each
+// (system, N) window is split into rounds run round-robin across the
+// systems, so machine drift hits all of them alike. progress, if set, is
+// called after each round.
+func Compare(ctx context.Context, setup Setup, systems []string, concurrency []int, o Options, rounds int,
+	progress func(done, total int, r Row)) ([]Row, error) {
+	if rounds < 1 {
+		rounds = 1
+	}
+	slice := o.Duration / time.Duration(rounds)
+	rows := make([]Row, 0, len(systems)*len(concurrency))
+	total, done := len(systems)*len(concurrency)*rounds, 0
+	for _, n := range concurrency {
+		base := len(rows)
+		for _, name := range systems {
+			rows = append(rows, Row{System: name, Concurrency: n})
+		}
+		for range rounds {
+			for i, name := range systems {
+				sys, err := setup.Build(name)
+				if err != nil {
+					return nil, err
+				}
+				oo := o
+				oo.Concurrency, oo.Duration, oo.Label = n, slice, fmt.Sprintf("%s N=%d", name, n)
+				res, err := Run(ctx, sys, oo)
+				cerr := sys.Close()
+				if err != nil {
+					return nil, fmt.Errorf("bench: %s N=%d: %w", name, n, err)
+				}
+				if cerr != nil {
+					return nil, fmt.Errorf("bench: closing %s: %w", name, cerr)
+				}
+				rows[base+i].Add(res)
+				done++
+				if progress != nil {
+					progress(done, total, rows[base+i])
+				}
+			}
+		}
+	}
+	return rows, nil
+}
