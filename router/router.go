@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -45,6 +47,15 @@ type Config struct {
 	MaxBatch int
 	// Observer, if set, watches every sub-server's steps and hand-offs.
 	Observer subserver.Observer
+	// NoPending drops a request's KV on every hand-off (see
+	// subserver.Config.NoPending); the std-serving baseline sets it.
+	NoPending bool
+	// Auto, if set, turns on automatic thresholds (DESIGN §6): each model
+	// starts at B = 1 and a tuner, started and stopped with the router,
+	// estimates the routing process from what it observes and pushes the
+	// tables B*(n). The models' Policy.B is ignored; their MaxWait guard
+	// and lookahead settings stay. Nil keeps every Policy as given.
+	Auto *autotune.Options
 }
 
 // Router is a running deployment.
@@ -61,6 +72,8 @@ type Router struct {
 	mu     sync.Mutex
 	open   map[uint64]openReq
 	closed bool
+
+	tuner *autotune.Tuner
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -106,15 +119,36 @@ func New(cfg Config) (*Router, error) {
 	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
+	obs := cfg.Observer
+	if cfg.Auto != nil {
+		base := make([]sched.Policy, len(cfg.Models))
+		for i, m := range cfg.Models {
+			base[i] = m.Policy
+		}
+		t, err := autotune.New(base, *cfg.Auto)
+		if err != nil {
+			r.abort()
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		r.tuner = t
+		obs = t
+		if cfg.Observer != nil {
+			obs = observers{t, cfg.Observer}
+		}
+	}
 	for i, m := range cfg.Models {
 		alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: names, Params: cfg.Params})
 		if err != nil {
 			r.abort()
 			return nil, fmt.Errorf("router: %w", err)
 		}
+		pol := m.Policy
+		if r.tuner != nil {
+			pol = r.tuner.Initial(i)
+		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: m.Policy, Bus: b, MaxBatch: cfg.MaxBatch, Observer: cfg.Observer,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, NoPending: cfg.NoPending,
 		})
 		if err != nil {
 			r.abort()
@@ -133,8 +167,41 @@ func New(cfg Config) (*Router, error) {
 			r.errs[i] = s.Run(ctx)
 		}()
 	}
+	if r.tuner != nil {
+		targets := make([]autotune.Target, len(r.subs))
+		for i, s := range r.subs {
+			targets[i] = s
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			// Run fails only on a target count mismatch, impossible here.
+			_ = r.tuner.Run(ctx, targets)
+		}()
+	}
 	return r, nil
 }
+
+// observers fans one sub-server's observations out to several observers.
+type observers []subserver.Observer
+
+// Step forwards a step to every observer.
+func (o observers) Step(model, batch, appended int, d time.Duration) {
+	for _, x := range o {
+		x.Step(model, batch, appended, d)
+	}
+}
+
+// Routed forwards hand-offs to every observer.
+func (o observers) Routed(model int, moved []int) {
+	for _, x := range o {
+		x.Routed(model, moved)
+	}
+}
+
+// Tuner returns the automatic-threshold tuner, or nil when Config.Auto is
+// not set.
+func (r *Router) Tuner() *autotune.Tuner { return r.tuner }
 
 // abort undoes a partial New.
 func (r *Router) abort() {

@@ -1,21 +1,32 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/stream"
 )
 
 // benchFlags are the bench command's flags.
@@ -27,6 +38,9 @@ type benchFlags struct {
 	maxWait, duration, warmup                              time.Duration
 	maxTokens, promptLen                                   int
 	seed                                                   uint64
+	validate                                               bool
+	rounds                                                 int
+	tolerance                                              float64
 }
 
 // benchRow is one measured configuration, as printed.
@@ -39,6 +53,17 @@ type benchRow struct {
 	Tokens          int     `json:"tokens"`
 	Seconds         float64 `json:"seconds"`
 	RoutedFraction  float64 `json:"routed_fraction"`
+	// Auto marks automatic thresholds; Thresholds then holds the final
+	// table's entries at this concurrency.
+	Auto bool `json:"auto,omitempty"`
+	// Plans counts the tables the tuner computed during the run.
+	Plans int `json:"plans,omitempty"`
+	// Tables is the final B*(n) table per model (auto only).
+	Tables []sched.Table `json:"tables,omitempty"`
+	// EstimatedP and EstimatedLatencyMS are the estimate behind the final
+	// tables (auto only).
+	EstimatedP         [][]float64 `json:"estimated_p,omitempty"`
+	EstimatedLatencyMS []float64   `json:"estimated_latency_ms,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -52,10 +77,37 @@ once), warms up, then counts committed tokens over a measured window.
   tokenrouter bench --engine sim --profile paper-r2r --algorithm r2r-random --p 0.35 \
     --concurrency 4 --thresholds 1,3 --max-wait 0 --system tokenrouter --duration 15s --format json
 
+--thresholds auto (the default) starts every model at B = 1 and lets the runtime
+estimate the routing probabilities and step latencies and push the optimal
+tables B*(n) (DESIGN §6); a comma-separated list fixes static thresholds.
+
 --system lockstep runs the same engines and algorithm the way R2R's official
-serving does (all requests advance in global steps). Progress goes to stderr.`,
+serving does (all requests advance in global steps).
+
+Every request carries --seed as its routing seed, so r2r-random's draws depend
+only on the request id and position: runs with the same seed and concurrency
+see the same draws (common random numbers), whatever the goroutine schedule.
+
+To change r2r-random's probability during a run (drift experiments):
+  --param p-after=0.10 --param switch-at=20s
+switches from --p to 0.10 20 s after the system starts (warm-up included).
+
+--validate checks the throughput model against the runtime: sim engine,
+batch-independent profile, r2r-random, max-wait 0 (unless set), for each
+N in --concurrency (default 2..6) and every feasible B1 with B0 = 1, the
+measured and the predicted (exact Markov chain) throughput side by side, and
+whether the predicted best B1 is the measured best. Each point is measured
+for --duration (default 10s) in --rounds interleaved slices (the order of
+points is shuffled per round), each slice after its own --warmup (default 1s).
+
+Progress goes to stderr.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.validate {
+				return runValidate(cmd, f)
+			}
+			return runBench(cmd, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.engine, "engine", "sim", "engine: sim")
@@ -64,39 +116,67 @@ serving does (all requests advance in global steps). Progress goes to stderr.`,
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
 	fl.IntSliceVar(&f.concurrency, "concurrency", []int{4}, "requests in flight (a list runs each)")
-	fl.StringVar(&f.thresholds, "thresholds", "1,1", "batching thresholds B, one per model")
+	fl.StringVar(&f.thresholds, "thresholds", "auto", "batching thresholds: auto, or B per model (1,3)")
 	fl.DurationVar(&f.maxWait, "max-wait", 50*time.Millisecond, "launch anyway after this wait (0 disables the guard)")
 	fl.StringVar(&f.system, "system", "tokenrouter", "system: tokenrouter or lockstep")
-	fl.DurationVar(&f.duration, "duration", 15*time.Second, "measured window")
-	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before the window")
+	fl.DurationVar(&f.duration, "duration", 15*time.Second, "measured window (per point with --validate, default 10s there)")
+	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before the window (per slice with --validate, default 1s there)")
 	fl.IntVar(&f.maxTokens, "max-tokens", 4096, "output tokens per request")
 	fl.IntVar(&f.promptLen, "prompt-len", 16, "prompt tokens per request")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
+	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
+	fl.IntVar(&f.rounds, "rounds", 2, "with --validate: interleaved slices per point")
+	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
 	return cmd
+}
+
+// benchParams returns the algorithm parameters, with --p as p unless
+// --param p=... is given.
+func benchParams(f benchFlags) (map[string]string, error) {
+	params, err := parseParams(f.params)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := params["p"]; !ok {
+		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
+	}
+	return params, nil
+}
+
+// parseThresholds parses --thresholds: nil tables mean auto.
+func parseThresholds(s string, models int) ([]sched.Table, error) {
+	if strings.TrimSpace(s) == "auto" {
+		return nil, nil
+	}
+	tables, err := sched.ParseStatic(s)
+	if err != nil {
+		return nil, fmt.Errorf("--thresholds: %w", err)
+	}
+	if len(tables) != models {
+		return nil, fmt.Errorf("--thresholds: %d values for %d models", len(tables), models)
+	}
+	return tables, nil
 }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.engine != "sim" {
 		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
 	}
+	if f.format != "table" && f.format != "json" {
+		return fmt.Errorf("--format %q: want table or json", f.format)
+	}
 	preset, err := sim.LookupPreset(f.profile)
 	if err != nil {
 		return err
 	}
-	params, err := parseParams(f.params)
+	params, err := benchParams(f)
 	if err != nil {
 		return err
 	}
-	if _, ok := params["p"]; !ok {
-		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
-	}
-	tables, err := sched.ParseStatic(f.thresholds)
+	tables, err := parseThresholds(f.thresholds, len(preset.Models))
 	if err != nil {
-		return fmt.Errorf("--thresholds: %w", err)
-	}
-	if len(tables) != len(preset.Models) {
-		return fmt.Errorf("--thresholds: %d values for %d models", len(tables), len(preset.Models))
+		return err
 	}
 	var rows []benchRow
 	for _, n := range f.concurrency {
@@ -104,11 +184,17 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(cmd.Context(), sys, bench.Options{
+		res, err := bench.Run(cmd.Context(), seeded{sys, f.seed}, bench.Options{
 			Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup,
 			Duration: f.duration, Seed: f.seed, Progress: cmd.ErrOrStderr(),
 			Label: fmt.Sprintf("%s N=%d", f.system, n),
 		})
+		// Read the tuner before Close; its state survives Close anyway.
+		var st *autotune.Status
+		if r, ok := sys.(*router.Router); ok && r.Tuner() != nil {
+			s := r.Tuner().Status()
+			st = &s
+		}
 		cerr := sys.Close()
 		if err != nil {
 			return err
@@ -119,8 +205,28 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		row := benchRow{System: f.system, Algorithm: f.algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
 			Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction}
 		if f.system == "tokenrouter" {
-			for _, t := range tables {
-				row.Thresholds = append(row.Thresholds, t[0])
+			switch {
+			case tables != nil:
+				for _, t := range tables {
+					row.Thresholds = append(row.Thresholds, t[0])
+				}
+			case st != nil:
+				row.Auto, row.Plans = true, st.Plans
+				if st.Err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "auto thresholds: %v\n", st.Err)
+				}
+				if st.Tables != nil {
+					row.Tables = st.Tables
+					for _, t := range st.Tables {
+						row.Thresholds = append(row.Thresholds, t.At(n))
+					}
+					row.EstimatedP, row.EstimatedLatencyMS = st.Model.P, st.Model.L
+				} else {
+					row.Thresholds = make([]int, len(preset.Models))
+					for i := range row.Thresholds {
+						row.Thresholds[i] = 1
+					}
+				}
 			}
 		}
 		rows = append(rows, row)
@@ -133,15 +239,22 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(out, "%-12s %-12s %4s %-10s %10s %8s %7s\n", "system", "algorithm", "N", "B", "tok/s", "tokens", "routed")
+	fmt.Fprintf(out, "%-12s %-12s %4s %-10s %10s %8s %7s %s\n", "system", "algorithm", "N", "B", "tok/s", "tokens", "routed", "plans")
 	for _, r := range rows {
-		fmt.Fprintf(out, "%-12s %-12s %4d %-10s %10.1f %8d %7.3f\n", r.System, r.Algorithm, r.Concurrency,
-			strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.Thresholds)), ","), "[]"), r.TokensPerSecond, r.Tokens, r.RoutedFraction)
+		b := perfmodel.FormatB(r.Thresholds)
+		plans := ""
+		if r.Auto {
+			b = "auto:" + b
+			plans = strconv.Itoa(r.Plans)
+		}
+		fmt.Fprintf(out, "%-12s %-12s %4d %-10s %10.1f %8d %7.3f %s\n", r.System, r.Algorithm, r.Concurrency,
+			b, r.TokensPerSecond, r.Tokens, r.RoutedFraction, plans)
 	}
 	return nil
 }
 
-// buildSystem wires the chosen serving system on fresh sim engines.
+// buildSystem wires the chosen serving system on fresh sim engines. Nil
+// tables select automatic thresholds.
 func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table) (bench.System, error) {
 	engines := make([]engine.Engine, len(preset.Models))
 	for i, name := range preset.Models {
@@ -151,13 +264,37 @@ func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tabl
 	case "tokenrouter":
 		ms := make([]router.Model, len(engines))
 		for i := range engines {
-			ms[i] = router.Model{Name: preset.Models[i], Engine: engines[i], Policy: sched.Policy{B: tables[i], MaxWait: f.maxWait}}
+			pol := sched.Policy{B: sched.Static(1), MaxWait: f.maxWait}
+			if tables != nil {
+				pol.B = tables[i]
+			}
+			ms[i] = router.Model{Name: preset.Models[i], Engine: engines[i], Policy: pol}
 		}
-		return router.New(router.Config{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry()})
+		cfg := router.Config{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry()}
+		if tables == nil {
+			cfg.Auto = &autotune.Options{}
+		}
+		return router.New(cfg)
 	case "lockstep":
 		return lockstep.New(lockstep.Config{Engines: engines, Names: preset.Models, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry()})
 	}
+	for _, e := range engines {
+		_ = e.Close()
+	}
 	return nil, fmt.Errorf("--system %q: want tokenrouter or lockstep", f.system)
+}
+
+// seeded gives every request the same routing seed, so an algorithm's
+// per-request draws depend only on the request id and position.
+type seeded struct {
+	bench.System
+	seed uint64
+}
+
+// Submit admits a request with the common seed.
+func (s seeded) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
+	p.Seed = s.seed
+	return s.System.Submit(ctx, prompt, p)
 }
 
 // parseParams turns name=value pairs into a map.
@@ -171,4 +308,247 @@ func parseParams(kv []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// validatePoint is one (N, B) point of bench --validate.
+type validatePoint struct {
+	Concurrency     int     `json:"concurrency"`
+	Thresholds      []int   `json:"thresholds"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Tokens          int     `json:"tokens"`
+	Seconds         float64 `json:"seconds"`
+	RoutedFraction  float64 `json:"routed_fraction"`
+	Predicted       float64 `json:"predicted_tokens_per_second"`
+	Method          string  `json:"method"`
+	ErrorPercent    float64 `json:"error_percent"`
+	Within          bool    `json:"within_tolerance"`
+	PredictedBest   bool    `json:"predicted_best"`
+	MeasuredBest    bool    `json:"measured_best"`
+
+	routed float64
+}
+
+// validateN summarises one concurrency.
+type validateN struct {
+	Concurrency     int     `json:"concurrency"`
+	PredictedBestB1 int     `json:"predicted_best_b1"`
+	MeasuredBestB1  int     `json:"measured_best_b1"`
+	Match           bool    `json:"match"`
+	MaxErrorPercent float64 `json:"max_abs_error_percent"`
+}
+
+// validateReport is bench --validate's output.
+type validateReport struct {
+	Profile          string          `json:"profile"`
+	Algorithm        string          `json:"algorithm"`
+	P                float64         `json:"p"`
+	LatencyMS        []float64       `json:"latency_ms"`
+	MaxWaitMS        float64         `json:"max_wait_ms"`
+	SecondsPerPoint  float64         `json:"seconds_per_point"`
+	Rounds           int             `json:"rounds"`
+	TolerancePercent float64         `json:"tolerance_percent"`
+	Points           []validatePoint `json:"points"`
+	PerConcurrency   []validateN     `json:"per_concurrency"`
+	AllMatch         bool            `json:"all_match"`
+	AllWithin        bool            `json:"all_within_tolerance"`
+}
+
+func runValidate(cmd *cobra.Command, f benchFlags) error {
+	fl := cmd.Flags()
+	if !fl.Changed("duration") {
+		f.duration = 10 * time.Second
+	}
+	if !fl.Changed("warmup") {
+		f.warmup = time.Second
+	}
+	if !fl.Changed("max-wait") {
+		f.maxWait = 0
+	}
+	if !fl.Changed("concurrency") {
+		f.concurrency = []int{2, 3, 4, 5, 6}
+	}
+	switch {
+	case f.engine != "sim":
+		return fmt.Errorf("--validate: --engine %q: validation runs on the sim engine", f.engine)
+	case f.algorithm != r2rrandom.Name:
+		return fmt.Errorf("--validate: --algorithm %q: validation runs %s", f.algorithm, r2rrandom.Name)
+	case f.system != "tokenrouter":
+		return fmt.Errorf("--validate: --system %q: validation runs tokenrouter", f.system)
+	case f.rounds < 1 || f.duration <= 0:
+		return errors.New("--validate: --rounds and --duration must be positive")
+	case f.format != "table" && f.format != "json":
+		return fmt.Errorf("--format %q: want table or json", f.format)
+	}
+	preset, err := sim.LookupPreset(f.profile)
+	if err != nil {
+		return err
+	}
+	if len(preset.Models) != 2 {
+		return fmt.Errorf("--validate: profile %s has %d models, r2r needs 2", preset.Name, len(preset.Models))
+	}
+	lat := make([]float64, 2)
+	for i, pr := range preset.Profiles {
+		if pr.PerSeq != 0 || pr.PerToken != 0 {
+			return fmt.Errorf("--validate: profile %s: model %d's step time depends on the batch; the model assumes it does not", preset.Name, i)
+		}
+		lat[i] = float64(pr.Base) / float64(time.Millisecond)
+	}
+	params, err := benchParams(f)
+	if err != nil {
+		return err
+	}
+	if _, ok := params["switch-at"]; ok {
+		return errors.New("--validate: a p schedule (switch-at) does not fit a stationary model")
+	}
+	p, err := strconv.ParseFloat(params["p"], 64)
+	if err != nil {
+		return fmt.Errorf("--validate: p=%q: %w", params["p"], err)
+	}
+	model := perfmodel.R2R(p, lat[0], lat[1])
+	pl := perfmodel.NewPlanner(perfmodel.Options{})
+	ctx := cmd.Context()
+
+	var pts []validatePoint
+	for _, n := range f.concurrency {
+		for b1 := 1; b1 <= n; b1++ {
+			b := []int{1, b1}
+			if !sched.Feasible(b, n) {
+				continue
+			}
+			r, err := pl.Evaluate(ctx, model, n, b)
+			if err != nil {
+				return fmt.Errorf("--validate: %w", err)
+			}
+			pts = append(pts, validatePoint{Concurrency: n, Thresholds: b, Predicted: r.TokensPerSecond, Method: string(r.Method)})
+		}
+	}
+	slice := f.duration / time.Duration(f.rounds)
+	total := time.Duration(len(pts)*f.rounds) * (slice + f.warmup)
+	fmt.Fprintf(cmd.ErrOrStderr(), "validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n",
+		len(pts), f.rounds, slice, f.warmup, total.Round(time.Second))
+	order := make([]int, len(pts))
+	for k := range order {
+		order[k] = k
+	}
+	done := 0
+	for round := range f.rounds {
+		rng := rand.New(rand.NewPCG(f.seed, uint64(round)))
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, k := range order {
+			pt := &pts[k]
+			tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
+			// Every point of a round uses the same seed: common random numbers.
+			res, err := measure(ctx, f, preset, params, tables, pt.Concurrency, slice, f.seed+uint64(round))
+			if err != nil {
+				return err
+			}
+			pt.Tokens += res.Tokens
+			pt.Seconds += res.Seconds
+			pt.routed += res.RoutedFraction * float64(res.Tokens)
+			done++
+			fmt.Fprintf(cmd.ErrOrStderr(), "validate [%d/%d] round %d N=%d B=%s: %.1f tok/s (predicted %.2f)\n",
+				done, len(pts)*f.rounds, round+1, pt.Concurrency, perfmodel.FormatB(pt.Thresholds), res.TokensPerSecond, pt.Predicted)
+		}
+	}
+	rep := validateReport{Profile: preset.Name, Algorithm: f.algorithm, P: p, LatencyMS: lat,
+		MaxWaitMS: float64(f.maxWait) / float64(time.Millisecond), SecondsPerPoint: f.duration.Seconds(),
+		Rounds: f.rounds, TolerancePercent: 100 * f.tolerance, AllMatch: true, AllWithin: true}
+	for k := range pts {
+		pt := &pts[k]
+		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
+		if pt.Tokens > 0 {
+			pt.RoutedFraction = pt.routed / float64(pt.Tokens)
+		}
+		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
+		pt.Within = math.Abs(pt.ErrorPercent) <= 100*f.tolerance
+		rep.AllWithin = rep.AllWithin && pt.Within
+	}
+	for _, n := range f.concurrency {
+		var idx []int
+		for k := range pts {
+			if pts[k].Concurrency == n {
+				idx = append(idx, k)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		pb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(pts[a].Predicted, pts[b].Predicted) })
+		mb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(pts[a].TokensPerSecond, pts[b].TokensPerSecond) })
+		pts[pb].PredictedBest, pts[mb].MeasuredBest = true, true
+		s := validateN{Concurrency: n, PredictedBestB1: pts[pb].Thresholds[1], MeasuredBestB1: pts[mb].Thresholds[1], Match: pb == mb}
+		for _, k := range idx {
+			s.MaxErrorPercent = max(s.MaxErrorPercent, math.Abs(pts[k].ErrorPercent))
+		}
+		rep.AllMatch = rep.AllMatch && s.Match
+		rep.PerConcurrency = append(rep.PerConcurrency, s)
+	}
+	rep.Points = pts
+	out := cmd.OutOrStdout()
+	if f.format == "json" {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	printValidate(out, rep)
+	return nil
+}
+
+// cmpFloat orders floats for slices.MaxFunc (the first maximum wins).
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// measure runs one closed-loop slice of the tokenrouter system.
+func measure(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table,
+	n int, d time.Duration, seed uint64) (bench.Result, error) {
+	f.system = "tokenrouter"
+	sys, err := buildSystem(f, preset, params, tables)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	res, err := bench.Run(ctx, seeded{sys, seed}, bench.Options{
+		Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: d, Seed: seed,
+	})
+	cerr := sys.Close()
+	if err != nil {
+		return bench.Result{}, err
+	}
+	if cerr != nil {
+		return bench.Result{}, fmt.Errorf("closing tokenrouter: %w", cerr)
+	}
+	return res, nil
+}
+
+// printValidate prints the human table of a validation.
+func printValidate(w io.Writer, rep validateReport) {
+	fmt.Fprintf(w, "profile %s (L = %s ms), %s p = %g, max-wait %gms, %.0fs per point in %d rounds\n",
+		rep.Profile, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rep.LatencyMS)), ", "), "[]"),
+		rep.Algorithm, rep.P, rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds)
+	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %6s %s\n", "N", "B", "measured", "predicted", "error", "routed", "method", "best")
+	for _, pt := range rep.Points {
+		best := ""
+		if pt.PredictedBest {
+			best += " predicted"
+		}
+		if pt.MeasuredBest {
+			best += " measured"
+		}
+		mark := ""
+		if !pt.Within {
+			mark = "!"
+		}
+		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %6s%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
+			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.Method, best)
+	}
+	fmt.Fprintln(w)
+	for _, s := range rep.PerConcurrency {
+		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, max |error| %.2f%%\n",
+			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.MaxErrorPercent)
+	}
+	fmt.Fprintf(w, "all match: %v; all within %.0f%%: %v\n", rep.AllMatch, rep.TolerancePercent, rep.AllWithin)
 }
