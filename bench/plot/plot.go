@@ -1,0 +1,138 @@
+// Package plot draws TokenRouter's benchmark figures as PNG files with
+// gonum/plot: throughput against concurrency per serving system, the
+// throughput model's prediction against the measurement per threshold,
+// and the quality/throughput Pareto front of a threshold sweep.
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Point is one (x, y) measurement of a named series.
+type Point struct {
+	// Series names the line the point belongs to.
+	Series string
+	// X and Y are the coordinates.
+	X, Y float64
+	// Label, if set, is drawn next to the point.
+	Label string
+}
+
+// Lines draws one line per series (points sorted by X) and saves a PNG.
+func Lines(path, title, xLabel, yLabel string, pts []Point, logX bool) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	if logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	series, order := group(pts)
+	var args []any
+	for _, name := range order {
+		xy := series[name]
+		sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
+		args = append(args, name, xy)
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	p.Add(plotter.NewGrid())
+	return save(p, path)
+}
+
+// Scatter draws labelled points per series plus, when diagonal is set, the
+// line y = x (predicted = measured), and saves a PNG.
+func Scatter(path, title, xLabel, yLabel string, pts []Point, diagonal bool) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Legend.Top = true
+	p.Legend.Left = true
+	series, order := group(pts)
+	lo, hi := 0.0, 0.0
+	for i, name := range order {
+		xy := series[name]
+		s, err := plotter.NewScatter(xy)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		s.GlyphStyle.Color = plotutil.Color(i)
+		s.GlyphStyle.Shape = plotutil.Shape(i)
+		s.GlyphStyle.Radius = vg.Points(3)
+		p.Add(s)
+		p.Legend.Add(name, s)
+		for _, q := range xy {
+			if lo == 0 || q.X < lo {
+				lo = q.X
+			}
+			hi = max(hi, q.X, q.Y)
+			lo = min(lo, q.Y)
+		}
+	}
+	var labels plotter.XYLabels
+	for _, q := range pts {
+		if q.Label != "" {
+			labels.XYs = append(labels.XYs, plotter.XY{X: q.X, Y: q.Y})
+			labels.Labels = append(labels.Labels, q.Label)
+		}
+	}
+	if len(labels.Labels) > 0 {
+		l, err := plotter.NewLabels(labels)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].XAlign = -0.1
+			l.TextStyle[i].YAlign = -0.2
+		}
+		p.Add(l)
+	}
+	if diagonal && hi > lo {
+		d, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		d.Color = color.Gray{Y: 140}
+		d.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(d)
+		p.Legend.Add("predicted = measured", d)
+	}
+	p.Add(plotter.NewGrid())
+	return save(p, path)
+}
+
+func group(pts []Point) (map[string]plotter.XYs, []string) {
+	series := map[string]plotter.XYs{}
+	var order []string
+	for _, q := range pts {
+		if _, ok := series[q.Series]; !ok {
+			order = append(order, q.Series)
+		}
+		series[q.Series] = append(series[q.Series], plotter.XY{X: q.X, Y: q.Y})
+	}
+	return series, order
+}
+
+func save(p *plot.Plot, path string) error {
+	if filepath.Ext(path) != ".png" {
+		return fmt.Errorf("plot: %s: only .png is written", path)
+	}
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot: save %s: %w", path, err)
+	}
+	return nil
+}
