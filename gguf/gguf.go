@@ -194,7 +194,7 @@ func Parse(b []byte) (*File, error) {
 	if nKV > MaxKVs {
 		return nil, fmt.Errorf("%w: %d metadata entries (max %d)", ErrLimit, nKV, MaxKVs)
 	}
-	f.kvIndex = make(map[string]int, nKV)
+	f.kvIndex = make(map[string]int, min(nKV, 1024))
 	for i := uint64(0); i < nKV; i++ {
 		key, err := r.str()
 		if err != nil {
@@ -221,7 +221,7 @@ func Parse(b []byte) (*File, error) {
 		}
 		f.Alignment = a
 	}
-	f.tensorIndex = make(map[string]int, nTensors)
+	f.tensorIndex = make(map[string]int, min(nTensors, 1024))
 	for i := uint64(0); i < nTensors; i++ {
 		var ti TensorInfo
 		if ti.Name, err = r.str(); err != nil {

@@ -137,7 +137,6 @@ func (w *Writer) Bytes() ([]byte, error) {
 			case []Value:
 				put(uint64(len(a)))
 				for _, e := range a {
-					put(uint32(e.Type))
 					if err := putVal(e); err != nil {
 						return err
 					}
