@@ -46,6 +46,7 @@ func newRootCmd() *cobra.Command {
 		newGenerateCmd(),
 		newBenchCmd(),
 		newPlanCmd(),
+		newServeCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root

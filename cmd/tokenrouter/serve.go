@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/server"
+)
+
+// serveFlags are the serve command's flags.
+type serveFlags struct {
+	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
+	port, maxInFlight, defaultMaxTokens, threads                                int
+	maxBody                                                                     int64
+	p                                                                           float64
+	params, models                                                              []string
+	maxWait, shutdownTimeout                                                    time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the OpenAI-compatible and native HTTP API",
+		Long: `serve starts the HTTP server. With no arguments it serves two simulated models
+(the paper-r2r latency profile: slm 6.0 ms, llm 27.9 ms per step) under r2r-random
+routing (p = 0.35) on 127.0.0.1:30000, as the preset "r2r-random":
+
+  tokenrouter serve
+  curl -N localhost:30000/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"r2r-random","messages":[{"role":"user","content":"Hi"}],"stream":true,"max_tokens":32}'
+
+Real models run on the CPU engine: --model NAME=PATH (GGUF, or a llama2.c
+checkpoint with --tokenizer), in routing order (small model first):
+
+  tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin
+
+--config FILE reads a YAML configuration (models, presets, thresholds, limits);
+the listener and limit flags override it. Endpoints: POST /v1/completions,
+POST /v1/chat/completions, GET /v1/models, POST /generate, GET /health,
+GET /metrics. SIGTERM or Ctrl-C drains requests in flight (up to
+--shutdown-timeout) before exiting.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.configPath, "config", "", "YAML configuration file")
+	fl.StringVar(&f.host, "host", config.DefaultHost, "listen host")
+	fl.IntVar(&f.port, "port", config.DefaultPort, "listen port (0 picks a free port)")
+	fl.StringVar(&f.apiKey, "api-key", "", "require this key as \"Authorization: Bearer <key>\" (default: $TOKENROUTER_API_KEY)")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", config.DefaultMaxInFlight, "generation requests admitted at once; beyond it: 429")
+	fl.Int64Var(&f.maxBody, "max-body-bytes", config.DefaultMaxBodyBytes, "largest request body; beyond it: 413")
+	fl.IntVar(&f.defaultMaxTokens, "default-max-tokens", config.DefaultMaxTokens, "output limit when a request gives none")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", config.DefaultShutdownTimeout, "how long requests in flight may finish after SIGTERM")
+	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
+	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
+	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (tokenizer.bin or .model)")
+	fl.IntVar(&f.threads, "threads", 0, "CPU engine kernel threads per model (0: GOMAXPROCS)")
+	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
+	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
+	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
+	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
+	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: \"auto\", one value, or one per model (\"1,3\")")
+	fl.DurationVar(&f.maxWait, "max-wait", config.DefaultMaxWait, "launch a step anyway after this wait")
+	return cmd
+}
+
+// serveConfig turns flags (and the config file) into a configuration.
+func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
+	changed := cmd.Flags().Changed
+	var cfg config.Config
+	if f.configPath != "" {
+		for _, n := range []string{"profile", "model", "tokenizer", "threads", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
+			if changed(n) {
+				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
+			}
+		}
+		var err error
+		if cfg, err = config.Load(f.configPath); err != nil {
+			return cfg, err
+		}
+	} else {
+		cfg = config.Default()
+		params, err := parseParams(f.params)
+		if err != nil {
+			return cfg, err
+		}
+		if _, ok := params["p"]; !ok && f.algorithm == config.DefaultAlgorithm {
+			params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
+		}
+		var names []string
+		if len(f.models) > 0 {
+			cfg.Models = nil
+			for i, v := range f.models {
+				ms := parseModelSpec(v)
+				if ms.name == "" {
+					ms.name = fmt.Sprintf("m%d", i)
+				}
+				cfg.Models = append(cfg.Models, config.Model{Name: ms.name, Engine: config.EngineCPU, Path: ms.path,
+					Tokenizer: f.tokenizer, Threads: f.threads})
+				names = append(names, ms.name)
+			}
+		} else {
+			preset, err := sim.LookupPreset(f.profile)
+			if err != nil {
+				return cfg, fmt.Errorf("--profile: %w", err)
+			}
+			cfg.Models = nil
+			for i, n := range preset.Models {
+				cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: config.EngineSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
+				names = append(names, n)
+			}
+		}
+		name := f.preset
+		if name == "" {
+			name = f.algorithm
+		}
+		cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
+			Thresholds: f.thresholds, MaxWait: f.maxWait}}
+		if f.maxWait == 0 {
+			cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
+		}
+	}
+	if f.configPath == "" || changed("host") {
+		cfg.Host = f.host
+	}
+	if f.configPath == "" || changed("port") {
+		cfg.Port = f.port
+	}
+	if changed("api-key") {
+		cfg.APIKey = f.apiKey
+	} else if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("TOKENROUTER_API_KEY")
+	}
+	if f.configPath == "" || changed("max-in-flight") {
+		cfg.MaxInFlight = f.maxInFlight
+	}
+	if f.configPath == "" || changed("max-body-bytes") {
+		cfg.MaxBodyBytes = f.maxBody
+	}
+	if f.configPath == "" || changed("default-max-tokens") {
+		cfg.DefaultMaxTokens = f.defaultMaxTokens
+	}
+	if f.configPath == "" || changed("shutdown-timeout") {
+		cfg.ShutdownTimeout = f.shutdownTimeout
+	}
+	cfg.FillDefaults()
+	return cfg, cfg.Validate()
+}
+
+func runServe(cmd *cobra.Command, f serveFlags) error {
+	cfg, err := serveConfig(cmd, f)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	log := slog.Default()
+	srv, err := server.New(ctx, cfg, server.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr())
+	if err != nil {
+		return errors.Join(fmt.Errorf("serve: %w", err), srv.Close())
+	}
+	for _, p := range cfg.Presets {
+		log.Info("preset", "model", p.Name, "algorithm", p.Algorithm, "models", p.Models, "thresholds", p.Thresholds)
+	}
+	log.Info("serving", "url", "http://"+ln.Addr().String(), "auth", cfg.APIKey != "")
+	serr := srv.Serve(ctx, ln)
+	cerr := srv.Close()
+	log.Info("stopped")
+	return errors.Join(serr, cerr)
+}

@@ -1,0 +1,429 @@
+// Package config is the serving configuration of TokenRouter: the HTTP
+// listener and its limits, the models (simulated or real weights on the CPU
+// engine, with their tokenizers) and the algorithm presets clients choose
+// by name in the request's "model" field. It is read from YAML (Load, Parse)
+// or built in code (Default), and Validate checks it as a whole before
+// anything is started.
+//
+// A preset runs one routing algorithm over its models; the server builds
+// one router per preset, each with its own engines, so two presets over the
+// same model definitions load that model twice. Thresholds are explicit
+// ("1,3", or one value for every model) or "auto", which asks the
+// throughput model for the best threshold table (supported for r2r-random
+// over simulated engines, whose latencies are known up front).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// Engine kinds.
+const (
+	// EngineSim is the simulated engine (no weights).
+	EngineSim = "sim"
+	// EngineCPU is the pure-Go CPU engine (GGUF or llama2.c weights).
+	EngineCPU = "cpu"
+)
+
+// AutoThresholds in Preset.Thresholds asks the throughput model for B.
+const AutoThresholds = "auto"
+
+// Defaults of the embedded configuration.
+const (
+	DefaultHost             = "127.0.0.1"
+	DefaultPort             = 30000
+	DefaultProfile          = "paper-r2r"
+	DefaultAlgorithm        = "r2r-random"
+	DefaultP                = "0.35"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxInFlight      = 1024
+	DefaultMaxTokens        = 256
+	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultMaxWait          = 50 * time.Millisecond
+	DefaultAutoConcurrency  = 16
+	DefaultSimVocabSize     = 32000
+	DefaultSimContextLength = 32768
+)
+
+// Config is the whole serving configuration.
+type Config struct {
+	// Host and Port are the listen address.
+	Host string `yaml:"host"`
+	Port int    `yaml:"port"`
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on the
+	// API endpoints (/health and /metrics stay open).
+	APIKey string `yaml:"api_key"`
+	// MaxBodyBytes bounds a request body; larger bodies get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxInFlight bounds the generation requests admitted at once over all
+	// presets; requests beyond it get 429.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// DefaultMaxTokens is the output limit when a request gives none
+	// (clamped to what the context leaves).
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	// ShutdownTimeout bounds how long in-flight requests may run after a
+	// shutdown signal before they are cancelled.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Models are the model definitions presets refer to.
+	Models []Model `yaml:"models"`
+	// Presets are the names clients put in "model"; the first one also
+	// serves requests that name no model.
+	Presets []Preset `yaml:"presets"`
+}
+
+// Model defines one model.
+type Model struct {
+	// Name identifies the model in presets, metrics and responses.
+	Name string `yaml:"name"`
+	// Engine is "sim" or "cpu".
+	Engine string `yaml:"engine"`
+	// Profile (sim) is a latency preset and model, "paper-r2r/slm"; a bare
+	// preset name picks the preset's model of the same name.
+	Profile string `yaml:"profile"`
+	// Latency (sim) gives an explicit latency profile instead of Profile.
+	Latency *Latency `yaml:"latency"`
+	// Seed (sim) makes this model's tokens differ from another's.
+	Seed uint64 `yaml:"seed"`
+	// VocabSize and ContextLength (sim) size the simulated model; for cpu
+	// ContextLength caps the model's own.
+	VocabSize     int `yaml:"vocab_size"`
+	ContextLength int `yaml:"context_length"`
+	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
+	Path string `yaml:"path"`
+	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
+	// SentencePiece .model or GGUF); default: the GGUF's own.
+	Tokenizer string `yaml:"tokenizer"`
+	// Threads (cpu) is the kernel thread count (0: GOMAXPROCS).
+	Threads int `yaml:"threads"`
+	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
+	KVBudgetMB int `yaml:"kv_budget_mb"`
+}
+
+// Latency is an explicit sim latency profile: a step over b sequences
+// appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t.
+type Latency struct {
+	Base     time.Duration `yaml:"base"`
+	PerSeq   time.Duration `yaml:"per_seq"`
+	PerToken time.Duration `yaml:"per_token"`
+}
+
+// Preset maps a client-facing name to an algorithm over models.
+type Preset struct {
+	// Name is what a client puts in "model".
+	Name string `yaml:"name"`
+	// Algorithm names a built-in routing algorithm.
+	Algorithm string `yaml:"algorithm"`
+	// Models names the models, in the algorithm's order (small first).
+	Models []string `yaml:"models"`
+	// Params are the algorithm's parameters.
+	Params map[string]string `yaml:"params"`
+	// Thresholds is "auto", one B for every model ("1") or one per model
+	// ("1,3"). Empty means 1 everywhere.
+	Thresholds string `yaml:"thresholds"`
+	// MaxWait launches a step anyway after this wait (0: the default;
+	// negative disables the guard).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// AutoConcurrency is the largest concurrency the "auto" table is
+	// computed for (beyond it the last entry applies).
+	AutoConcurrency int `yaml:"auto_concurrency"`
+	// MaxBatch bounds each step's batch (0: the runtime default).
+	MaxBatch int `yaml:"max_batch"`
+}
+
+// Default returns the embedded default: two simulated models with the
+// paper-r2r profile under r2r-random (p = 0.35) on 127.0.0.1:30000.
+func Default() Config {
+	c := Config{}
+	c.fillServer()
+	c.Models = []Model{
+		{Name: "slm", Engine: EngineSim, Profile: DefaultProfile + "/slm", Seed: 1},
+		{Name: "llm", Engine: EngineSim, Profile: DefaultProfile + "/llm", Seed: 2},
+	}
+	c.Presets = []Preset{{
+		Name: DefaultAlgorithm, Algorithm: DefaultAlgorithm, Models: []string{"slm", "llm"},
+		Params: map[string]string{"p": DefaultP}, Thresholds: "1,1",
+	}}
+	c.FillDefaults()
+	return c
+}
+
+// fillServer sets the listener defaults.
+func (c *Config) fillServer() {
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.DefaultMaxTokens == 0 {
+		c.DefaultMaxTokens = DefaultMaxTokens
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+// FillDefaults sets every zero field that has a default (Default, Load and
+// Parse call it; call it after building or changing a Config in code).
+func (c *Config) FillDefaults() {
+	c.fillServer()
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.Engine == "" {
+			m.Engine = EngineSim
+		}
+		if m.Engine == EngineSim {
+			if m.VocabSize == 0 {
+				m.VocabSize = DefaultSimVocabSize
+			}
+			if m.ContextLength == 0 {
+				m.ContextLength = DefaultSimContextLength
+			}
+		}
+	}
+	for i := range c.Presets {
+		p := &c.Presets[i]
+		if p.Thresholds == "" {
+			p.Thresholds = "1"
+		}
+		if p.MaxWait == 0 {
+			p.MaxWait = DefaultMaxWait
+		}
+		if p.AutoConcurrency == 0 {
+			p.AutoConcurrency = DefaultAutoConcurrency
+		}
+	}
+}
+
+// Load reads a YAML configuration file, fills defaults and validates it.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML (unknown keys are errors), fills defaults and
+// validates. Missing models and presets mean the embedded default's.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if len(c.Models) == 0 && len(c.Presets) == 0 {
+		d := Default()
+		c.Models, c.Presets = d.Models, d.Presets
+	}
+	c.FillDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+
+// Validate checks the configuration as a whole.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("config: "+format, a...)) }
+	if c.Port < 0 || c.Port > 65535 {
+		bad("port %d out of range", c.Port)
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("max_body_bytes %d: must be at least 1024", c.MaxBodyBytes)
+	}
+	if c.MaxInFlight < 1 {
+		bad("max_in_flight %d: must be at least 1", c.MaxInFlight)
+	}
+	if c.DefaultMaxTokens < 1 {
+		bad("default_max_tokens %d: must be at least 1", c.DefaultMaxTokens)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout %v is negative", c.ShutdownTimeout)
+	}
+	if len(c.Models) == 0 {
+		bad("no models")
+	}
+	if len(c.Presets) == 0 {
+		bad("no presets")
+	}
+	models := map[string]*Model{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if !nameRE.MatchString(m.Name) {
+			bad("model %d: name %q: want letters, digits and _.:/-", i, m.Name)
+			continue
+		}
+		if models[m.Name] != nil {
+			bad("model %q defined twice", m.Name)
+		}
+		models[m.Name] = m
+		switch m.Engine {
+		case EngineSim:
+			if _, err := m.SimProfile(); err != nil {
+				bad("model %q: %w", m.Name, err)
+			}
+			if m.VocabSize <= 258 {
+				bad("model %q: vocab_size %d: a simulated model needs more than 258 tokens", m.Name, m.VocabSize)
+			}
+			if m.ContextLength < 2 {
+				bad("model %q: context_length %d too small", m.Name, m.ContextLength)
+			}
+		case EngineCPU:
+			if m.Path == "" {
+				bad("model %q: engine cpu needs path", m.Name)
+			}
+			if m.Profile != "" || m.Latency != nil {
+				bad("model %q: profile and latency apply to engine sim only", m.Name)
+			}
+			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
+				bad("model %q: threads, kv_budget_mb and context_length must not be negative", m.Name)
+			}
+		default:
+			bad("model %q: engine %q: want sim or cpu", m.Name, m.Engine)
+		}
+	}
+	presets := map[string]bool{}
+	for i := range c.Presets {
+		p := &c.Presets[i]
+		if !nameRE.MatchString(p.Name) {
+			bad("preset %d: name %q: want letters, digits and _.:/-", i, p.Name)
+			continue
+		}
+		if presets[p.Name] {
+			bad("preset %q defined twice", p.Name)
+		}
+		presets[p.Name] = true
+		if p.Algorithm == "" {
+			bad("preset %q: no algorithm", p.Name)
+		}
+		if len(p.Models) == 0 {
+			bad("preset %q: no models", p.Name)
+		}
+		seen := map[string]bool{}
+		for _, n := range p.Models {
+			if models[n] == nil {
+				bad("preset %q: unknown model %q", p.Name, n)
+			}
+			if seen[n] {
+				bad("preset %q: model %q listed twice", p.Name, n)
+			}
+			seen[n] = true
+		}
+		if _, _, err := p.ParseThresholds(); err != nil {
+			bad("preset %q: %w", p.Name, err)
+		}
+		if p.AutoConcurrency < 1 || p.AutoConcurrency > 256 {
+			bad("preset %q: auto_concurrency %d: want 1..256", p.Name, p.AutoConcurrency)
+		}
+		if p.MaxBatch < 0 {
+			bad("preset %q: max_batch %d is negative", p.Name, p.MaxBatch)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Model returns the named model definition.
+func (c *Config) Model(name string) (Model, bool) {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// Addr is the listen address host:port.
+func (c *Config) Addr() string {
+	return strings.Join([]string{bracket(c.Host), strconv.Itoa(c.Port)}, ":")
+}
+
+func bracket(h string) string {
+	if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+// SimProfile resolves a sim model's latency profile.
+func (m *Model) SimProfile() (sim.Profile, error) {
+	if m.Latency != nil {
+		if m.Profile != "" {
+			return sim.Profile{}, errors.New("give profile or latency, not both")
+		}
+		l := *m.Latency
+		if l.Base < 0 || l.PerSeq < 0 || l.PerToken < 0 {
+			return sim.Profile{}, errors.New("latency: negative duration")
+		}
+		return sim.Profile{Base: l.Base, PerSeq: l.PerSeq, PerToken: l.PerToken}, nil
+	}
+	if m.Profile == "" {
+		return sim.Profile{}, errors.New("engine sim needs profile (e.g. paper-r2r/slm) or latency")
+	}
+	preset, model, _ := strings.Cut(m.Profile, "/")
+	if model == "" {
+		model = m.Name
+	}
+	p, err := sim.LookupPreset(preset)
+	if err != nil {
+		return sim.Profile{}, err
+	}
+	for i, n := range p.Models {
+		if n == model {
+			return p.Profiles[i], nil
+		}
+	}
+	return sim.Profile{}, fmt.Errorf("profile %q: preset %s has models %s", m.Profile, p.Name, strings.Join(p.Models, ", "))
+}
+
+// ParseThresholds returns the static tables (one per model) or auto=true.
+// One value applies to every model.
+func (p *Preset) ParseThresholds() (tables []sched.Table, auto bool, err error) {
+	s := strings.TrimSpace(p.Thresholds)
+	if s == AutoThresholds {
+		return nil, true, nil
+	}
+	if s == "" {
+		s = "1"
+	}
+	t, err := sched.ParseStatic(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("thresholds %q: want \"auto\" or B values such as \"1,3\": %w", p.Thresholds, err)
+	}
+	switch {
+	case len(t) == 1:
+		for len(t) < len(p.Models) {
+			t = append(t, t[0])
+		}
+	case len(t) != len(p.Models):
+		return nil, false, fmt.Errorf("thresholds %q: %d values for %d models", p.Thresholds, len(t), len(p.Models))
+	}
+	return t, false, nil
+}

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/tokenizer"
+)
+
+// modelInfo describes one model of a deployment for /v1/models and
+// responses.
+type modelInfo struct {
+	name      string
+	engine    string
+	path      string
+	simulated bool
+	info      engine.Info
+}
+
+// deployment is one preset: a router over its own engines, the text layer
+// (tokenizer, chat template) and its metrics.
+type deployment struct {
+	name      string
+	algorithm string
+	params    map[string]string
+	r         *router.Router
+	models    []modelInfo
+	text      *textModel
+	family    chat.Family
+	stopIDs   []int32 // end-of-turn special tokens of the chat template
+	ctxLen    int     // the smallest context length of the models
+	created   int64
+	obs       *observer
+}
+
+// names returns the model names in index order.
+func (d *deployment) names() []string {
+	out := make([]string, len(d.models))
+	for i, m := range d.models {
+		out[i] = m.name
+	}
+	return out
+}
+
+// simulated reports whether every model of d is simulated.
+func (d *deployment) simulated() bool {
+	for _, m := range d.models {
+		if !m.simulated {
+			return false
+		}
+	}
+	return true
+}
+
+// opened is one model's engine with its text facts.
+type opened struct {
+	eng      engine.Engine
+	text     *textModel
+	template string
+	profile  *sim.Profile
+}
+
+// openModel opens one model definition.
+func openModel(m config.Model) (opened, error) {
+	switch m.Engine {
+	case config.EngineSim:
+		prof, err := m.SimProfile()
+		if err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		eng := sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize, ContextLength: m.ContextLength})
+		return opened{eng: eng, text: simText(), profile: &prof}, nil
+	case config.EngineCPU:
+		return openCPU(m)
+	}
+	return opened{}, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
+}
+
+// openCPU loads real weights with their tokenizer and chat template.
+func openCPU(m config.Model) (opened, error) {
+	opts := cpu.Options{Threads: m.Threads, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength}
+	var (
+		o   opened
+		tok *tokenizer.Tokenizer
+		err error
+	)
+	if isGGUF(m.Path) {
+		f, err := gguf.Open(m.Path)
+		if err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		eng, err := cpu.NewFromGGUF(f, opts)
+		if err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		o.eng = eng
+		o.template, _ = f.String("tokenizer.chat_template")
+		if m.Tokenizer == "" {
+			if tok, err = tokenizer.FromGGUF(f); err != nil {
+				eng.Close()
+				return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+			}
+		}
+	} else {
+		if m.Tokenizer == "" {
+			return opened{}, fmt.Errorf("model %s: %s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Name, m.Path)
+		}
+		eng, err := cpu.Open(m.Path, opts)
+		if err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		o.eng = eng
+	}
+	if tok == nil {
+		if tok, err = tokenizer.Open(m.Tokenizer, o.eng.Info().VocabSize); err != nil {
+			o.eng.Close()
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+	}
+	if tok.VocabSize() != o.eng.Info().VocabSize {
+		o.eng.Close()
+		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), o.eng.Info().VocabSize)
+	}
+	o.text = realText(tok)
+	return o, nil
+}
+
+func isGGUF(path string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	var magic [4]byte
+	n, _ := io.ReadFull(fh, magic[:])
+	return string(magic[:n]) == gguf.Magic
+}
+
+// buildDeployment opens a preset's engines and starts its router.
+func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, reg *route.Registry, m *metrics) (*deployment, error) {
+	tables, auto, err := p.ParseThresholds()
+	if err != nil {
+		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	d := &deployment{name: p.Name, algorithm: p.Algorithm, params: p.Params, created: time.Now().Unix()}
+	var (
+		engines  []engine.Engine
+		profiles []*sim.Profile
+		template string
+	)
+	closeAll := func() {
+		for _, e := range engines {
+			e.Close()
+		}
+	}
+	for i, name := range p.Models {
+		mc, ok := cfg.Model(name)
+		if !ok {
+			closeAll()
+			return nil, fmt.Errorf("preset %s: unknown model %q", p.Name, name)
+		}
+		o, err := openModel(mc)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		engines = append(engines, o.eng)
+		profiles = append(profiles, o.profile)
+		info := o.eng.Info()
+		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path, simulated: info.Simulated, info: info})
+		// The first real model's tokenizer and template serve the preset.
+		if d.text == nil || (d.text.sim && !o.text.sim) {
+			d.text, template = o.text, o.template
+		}
+		if i == 0 || info.ContextLength < d.ctxLen {
+			d.ctxLen = info.ContextLength
+		}
+	}
+	for _, mi := range d.models {
+		if mi.info.VocabSize != d.models[0].info.VocabSize {
+			closeAll()
+			return nil, fmt.Errorf("preset %s: models %s and %s have different vocabularies (%d and %d tokens)",
+				p.Name, d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize)
+		}
+	}
+	if auto {
+		if tables, err = autoTables(ctx, p, profiles); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+	}
+	d.family = chat.Detect(template)
+	for _, s := range d.family.StopTokens() {
+		if id, ok := d.text.special(s); ok {
+			d.stopIDs = append(d.stopIDs, id)
+		}
+	}
+	maxWait := p.MaxWait
+	if maxWait < 0 {
+		maxWait = 0
+	}
+	ms := make([]router.Model, len(engines))
+	for i, e := range engines {
+		ms[i] = router.Model{Name: p.Models[i], Engine: e, Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
+	}
+	d.obs = m.observer(d)
+	r, err := router.New(router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	d.r = r
+	return d, nil
+}
+
+// autoTables asks the throughput model for the threshold tables. It needs
+// the routing matrix and the step latencies up front, which are known for
+// r2r-random over simulated engines; other setups need explicit B.
+func autoTables(ctx context.Context, p config.Preset, profiles []*sim.Profile) ([]sched.Table, error) {
+	if p.Algorithm != r2rrandom.Name || len(profiles) != 2 || profiles[0] == nil || profiles[1] == nil {
+		return nil, errors.New(`thresholds "auto" needs the throughput model's inputs up front: ` +
+			`available for r2r-random over two simulated models; give explicit thresholds (e.g. "1,3") otherwise`)
+	}
+	prob := 0.35
+	if v, ok := p.Params["p"]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("param p=%q: %w", v, err)
+		}
+		prob = f
+	}
+	ms := func(pr *sim.Profile) float64 { return float64(pr.Latency(1, 1)) / float64(time.Millisecond) }
+	t, err := perfmodel.Table(ctx, perfmodel.R2R(prob, ms(profiles[0]), ms(profiles[1])), p.AutoConcurrency, nil)
+	if err != nil {
+		return nil, fmt.Errorf("auto thresholds: %w", err)
+	}
+	return t, nil
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error types and codes, as OpenAI's API spells them.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeRateLimit      = "rate_limit_error"
+	typeServer         = "server_error"
+)
+
+// apiError is an error answered to the client as
+// {"error":{"message","type","param","code"}}.
+type apiError struct {
+	status  int
+	message string
+	typ     string
+	param   string
+	code    string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.message) }
+
+// errorBody is the JSON shape of an error.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func (e *apiError) body() errorBody {
+	b := errorBody{Error: errorObject{Message: e.message, Type: e.typ}}
+	if e.param != "" {
+		p := e.param
+		b.Error.Param = &p
+	}
+	if e.code != "" {
+		c := e.code
+		b.Error.Code = &c
+	}
+	return b
+}
+
+func badRequest(param, code, format string, a ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, a...), typ: typeInvalidRequest, param: param, code: code}
+}
+
+func errNotFoundModel(name string, have []string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, param: "model", code: "model_not_found",
+		message: fmt.Sprintf("The model %q does not exist; this server serves %q", name, have)}
+}
+
+func errUnauthorized(msg string) *apiError {
+	return &apiError{status: http.StatusUnauthorized, typ: typeInvalidRequest, code: "invalid_api_key", message: msg}
+}
+
+func errTooLarge(limit int64) *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+		message: fmt.Sprintf("Request body exceeds the limit of %d bytes", limit)}
+}
+
+func errBusy(limit int) *apiError {
+	return &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "rate_limit_exceeded",
+		message: fmt.Sprintf("The server is at its limit of %d requests in flight; retry later", limit)}
+}
+
+func errUnavailable(msg string) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "service_unavailable", message: msg}
+}
+
+func errInternal(err error) *apiError {
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error", message: err.Error()}
+}
+
+func errNotFoundPath(path string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, code: "not_found", message: fmt.Sprintf("No route %s", path)}
+}
+
+func errMethod(method, path string, allow string) *apiError {
+	return &apiError{status: http.StatusMethodNotAllowed, typ: typeInvalidRequest, code: "method_not_allowed",
+		message: fmt.Sprintf("Method %s is not allowed on %s (use %s)", method, path, allow)}
+}
+
+// writeError answers e.
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(1))
+	}
+	writeJSON(w, e.status, e.body())
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errInternal(err).body())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decodeJSON reads a JSON body of at most limit bytes into v.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	if r.ContentLength > limit {
+		return errTooLarge(limit)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return errTooLarge(limit)
+		case errors.As(err, &typeErr):
+			return badRequest(typeErr.Field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return badRequest("", "invalid_json", "The request body holds more than one JSON value")
+	}
+	return nil
+}

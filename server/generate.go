@@ -1,0 +1,425 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/stream"
+)
+
+// NativeRequest is the body of POST /generate. Give Text or InputIDs.
+type NativeRequest struct {
+	// Model names a preset ("" is the first preset).
+	Model string `json:"model"`
+	// Text is the prompt; it is tokenized with BOS when the model asks.
+	Text *string `json:"text,omitempty"`
+	// InputIDs is the prompt as token ids, used as given.
+	InputIDs []int32 `json:"input_ids,omitempty"`
+	// SamplingParams controls generation.
+	SamplingParams SamplingParams `json:"sampling_params"`
+	// Stream answers with server-sent events.
+	Stream bool `json:"stream"`
+}
+
+// SamplingParams are the native generation parameters.
+type SamplingParams struct {
+	// MaxNewTokens bounds the output (default: the server's
+	// default_max_tokens, clamped to the context left).
+	MaxNewTokens *int `json:"max_new_tokens,omitempty"`
+	// Temperature scales logits; 0 is greedy.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// TopP keeps the smallest set of tokens reaching probability TopP.
+	TopP *float64 `json:"top_p,omitempty"`
+	// TopK keeps the K most likely tokens (0 disables).
+	TopK *int `json:"top_k,omitempty"`
+	// Seed seeds sampling and the algorithm's random decisions.
+	Seed *uint64 `json:"seed,omitempty"`
+	// IgnoreEOS keeps generating past the end-of-sequence token.
+	IgnoreEOS bool `json:"ignore_eos,omitempty"`
+	// Stop ends the output before the first occurrence of any string.
+	Stop []string `json:"stop,omitempty"`
+}
+
+// Routing is the extension object every response carries.
+type Routing struct {
+	// Algorithm is the preset's routing algorithm.
+	Algorithm string `json:"algorithm"`
+	// TokensByModel counts output tokens by the model that produced them.
+	TokensByModel map[string]int `json:"tokens_by_model"`
+	// LargeModelRatio is the fraction of output tokens produced by models
+	// other than the first (small) one.
+	LargeModelRatio float64 `json:"large_model_ratio"`
+}
+
+// Usage is OpenAI's token accounting.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// NativeResponse is the body POST /generate answers (and, with the delta
+// fields only, each streamed event).
+type NativeResponse struct {
+	ID    string `json:"id"`
+	Model string `json:"model"`
+	// Text is the output text (the new text in a streamed event).
+	Text string `json:"text"`
+	// OutputIDs are the output token ids.
+	OutputIDs []int32 `json:"output_ids"`
+	// ProducedBy[i] indexes Models: the model that produced OutputIDs[i].
+	ProducedBy []int8 `json:"produced_by"`
+	// Models names the preset's models in index order.
+	Models []string `json:"models,omitempty"`
+	// FinishReason is "length" or "stop" (null while streaming).
+	FinishReason *string  `json:"finish_reason"`
+	Usage        *Usage   `json:"usage,omitempty"`
+	Routing      *Routing `json:"routing,omitempty"`
+}
+
+// genRequest is a validated generation request.
+type genRequest struct {
+	dep     *deployment
+	prompt  []int32
+	params  route.Params
+	stop    []string
+	start   time.Time
+	stream  bool
+	promptN int
+}
+
+// delta is newly released output. The first call of emit has start set and
+// no content: the request has been admitted.
+type delta struct {
+	start bool
+	id    string
+	text  string
+	ids   []int32
+	by    []int8
+}
+
+// genResult is a finished generation.
+type genResult struct {
+	id     string
+	text   string
+	ids    []int32
+	by     []int8
+	reason string
+}
+
+// usage returns the token accounting of r for g.
+func (g *genRequest) usage(r *genResult) *Usage {
+	return &Usage{PromptTokens: g.promptN, CompletionTokens: len(r.ids), TotalTokens: g.promptN + len(r.ids)}
+}
+
+// routing returns the per-model counts of r.
+func (g *genRequest) routing(r *genResult) *Routing {
+	rt := &Routing{Algorithm: g.dep.algorithm, TokensByModel: map[string]int{}}
+	for _, m := range g.dep.models {
+		rt.TokensByModel[m.name] = 0
+	}
+	large := 0
+	for _, b := range r.by {
+		if int(b) >= 0 && int(b) < len(g.dep.models) {
+			rt.TokensByModel[g.dep.models[b].name]++
+		}
+		if b > 0 {
+			large++
+		}
+	}
+	if len(r.by) > 0 {
+		rt.LargeModelRatio = float64(large) / float64(len(r.by))
+	}
+	return rt
+}
+
+// paramNames maps native parameter names to the names a client used.
+type paramNames map[string]string
+
+func (p paramNames) name(native string) string {
+	if n, ok := p[native]; ok {
+		return n
+	}
+	return native
+}
+
+// prepare validates a native request and turns it into a genRequest. names
+// renames parameters in error messages (the OpenAI layer's names).
+func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *apiError) {
+	d, aerr := s.deployment(nr.Model)
+	if aerr != nil {
+		return nil, aerr
+	}
+	g := &genRequest{dep: d, start: time.Now(), stream: nr.Stream}
+	switch {
+	case nr.Text != nil && nr.InputIDs != nil:
+		return nil, badRequest(names.name("text"), "invalid_value", "Give %s or %s, not both", names.name("text"), names.name("input_ids"))
+	case nr.Text != nil:
+		g.prompt = d.text.encodeText(*nr.Text)
+	case len(nr.InputIDs) > 0:
+		vocab := d.models[0].info.VocabSize
+		for i, id := range nr.InputIDs {
+			if id < 0 || int(id) >= vocab {
+				return nil, badRequest(names.name("input_ids"), "invalid_value", "Token id %d at position %d is outside the vocabulary of %d tokens", id, i, vocab)
+			}
+		}
+		g.prompt = slices.Clone(nr.InputIDs)
+	default:
+		return nil, badRequest(names.name("text"), "missing_required_parameter", "Missing prompt: give %s or %s", names.name("text"), names.name("input_ids"))
+	}
+	if len(g.prompt) == 0 {
+		return nil, badRequest(names.name("text"), "invalid_value", "The prompt is empty and the model has no BOS token to start from")
+	}
+	g.promptN = len(g.prompt)
+	sp := &nr.SamplingParams
+	room := d.ctxLen - len(g.prompt)
+	if room < 1 {
+		return nil, badRequest(names.name("text"), "context_length_exceeded",
+			"The prompt has %d tokens; the model's context length is %d", len(g.prompt), d.ctxLen)
+	}
+	maxTok := min(s.cfg.DefaultMaxTokens, room)
+	if sp.MaxNewTokens != nil {
+		maxTok = *sp.MaxNewTokens
+		pn := names.name("sampling_params.max_new_tokens")
+		if maxTok <= 0 {
+			return nil, badRequest(pn, "invalid_value", "%s must be at least 1, got %d", pn, maxTok)
+		}
+		if maxTok > room {
+			return nil, badRequest(pn, "context_length_exceeded",
+				"%s = %d is too large: the prompt has %d tokens and the model's context length is %d (at most %d new tokens)",
+				pn, maxTok, len(g.prompt), d.ctxLen, room)
+		}
+	}
+	g.params.MaxTokens = maxTok
+	if sp.Temperature != nil {
+		t, pn := *sp.Temperature, names.name("sampling_params.temperature")
+		if t < 0 || math.IsNaN(t) || t > 100 {
+			return nil, badRequest(pn, "invalid_value", "%s must be between 0 and 100, got %v", pn, t)
+		}
+		g.params.Sampling.Temperature = float32(t)
+	}
+	if sp.TopP != nil {
+		p, pn := *sp.TopP, names.name("sampling_params.top_p")
+		if !(p > 0 && p <= 1) {
+			return nil, badRequest(pn, "invalid_value", "%s must be in (0, 1], got %v", pn, p)
+		}
+		g.params.Sampling.TopP = float32(p)
+	}
+	if sp.TopK != nil {
+		k, pn := *sp.TopK, names.name("sampling_params.top_k")
+		if k < 0 {
+			return nil, badRequest(pn, "invalid_value", "%s must not be negative, got %d", pn, k)
+		}
+		g.params.Sampling.TopK = k
+	}
+	if sp.Seed != nil {
+		g.params.Seed = *sp.Seed
+		g.params.Sampling.Seed = *sp.Seed
+	} else {
+		g.params.Seed = s.nextID.Add(1) // fresh routing draws per request
+	}
+	g.params.IgnoreEOS = sp.IgnoreEOS
+	if len(sp.Stop) > 4 {
+		pn := names.name("sampling_params.stop")
+		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
+	}
+	g.stop = sp.Stop
+	return g, nil
+}
+
+// generate runs g and calls emit with each piece of released output. It is
+// the one generation path every endpoint uses. It returns an *apiError for
+// refusals (admission, bad input) and the context's error when the client
+// went away.
+func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) error) (*genResult, error) {
+	release, aerr := s.admit()
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer release()
+	st, err := g.dep.r.Submit(ctx, g.prompt, g.params)
+	switch {
+	case errors.Is(err, router.ErrBadRequest):
+		return nil, badRequest("", "invalid_value", "%v", strings.TrimPrefix(err.Error(), "bad request: "))
+	case errors.Is(err, router.ErrClosed):
+		return nil, errUnavailable("The server is shutting down")
+	case err != nil:
+		return nil, err
+	}
+	defer st.Close()
+	res := &genResult{id: fmt.Sprintf("%s-%d", s.epoch, st.ID)}
+	if err := emit(delta{start: true, id: res.id}); err != nil {
+		return nil, err
+	}
+	dt := detok{t: g.dep.text}
+	stops := newStopper(g.stop)
+	var (
+		text   strings.Builder
+		chunk  stream.Chunk
+		first  time.Time
+		last   time.Time
+		piece  strings.Builder
+		ended  bool
+		reason string
+	)
+	for !ended {
+		rerr := st.Recv(ctx, &chunk)
+		if rerr != nil && !chunk.Done {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(rerr, stream.ErrCancelled) {
+				return nil, errUnavailable("The request was cancelled: the server is shutting down")
+			}
+			return nil, fmt.Errorf("generate: %w", rerr)
+		}
+		if rerr != nil && chunk.Reason == stream.Error {
+			return nil, fmt.Errorf("generate: %w", rerr)
+		}
+		if chunk.Reason == stream.Cancelled {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errUnavailable("The request was cancelled: the server is shutting down")
+		}
+		now := time.Now()
+		piece.Reset()
+		n0 := len(res.ids)
+		for i, id := range chunk.Tokens {
+			if slices.Contains(g.dep.stopIDs, id) {
+				ended, reason = true, stream.Stop
+				break
+			}
+			res.ids = append(res.ids, id)
+			res.by = append(res.by, chunk.By[i])
+			out, hit := stops.add(dt.add(id))
+			piece.WriteString(out)
+			if hit {
+				ended, reason = true, stream.Stop
+				break
+			}
+		}
+		if chunk.Done && !ended {
+			ended, reason = true, chunk.Reason
+			out, hit := stops.add(dt.flush())
+			piece.WriteString(out)
+			if !hit {
+				piece.WriteString(stops.flush())
+			} else {
+				reason = stream.Stop
+			}
+		}
+		if len(res.ids) > n0 {
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+		}
+		if len(res.ids) > n0 || piece.Len() > 0 {
+			text.WriteString(piece.String())
+			if err := emit(delta{text: piece.String(), ids: res.ids[n0:], by: res.by[n0:]}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	st.Close() // a stop before the end cancels the rest everywhere
+	res.text, res.reason = text.String(), reason
+	s.metrics.finished(g, first, last, len(res.ids), reason)
+	return res, nil
+}
+
+// handleGenerate is the native endpoint.
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	var nr NativeRequest
+	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &nr); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	g, aerr := s.prepare(&nr, nil)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if !g.stream {
+		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.nativeResponse(g, res))
+		return
+	}
+	ev := newSSE(w)
+	id := ""
+	res, err := s.generate(r.Context(), g, func(d delta) error {
+		if d.start {
+			id = "gen-" + d.id
+			return ev.open()
+		}
+		return ev.send(NativeResponse{ID: id, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
+	})
+	if err != nil {
+		s.failStream(ev, w, r, err)
+		return
+	}
+	final := s.nativeResponse(g, res)
+	final.Text, final.OutputIDs, final.ProducedBy = "", []int32{}, []int8{}
+	if ev.send(final) == nil {
+		_ = ev.done()
+	}
+}
+
+func (s *Server) nativeResponse(g *genRequest, res *genResult) NativeResponse {
+	reason := res.reason
+	ids, by := res.ids, res.by
+	if ids == nil {
+		ids, by = []int32{}, []int8{}
+	}
+	return NativeResponse{
+		ID: "gen-" + res.id, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
+		Models: g.dep.names(), FinishReason: &reason, Usage: g.usage(res), Routing: g.routing(res),
+	}
+}
+
+// fail answers a generation error before any output was sent.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var aerr *apiError
+	switch {
+	case errors.As(err, &aerr):
+	case r.Context().Err() != nil:
+		s.log.Debug("client went away", "path", r.URL.Path, "err", err)
+		return
+	default:
+		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
+		aerr = errInternal(err)
+	}
+	writeError(w, aerr)
+}
+
+// failStream reports an error on a stream: as a JSON error before the
+// stream opened, as an error event after.
+func (s *Server) failStream(ev *sse, w http.ResponseWriter, r *http.Request, err error) {
+	if !ev.opened {
+		s.fail(w, r, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		s.log.Debug("client went away mid-stream", "path", r.URL.Path)
+		return
+	}
+	var aerr *apiError
+	if !errors.As(err, &aerr) {
+		s.log.Error("generation failed mid-stream", "path", r.URL.Path, "err", err)
+		aerr = errInternal(err)
+	}
+	_ = ev.send(aerr.body())
+	_ = ev.done()
+}

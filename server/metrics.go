@@ -1,0 +1,231 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds the server's Prometheus registry. Labels: preset (the name
+// clients use), model (a model of the preset), algorithm.
+type metrics struct {
+	s   *Server
+	reg *prometheus.Registry
+
+	httpReqs    *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	ttft        *prometheus.HistogramVec
+	tpot        *prometheus.HistogramVec
+	outTokens   *prometheus.HistogramVec
+	stepLatency *prometheus.HistogramVec
+	batchSize   *prometheus.HistogramVec
+	decisions   *prometheus.CounterVec
+
+	// per-model gauges read from the sub-servers at scrape time
+	queue, requestsBy, kv, lastBatch, lastStep, simulated *prometheus.Desc
+	steps, tokens, busy                                   *prometheus.Desc
+	active, routedFrac, largeRatio, inFlight              *prometheus.Desc
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{s: s, reg: prometheus.NewRegistry()}
+	pm := []string{"preset", "model"}
+	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenrouter_http_requests_total", Help: "HTTP requests by path and status code.",
+	}, []string{"path", "code"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenrouter_requests_total", Help: "Generation requests finished, by preset and finish reason.",
+	}, []string{"preset", "finish_reason"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tokenrouter_time_to_first_token_seconds", Help: "Time from request arrival to the first output token.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"preset"})
+	m.tpot = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tokenrouter_time_per_output_token_seconds", Help: "Mean time between output tokens after the first, per request.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"preset"})
+	m.outTokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tokenrouter_request_output_tokens", Help: "Output tokens per request.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+	}, []string{"preset"})
+	m.stepLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tokenrouter_model_step_latency_seconds", Help: "Engine step latency per model.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, pm)
+	m.batchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tokenrouter_model_batch_size", Help: "Requests per engine step per model.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+	}, pm)
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tokenrouter_route_decisions_total", Help: "Routing decisions after each step: requests that stepped on model `from` and went to model `to` (to = from means stay).",
+	}, []string{"preset", "algorithm", "from", "to"})
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	m.queue = d("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
+	m.requestsBy = d("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
+	m.kv = d("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
+	m.lastBatch = d("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
+	m.lastStep = d("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
+	m.simulated = d("tokenrouter_model_simulated", "1 when the model is simulated (no weights).", pm...)
+	m.steps = d("tokenrouter_model_steps_total", "Engine steps run by the model.", pm...)
+	m.tokens = d("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
+	m.busy = d("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
+	m.active = d("tokenrouter_active_requests", "Requests in flight in the preset's router.", "preset")
+	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
+	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
+	m.inFlight = d("tokenrouter_http_generation_in_flight", "Generation requests admitted and not finished.")
+	m.reg.MustRegister(m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// handler serves the registry.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// http counts one HTTP request.
+func (m *metrics) http(path string, code int) {
+	switch path {
+	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/metrics":
+	default:
+		path = "other"
+	}
+	if code == 0 {
+		code = http.StatusOK
+	}
+	m.httpReqs.WithLabelValues(path, strconv.Itoa(code)).Inc()
+}
+
+// finished records a finished generation.
+func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason string) {
+	p := g.dep.name
+	m.requests.WithLabelValues(p, reason).Inc()
+	m.outTokens.WithLabelValues(p).Observe(float64(n))
+	if n > 0 {
+		m.ttft.WithLabelValues(p).Observe(first.Sub(g.start).Seconds())
+	}
+	if n > 1 {
+		m.tpot.WithLabelValues(p).Observe(last.Sub(first).Seconds() / float64(n-1))
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated,
+		m.steps, m.tokens, m.busy, m.active, m.routedFrac, m.largeRatio, m.inFlight} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: it reads every sub-server's
+// counters.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	c := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	g(m.inFlight, float64(m.s.inFlight.Load()))
+	for _, dep := range m.s.deps {
+		var total, large uint64
+		for i, sub := range dep.r.SubServers() {
+			st := sub.Stats()
+			p, name := dep.name, dep.models[i].name
+			g(m.queue, float64(st.Runnable), p, name)
+			g(m.requestsBy, float64(st.Runnable), p, name, "runnable")
+			g(m.requestsBy, float64(st.Pending), p, name, "pending")
+			g(m.requestsBy, float64(st.Records), p, name, "known")
+			g(m.kv, float64(st.KVSequences), p, name)
+			g(m.lastBatch, float64(st.LastBatch), p, name)
+			g(m.lastStep, st.LastStep.Seconds(), p, name)
+			sim := 0.0
+			if dep.models[i].simulated {
+				sim = 1
+			}
+			g(m.simulated, sim, p, name)
+			c(m.steps, float64(st.Steps), p, name)
+			c(m.tokens, float64(st.Tokens), p, name)
+			c(m.busy, st.BusyTime.Seconds(), p, name)
+			total += st.Tokens
+			if i > 0 {
+				large += st.Tokens
+			}
+		}
+		g(m.active, float64(dep.r.Active()), dep.name)
+		ratio := 0.0
+		if total > 0 {
+			ratio = float64(large) / float64(total)
+		}
+		g(m.largeRatio, ratio, dep.name, dep.algorithm)
+		g(m.routedFrac, dep.obs.routedFraction(), dep.name, dep.algorithm)
+	}
+}
+
+// observer receives one preset's step and routing events from its
+// sub-servers' loops; it only updates pre-resolved metric children.
+type observer struct {
+	step  []prometheus.Observer
+	batch []prometheus.Observer
+	moves [][]prometheus.Counter
+	// decisions and away count the first model's decisions.
+	decisions, away atomic.Uint64
+}
+
+// observer builds d's observer (d's models must be filled in).
+func (m *metrics) observer(d *deployment) *observer {
+	n := len(d.models)
+	o := &observer{step: make([]prometheus.Observer, n), batch: make([]prometheus.Observer, n), moves: make([][]prometheus.Counter, n)}
+	for i, mi := range d.models {
+		o.step[i] = m.stepLatency.WithLabelValues(d.name, mi.name)
+		o.batch[i] = m.batchSize.WithLabelValues(d.name, mi.name)
+		o.moves[i] = make([]prometheus.Counter, n)
+		for j, mj := range d.models {
+			o.moves[i][j] = m.decisions.WithLabelValues(d.name, d.algorithm, mi.name, mj.name)
+		}
+	}
+	return o
+}
+
+// Step implements subserver.Observer.
+func (o *observer) Step(model, batch, _ int, d time.Duration) {
+	if model >= 0 && model < len(o.step) {
+		o.step[model].Observe(d.Seconds())
+		o.batch[model].Observe(float64(batch))
+	}
+}
+
+// Routed implements subserver.Observer.
+func (o *observer) Routed(model int, moved []int) {
+	if model < 0 || model >= len(o.moves) {
+		return
+	}
+	for j, n := range moved {
+		if n <= 0 || j >= len(o.moves[model]) {
+			continue
+		}
+		o.moves[model][j].Add(float64(n))
+		if model == 0 {
+			o.decisions.Add(uint64(n))
+			if j != 0 {
+				o.away.Add(uint64(n))
+			}
+		}
+	}
+}
+
+// routedFraction is away / decisions on the first model.
+func (o *observer) routedFraction() float64 {
+	n := o.decisions.Load()
+	if n == 0 {
+		return 0
+	}
+	return float64(o.away.Load()) / float64(n)
+}

@@ -1,0 +1,459 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/server/chat"
+)
+
+// The OpenAI layer is pure conversion around the native handler: each
+// handler turns its request into a NativeRequest (a chat is rendered with
+// the model's template into input_ids), runs Server.generate, and turns the
+// native result or deltas into OpenAI's shapes.
+
+// streamOptions is OpenAI's stream_options.
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// commonParams are the parameters completions and chat share.
+type commonParams struct {
+	Model         string          `json:"model"`
+	MaxTokens     *int            `json:"max_tokens"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	TopK          *int            `json:"top_k"`
+	N             *int            `json:"n"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	Stop          json.RawMessage `json:"stop"`
+	Seed          *uint64         `json:"seed"`
+	IgnoreEOS     bool            `json:"ignore_eos"`
+}
+
+// CompletionRequest is the body of POST /v1/completions.
+type CompletionRequest struct {
+	commonParams
+	// Prompt is a string, a one-element list of strings, or token ids.
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     bool            `json:"echo"`
+	Logprobs *int            `json:"logprobs"`
+	BestOf   *int            `json:"best_of"`
+}
+
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	commonParams
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            bool            `json:"logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// toNative converts the shared parameters.
+func (c *commonParams) toNative() (NativeRequest, *apiError) {
+	nr := NativeRequest{Model: c.Model, Stream: c.Stream}
+	sp := &nr.SamplingParams
+	sp.MaxNewTokens, sp.Temperature, sp.TopP, sp.TopK, sp.Seed, sp.IgnoreEOS = c.MaxTokens, c.Temperature, c.TopP, c.TopK, c.Seed, c.IgnoreEOS
+	if c.N != nil && *c.N != 1 {
+		return nr, badRequest("n", "unsupported_value", "n = %d is not supported: this server returns one choice per request (n = 1)", *c.N)
+	}
+	stop, aerr := parseStop(c.Stop)
+	if aerr != nil {
+		return nr, aerr
+	}
+	sp.Stop = stop
+	return nr, nil
+}
+
+// parseStop accepts null, a string or a list of strings.
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "invalid_type", "stop must be a string or a list of strings")
+	}
+	return many, nil
+}
+
+// openAI param names for native ones.
+var (
+	completionNames = paramNames{
+		"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
+		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
+		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
+	}
+	chatNames = paramNames{
+		"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
+		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
+		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
+	}
+)
+
+// completionChoice is a choice of a text completion (or one of its chunks).
+type completionChoice struct {
+	Text         string  `json:"text"`
+	Index        int     `json:"index"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// completionResponse is a text completion or one of its chunks.
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
+	Routing *Routing           `json:"routing,omitempty"`
+}
+
+// handleCompletions converts /v1/completions to the native path.
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	var req CompletionRequest
+	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	nr, aerr := req.toNative()
+	if aerr == nil {
+		aerr = req.check(&nr)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	g, aerr := s.prepare(&nr, completionNames)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	created := time.Now().Unix()
+	if !g.stream {
+		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		reason := res.reason
+		writeJSON(w, http.StatusOK, completionResponse{
+			ID: "cmpl-" + res.id, Object: "text_completion", Created: created, Model: g.dep.name,
+			Choices: []completionChoice{{Text: res.text, FinishReason: &reason}},
+			Usage:   g.usage(res), Routing: g.routing(res),
+		})
+		return
+	}
+	ev := newSSE(w)
+	id := ""
+	res, err := s.generate(r.Context(), g, func(d delta) error {
+		if d.start {
+			id = "cmpl-" + d.id
+			return ev.open()
+		}
+		if d.text == "" {
+			return nil
+		}
+		return ev.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
+			Choices: []completionChoice{{Text: d.text}}})
+	})
+	if err != nil {
+		s.failStream(ev, w, r, err)
+		return
+	}
+	reason := res.reason
+	final := completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
+		Choices: []completionChoice{{FinishReason: &reason}}, Routing: g.routing(res)}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		final.Usage = g.usage(res)
+	}
+	if ev.send(final) == nil {
+		_ = ev.done()
+	}
+}
+
+// check converts the prompt and refuses what this server does not do.
+func (req *CompletionRequest) check(nr *NativeRequest) *apiError {
+	switch {
+	case req.Echo:
+		return badRequest("echo", "unsupported_value", "echo is not supported")
+	case req.Logprobs != nil && *req.Logprobs > 0:
+		return badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+	case req.BestOf != nil && *req.BestOf != 1:
+		return badRequest("best_of", "unsupported_value", "best_of = %d is not supported (only 1)", *req.BestOf)
+	}
+	raw := bytes.TrimSpace(req.Prompt)
+	if len(raw) == 0 || string(raw) == "null" {
+		return badRequest("prompt", "missing_required_parameter", "Missing required parameter: prompt")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		nr.Text = &text
+		return nil
+	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil {
+		if len(texts) != 1 {
+			return badRequest("prompt", "unsupported_value", "Give one prompt per request (got %d)", len(texts))
+		}
+		nr.Text = &texts[0]
+		return nil
+	}
+	var ids []int32
+	if json.Unmarshal(raw, &ids) == nil {
+		if len(ids) == 0 {
+			return badRequest("prompt", "invalid_value", "The prompt is empty")
+		}
+		nr.InputIDs = ids
+		return nil
+	}
+	var idLists [][]int32
+	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 && len(idLists[0]) > 0 {
+		nr.InputIDs = idLists[0]
+		return nil
+	}
+	return badRequest("prompt", "invalid_type", "prompt must be a string, a list of one string, or a list of token ids")
+}
+
+// chatChoice is a choice of a chat completion.
+type chatChoice struct {
+	Index        int      `json:"index"`
+	Message      *chatOut `json:"message,omitempty"`
+	Delta        *chatOut `json:"delta,omitempty"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
+}
+
+// chatOut is an assistant message or a delta of one.
+type chatOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chatResponse is a chat completion or one of its chunks.
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+	Routing *Routing     `json:"routing,omitempty"`
+}
+
+// handleChat converts /v1/chat/completions to the native path.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req ChatRequest
+	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if req.MaxCompletionTokens != nil {
+		req.MaxTokens = req.MaxCompletionTokens
+	}
+	nr, aerr := req.toNative()
+	var msgs []chat.Message
+	if aerr == nil {
+		msgs, aerr = req.check()
+	}
+	var d *deployment
+	if aerr == nil {
+		d, aerr = s.deployment(req.Model)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	nr.InputIDs = d.text.encodeChat(d.family.Render(msgs))
+	g, aerr := s.prepare(&nr, chatNames)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	created := time.Now().Unix()
+	if !g.stream {
+		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		reason, text := res.reason, res.text
+		writeJSON(w, http.StatusOK, chatResponse{
+			ID: "chatcmpl-" + res.id, Object: "chat.completion", Created: created, Model: g.dep.name,
+			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &reason}},
+			Usage:   g.usage(res), Routing: g.routing(res),
+		})
+		return
+	}
+	ev := newSSE(w)
+	id := ""
+	chunk := func(c chatChoice) chatResponse {
+		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name, Choices: []chatChoice{c}}
+	}
+	res, err := s.generate(r.Context(), g, func(d delta) error {
+		if d.start {
+			id = "chatcmpl-" + d.id
+			if err := ev.open(); err != nil {
+				return err
+			}
+			empty := ""
+			return ev.send(chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}}))
+		}
+		if d.text == "" {
+			return nil
+		}
+		text := d.text
+		return ev.send(chunk(chatChoice{Delta: &chatOut{Content: &text}}))
+	})
+	if err != nil {
+		s.failStream(ev, w, r, err)
+		return
+	}
+	reason := res.reason
+	final := chunk(chatChoice{Delta: &chatOut{}, FinishReason: &reason})
+	final.Routing = g.routing(res)
+	if ev.send(final) != nil {
+		return
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name,
+			Choices: []chatChoice{}, Usage: g.usage(res), Routing: g.routing(res)}
+		if ev.send(u) != nil {
+			return
+		}
+	}
+	_ = ev.done()
+}
+
+// check validates the messages and refuses what this server does not do.
+func (req *ChatRequest) check() ([]chat.Message, *apiError) {
+	switch {
+	case req.Logprobs:
+		return nil, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+	case len(bytes.TrimSpace(req.Tools)) > 0 && string(bytes.TrimSpace(req.Tools)) != "null" && string(bytes.TrimSpace(req.Tools)) != "[]":
+		return nil, badRequest("tools", "unsupported_value", "tools are not supported")
+	case len(req.Messages) == 0:
+		return nil, badRequest("messages", "missing_required_parameter", "Missing required parameter: messages (a non-empty list)")
+	}
+	out := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "developer", "user", "assistant", "tool":
+		case "":
+			return nil, badRequest("messages", "missing_required_parameter", "messages[%d].role is missing", i)
+		default:
+			return nil, badRequest("messages", "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, m.Role)
+		}
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		content, ok := messageText(m.Content)
+		if !ok {
+			return nil, badRequest("messages", "invalid_type", "messages[%d].content must be a string or a list of text parts", i)
+		}
+		out[i] = chat.Message{Role: role, Content: content}
+	}
+	return out, nil
+}
+
+// messageText reads content: a string, null, or a list of {type:"text"}
+// parts.
+func messageText(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", false
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), true
+}
+
+// modelCard is one entry of /v1/models.
+type modelCard struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Created   int64  `json:"created"`
+	OwnedBy   string `json:"owned_by"`
+	Simulated bool   `json:"simulated"`
+	// Description says in words what serves this name.
+	Description string       `json:"description"`
+	Algorithm   string       `json:"algorithm"`
+	Params      any          `json:"params,omitempty"`
+	Models      []modelEntry `json:"models"`
+	ChatFormat  string       `json:"chat_template"`
+	ContextLen  int          `json:"context_length"`
+}
+
+// modelEntry is one model behind a preset.
+type modelEntry struct {
+	Name          string `json:"name"`
+	Engine        string `json:"engine"`
+	Simulated     bool   `json:"simulated"`
+	Path          string `json:"path,omitempty"`
+	ContextLength int    `json:"context_length"`
+	VocabSize     int    `json:"vocab_size"`
+}
+
+// handleModels lists the presets.
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	cards := make([]modelCard, 0, len(s.deps))
+	for _, d := range s.deps {
+		c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
+			Algorithm: d.algorithm, Params: d.params, ChatFormat: d.family.String(), ContextLen: d.ctxLen}
+		var sims, reals []string
+		for _, m := range d.models {
+			c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
+				ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
+			if m.simulated {
+				sims = append(sims, m.name)
+			} else {
+				reals = append(reals, m.name)
+			}
+		}
+		desc := d.algorithm + " routing over " + strings.Join(d.names(), ", ")
+		switch {
+		case len(reals) == 0:
+			desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
+		case len(sims) > 0:
+			desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
+		default:
+			desc += " (real weights on the CPU engine)."
+		}
+		c.Description = desc
+		cards = append(cards, c)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+}

@@ -1,0 +1,265 @@
+// Package server is TokenRouter's HTTP front end: one endpoint over several
+// models with token-level routing per request, compatible with OpenAI's API
+// and with a native API that exposes the routing.
+//
+// Endpoints: POST /v1/completions and POST /v1/chat/completions (streaming
+// as server-sent events ending with "data: [DONE]", or not), GET /v1/models,
+// the native POST /generate (text or input_ids in; output ids, the model
+// that produced each token and per-model counts out), GET /health and
+// GET /metrics (Prometheus). The generation path is written once, for
+// /generate; the OpenAI handlers only convert their requests into native
+// ones and native results into OpenAI's shapes. Every response carries the
+// standard usage and an extension object routing: {tokens_by_model,
+// large_model_ratio}.
+//
+// Each preset of the configuration (a name clients put in "model") is a
+// router over its own engines. Errors are answered in OpenAI's shape
+// {"error":{"message","type","param","code"}}. A client that disconnects
+// cancels its request in every sub-server; Serve shuts down gracefully when
+// its context ends.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/route/builtin"
+)
+
+// Options configure a Server beyond its configuration.
+type Options struct {
+	// Logger receives request errors and lifecycle events (default: a
+	// logger that discards).
+	Logger *slog.Logger
+	// Registry resolves algorithm names (default: route/builtin).
+	Registry *route.Registry
+}
+
+// Server serves the HTTP API over one router per preset.
+type Server struct {
+	cfg     config.Config
+	log     *slog.Logger
+	deps    []*deployment
+	byName  map[string]*deployment
+	metrics *metrics
+	handler http.Handler
+	epoch   string
+
+	nextID   atomic.Uint64
+	inFlight atomic.Int64
+	draining atomic.Bool
+	handlers sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates cfg, opens every preset's engines and starts their routers.
+// ctx bounds the start-up work (automatic thresholds). Close releases them.
+func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = builtin.Registry()
+	}
+	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
+	s.metrics = newMetrics(s)
+	for _, p := range cfg.Presets {
+		d, err := buildDeployment(ctx, &cfg, p, opts.Registry, s.metrics)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.deps = append(s.deps, d)
+		s.byName[d.name] = d
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close stops every router and closes the engines. Requests still in
+// flight are cancelled.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.draining.Store(true)
+		var errs []error
+		for _, d := range s.deps {
+			errs = append(errs, d.r.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish for up to the
+// configured shutdown timeout, cancels what is left and returns once every
+// handler has returned. It does not Close the server.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.handlers.Wait()
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("shutting down: draining requests in flight", "in_flight", s.inFlight.Load(), "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	err := srv.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("shutdown timeout reached: cancelling requests in flight", "in_flight", s.inFlight.Load())
+		hardStop()
+		_ = srv.Close()
+	}
+	<-errc // http.ErrServerClosed
+	s.handlers.Wait()
+	return nil
+}
+
+// deployment returns the preset a request names ("" is the first one).
+func (s *Server) deployment(name string) (*deployment, *apiError) {
+	if name == "" {
+		return s.deps[0], nil
+	}
+	if d, ok := s.byName[name]; ok {
+		return d, nil
+	}
+	have := make([]string, len(s.deps))
+	for i, d := range s.deps {
+		have[i] = d.name
+	}
+	return nil, errNotFoundModel(name, have)
+}
+
+// admit counts a generation request in flight, or refuses it.
+func (s *Server) admit() (release func(), _ *apiError) {
+	if s.draining.Load() {
+		return nil, errUnavailable("The server is shutting down")
+	}
+	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
+		s.inFlight.Add(-1)
+		return nil, errBusy(s.cfg.MaxInFlight)
+	}
+	return func() { s.inFlight.Add(-1) }, nil
+}
+
+// routes builds the mux with its middleware.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(method string, h func(http.ResponseWriter, *http.Request)) http.Handler {
+		return s.wrap(method, true, h)
+	}
+	mux.Handle("/v1/completions", api(http.MethodPost, s.handleCompletions))
+	mux.Handle("/v1/chat/completions", api(http.MethodPost, s.handleChat))
+	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
+	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
+	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
+	mux.Handle("/metrics", s.wrap(http.MethodGet, false, s.metrics.handler().ServeHTTP))
+	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errNotFoundPath(r.URL.Path))
+	}))
+	return mux
+}
+
+// statusRecorder remembers the status code for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// wrap adds handler tracking, method checks, authentication and metrics.
+func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *http.Request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handlers.Add(1)
+		defer s.handlers.Done()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() { s.metrics.http(r.URL.Path, rec.code) }()
+		switch {
+		case method != "" && r.Method != method:
+			rec.Header().Set("Allow", method)
+			writeError(rec, errMethod(r.Method, r.URL.Path, method))
+		case auth && s.cfg.APIKey != "" && !s.authorized(r):
+			writeError(rec, errUnauthorized(s.authMessage(r)))
+		default:
+			h(rec, r)
+		}
+	})
+}
+
+// authorized checks "Authorization: Bearer <key>" (or "api-key: <key>").
+func (s *Server) authorized(r *http.Request) bool {
+	key := r.Header.Get("Api-Key")
+	if v := r.Header.Get("Authorization"); v != "" {
+		if k, ok := strings.CutPrefix(v, "Bearer "); ok {
+			key = strings.TrimSpace(k)
+		}
+	}
+	return key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+}
+
+func (s *Server) authMessage(r *http.Request) string {
+	if r.Header.Get("Authorization") == "" && r.Header.Get("Api-Key") == "" {
+		return "Missing API key: send it as \"Authorization: Bearer <key>\""
+	}
+	return "Incorrect API key provided"
+}
+
+// handleHealth answers 200 while serving and 503 while shutting down.
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting_down"})
+		return
+	}
+	presets := map[string]int{}
+	for _, d := range s.deps {
+		presets[d.name] = d.r.Active()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "in_flight": s.inFlight.Load(), "active_by_preset": presets})
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// sse writes server-sent events: "data: <json>\n\n" per event, flushed at
+// once, and "data: [DONE]\n\n" at the end.
+type sse struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	opened bool
+	buf    []byte
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	return &sse{w: w, rc: http.NewResponseController(w)}
+}
+
+// open sends the response headers.
+func (e *sse) open() error {
+	h := e.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	e.w.WriteHeader(http.StatusOK)
+	e.opened = true
+	return e.flush()
+}
+
+// send writes one event holding v as JSON.
+func (e *sse) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("sse: %w", err)
+	}
+	e.buf = append(append(append(e.buf[:0], "data: "...), b...), "\n\n"...)
+	if _, err := e.w.Write(e.buf); err != nil {
+		return fmt.Errorf("sse: %w", err)
+	}
+	return e.flush()
+}
+
+// done writes the end marker.
+func (e *sse) done() error {
+	if _, err := e.w.Write([]byte("data: [DONE]\n\n")); err != nil {
+		return fmt.Errorf("sse: %w", err)
+	}
+	return e.flush()
+}
+
+func (e *sse) flush() error {
+	if err := e.rc.Flush(); err != nil {
+		return fmt.Errorf("sse: flush: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/server/simtok"
+	"github.com/tokenrouter/tokenrouter/tokenizer"
+)
+
+// textModel is the text side of a deployment: encoding prompts (with BOS
+// and special tokens) and decoding output incrementally.
+type textModel struct {
+	encode  func(string) []int32
+	piece   func([]byte, int32) []byte
+	special func(string) (int32, bool)
+	bos     int32
+	addBOS  bool
+	// stripFirstSpace removes the dummy-prefix space SentencePiece puts
+	// before the first output piece.
+	stripFirstSpace bool
+	sim             bool
+	kind            string
+}
+
+// simText is the sim tokenizer's text model.
+func simText() *textModel {
+	var t simtok.Tokenizer
+	return &textModel{
+		encode: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
+		special: func(string) (int32, bool) { return 0, false },
+	}
+}
+
+// realText wraps a model's own tokenizer.
+func realText(t *tokenizer.Tokenizer) *textModel {
+	kind := "spm"
+	if t.Kind() == tokenizer.BPE {
+		kind = "bpe"
+	}
+	return &textModel{
+		encode: func(s string) []int32 { return t.Encode(s, false) },
+		piece:  t.AppendPiece,
+		special: func(name string) (int32, bool) {
+			id, ok := t.Lookup(name)
+			if !ok || !(t.IsControl(id) || name == "<s>" || name == "</s>" || strings.HasPrefix(name, "<|")) {
+				return 0, false
+			}
+			return id, true
+		},
+		bos: t.BOS, addBOS: t.AddBOS && t.BOS >= 0,
+		stripFirstSpace: t.Kind() == tokenizer.SPM && t.AddSpacePrefix,
+		kind:            kind,
+	}
+}
+
+// encodeText encodes a plain prompt, starting with BOS when the
+// tokenizer asks for it.
+func (t *textModel) encodeText(s string) []int32 {
+	ids := t.encode(s)
+	if t.addBOS && (len(ids) == 0 || ids[0] != t.bos) {
+		ids = append([]int32{t.bos}, ids...)
+	}
+	return ids
+}
+
+// encodeChat encodes rendered chat segments: special segments become their
+// token ids (or text when the vocabulary lacks them).
+func (t *textModel) encodeChat(segs []chat.Segment) []int32 {
+	var ids []int32
+	for _, s := range segs {
+		if s.Special {
+			if id, ok := t.special(s.Text); ok {
+				ids = append(ids, id)
+				continue
+			}
+		}
+		ids = append(ids, t.encode(s.Text)...)
+	}
+	if t.addBOS && (len(ids) == 0 || ids[0] != t.bos) {
+		ids = append([]int32{t.bos}, ids...)
+	}
+	return ids
+}
+
+// detok decodes output tokens incrementally: it only releases whole UTF-8
+// characters (a character may span several byte tokens) and it strips the
+// dummy-prefix space of the first piece.
+type detok struct {
+	t       *textModel
+	pending []byte
+	started bool
+}
+
+// add decodes id and returns the text that became complete.
+func (d *detok) add(id int32) string {
+	n := len(d.pending)
+	d.pending = d.t.piece(d.pending, id)
+	if !d.started && len(d.pending) > n {
+		d.started = true
+		if d.t.stripFirstSpace && d.pending[n] == ' ' {
+			d.pending = append(d.pending[:n], d.pending[n+1:]...)
+		}
+	}
+	// Release everything up to the last incomplete character.
+	end := len(d.pending)
+	for i := 1; i <= utf8.UTFMax && i <= len(d.pending); i++ {
+		b := d.pending[len(d.pending)-i]
+		if b < 0x80 {
+			break
+		}
+		if utf8.RuneStart(b) {
+			if !utf8.FullRune(d.pending[len(d.pending)-i:]) {
+				end = len(d.pending) - i
+			}
+			break
+		}
+	}
+	out := strings.ToValidUTF8(string(d.pending[:end]), "\uFFFD")
+	d.pending = append(d.pending[:0], d.pending[end:]...)
+	return out
+}
+
+// flush returns what is left (an incomplete character becomes U+FFFD).
+func (d *detok) flush() string {
+	out := strings.ToValidUTF8(string(d.pending), "\uFFFD")
+	d.pending = d.pending[:0]
+	return out
+}
+
+// stopper finds stop strings in streamed text. It holds back just enough
+// text that a stop string split across pieces is still found, and never
+// releases text past a stop.
+type stopper struct {
+	stops []string
+	hold  int // longest stop minus one byte
+	buf   string
+}
+
+func newStopper(stops []string) *stopper {
+	s := &stopper{}
+	for _, x := range stops {
+		if x == "" {
+			continue
+		}
+		s.stops = append(s.stops, x)
+		s.hold = max(s.hold, len(x)-1)
+	}
+	return s
+}
+
+// add appends text; it returns the text safe to release and whether a
+// stop string was found (the released text ends before it).
+func (s *stopper) add(text string) (string, bool) {
+	if len(s.stops) == 0 {
+		return text, false
+	}
+	s.buf += text
+	cut := -1
+	for _, x := range s.stops {
+		if i := strings.Index(s.buf, x); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		out := s.buf[:cut]
+		s.buf = ""
+		return out, true
+	}
+	keep := len(s.buf) - s.hold
+	for keep > 0 && keep < len(s.buf) && !utf8.RuneStart(s.buf[keep]) {
+		keep--
+	}
+	if keep <= 0 {
+		return "", false
+	}
+	out := s.buf[:keep]
+	s.buf = s.buf[keep:]
+	return out, false
+}
+
+// flush releases the held text at the end of the output.
+func (s *stopper) flush() string {
+	out := s.buf
+	s.buf = ""
+	return out
+}
