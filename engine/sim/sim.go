@@ -8,7 +8,10 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -407,3 +410,74 @@ var (
 	_ engine.Engine   = (*Engine)(nil)
 	_ engine.Embedder = (*Engine)(nil)
 )
+
+// presetFile is a preset's JSON form (times in milliseconds).
+type presetFile struct {
+	Name   string `json:"name"`
+	About  string `json:"about,omitempty"`
+	Models []struct {
+		Name       string  `json:"name"`
+		BaseMS     float64 `json:"base_ms"`
+		PerSeqMS   float64 `json:"per_seq_ms"`
+		PerTokenMS float64 `json:"per_token_ms"`
+	} `json:"models"`
+}
+
+// MarshalJSON writes the preset as a profile file.
+func (p Preset) MarshalJSON() ([]byte, error) {
+	f := presetFile{Name: p.Name, About: p.About}
+	for i, m := range p.Models {
+		pr := p.Profiles[i]
+		f.Models = append(f.Models, struct {
+			Name       string  `json:"name"`
+			BaseMS     float64 `json:"base_ms"`
+			PerSeqMS   float64 `json:"per_seq_ms"`
+			PerTokenMS float64 `json:"per_token_ms"`
+		}{m, ms(pr.Base), ms(pr.PerSeq), ms(pr.PerToken)})
+	}
+	return json.Marshal(f)
+}
+
+// UnmarshalJSON reads a profile file.
+func (p *Preset) UnmarshalJSON(b []byte) error {
+	var f presetFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("sim: profile: %w", err)
+	}
+	if len(f.Models) == 0 {
+		return errors.New("sim: profile: no models")
+	}
+	*p = Preset{Name: f.Name, About: f.About}
+	for _, m := range f.Models {
+		for _, v := range []float64{m.BaseMS, m.PerSeqMS, m.PerTokenMS} {
+			if v < 0 || v > 60000 || v != v {
+				return fmt.Errorf("sim: profile: model %q: latency %g ms out of range", m.Name, v)
+			}
+		}
+		p.Models = append(p.Models, m.Name)
+		p.Profiles = append(p.Profiles, Profile{Base: dur(m.BaseMS), PerSeq: dur(m.PerSeqMS), PerToken: dur(m.PerTokenMS)})
+	}
+	return nil
+}
+
+// LoadPreset returns the built-in preset called name or, when name is a
+// path ending in .json, the preset stored there (as written by
+// `tokenrouter bench --calibrate`).
+func LoadPreset(name string) (Preset, error) {
+	if !strings.HasSuffix(name, ".json") {
+		return LookupPreset(name)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return Preset{}, fmt.Errorf("sim: %w", err)
+	}
+	var p Preset
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Preset{}, fmt.Errorf("sim: %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
