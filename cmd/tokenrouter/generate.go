@@ -64,6 +64,7 @@ func newGenerateCmd() *cobra.Command {
 		topP        float32
 		topK        int
 		seed        uint64
+		rf          routeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -77,10 +78,14 @@ func newGenerateCmd() *cobra.Command {
 				cfg.models = append(cfg.models, parseModelSpec(m))
 			}
 			cfg.sampling = engine.Sampling{Temperature: temperature, TopK: topK, TopP: topP, Seed: seed}
+			if len(cfg.models) > 1 {
+				return runGenerateRouted(cmd, cfg, &rf)
+			}
 			return runGenerate(cmd, cfg)
 		},
 	}
 	f := cmd.Flags()
+	addRouteFlags(f, &rf)
 	f.StringArrayVar(&models, "model", nil, "model file (GGUF or llama2.c .bin), optionally NAME=PATH")
 	f.StringVar(&cfg.tokenizer, "tokenizer", "", "tokenizer file (llama2.c tokenizer.bin, SentencePiece .model or GGUF); default: the model's own")
 	f.StringVar(&cfg.prompt, "prompt", "", "prompt text")
@@ -171,6 +176,9 @@ func openModel(path, tokenizerPath string, threads int) (*cpu.Engine, *tokenizer
 	opts := cpu.Options{Threads: threads}
 	var eng *cpu.Engine
 	var tok *tokenizer.Tokenizer
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, err
+	}
 	var err error
 	if isGGUF(path) {
 		f, err := gguf.Open(path)

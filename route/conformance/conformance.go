@@ -1,0 +1,375 @@
+// Package conformance is the test suite every routing algorithm passes, on
+// any engines: each committed token is counted once and attributed to one
+// model; the same seeds give the same output; cancelling requests right
+// after hand-offs leaves nothing held in any sub-server; per-request state
+// survives a binary round trip on every hand-off without changing the
+// output; and the deployment neither deadlocks nor misbehaves with two or
+// three models (an algorithm that does not support a model count must
+// refuse it at construction). It also writes the small random router
+// weight files the learned algorithms (r2r, citer, co-llm) load.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/route/nn"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/stream"
+)
+
+// Case is one algorithm configuration under test.
+type Case struct {
+	// Algorithm is the registry name; Params its parameters.
+	Algorithm string
+	Params    map[string]string
+	// Models lists the model counts the algorithm supports among 2 and 3
+	// (default {2}); the other count must be refused by the factory.
+	Models []int
+}
+
+// Engines returns n fresh engines (model 0 first).
+type Engines func(t *testing.T, n int) []engine.Engine
+
+// Options size the runs.
+type Options struct {
+	// Prompts are submitted concurrently in every run.
+	Prompts [][]int32
+	// MaxTokens is each request's output length (EOS is ignored).
+	MaxTokens int
+	// Timeout bounds each run; exceeding it is reported as a deadlock.
+	Timeout time.Duration
+}
+
+// Run checks one case on the engines mk returns.
+func Run(t *testing.T, reg *route.Registry, c Case, mk Engines, o Options) {
+	t.Helper()
+	counts := c.Models
+	if len(counts) == 0 {
+		counts = []int{2}
+	}
+	for _, n := range []int{2, 3} {
+		if !slices.Contains(counts, n) {
+			if _, err := reg.New(c.Algorithm, route.Spec{Model: 0, Models: make([]string, n), Params: c.Params}); err == nil {
+				t.Errorf("%s: accepts %d models, but the case does not list that count", c.Algorithm, n)
+			}
+			continue
+		}
+		t.Run(fmt.Sprintf("%dmodels", n), func(t *testing.T) {
+			first := run(t, reg, c, mk(t, n), o, false)
+			again := run(t, reg, c, mk(t, n), o, false)
+			var tripErr atomic.Pointer[error]
+			trip := run(t, TripRegistry(reg, c.Algorithm, func(err error) { tripErr.CompareAndSwap(nil, &err) }), c, mk(t, n), o, true)
+			if e := tripErr.Load(); e != nil {
+				t.Errorf("state round trip: %v", *e)
+			}
+			for i := range first {
+				if !slices.Equal(first[i].Tokens, again[i].Tokens) || !slices.Equal(first[i].By, again[i].By) {
+					t.Errorf("request %d: same seeds, different output:\n %v %v\n %v %v", i, first[i].Tokens, first[i].By, again[i].Tokens, again[i].By)
+				}
+				if !slices.Equal(first[i].Tokens, trip[i].Tokens) || !slices.Equal(first[i].By, trip[i].By) {
+					t.Errorf("request %d: output changed when the state made a binary round trip on every hand-off:\n %v %v\n %v %v", i, first[i].Tokens, first[i].By, trip[i].Tokens, trip[i].By)
+				}
+			}
+			cancelMidHandoff(t, reg, c, mk(t, n), o)
+		})
+	}
+}
+
+// run serves every prompt concurrently and checks counts and attribution.
+func run(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options, wrapped bool) []stream.Result {
+	t.Helper()
+	r := newRouter(t, reg, c, es, nil)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	res := make([]stream.Result, len(o.Prompts))
+	errs := make([]error, len(o.Prompts))
+	var wg sync.WaitGroup
+	for i, p := range o.Prompts {
+		s, err := r.Submit(ctx, p, params(i, o))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		wg.Go(func() { res[i], errs[i] = s.Wait(ctx) })
+	}
+	wg.Wait()
+	total := 0
+	for i, x := range res {
+		if errs[i] != nil {
+			t.Fatalf("request %d (wrapped %v): %v (a deadlock if the deadline passed)", i, wrapped, errs[i])
+		}
+		if len(x.Tokens) != o.MaxTokens || len(x.By) != len(x.Tokens) {
+			t.Fatalf("request %d: %d tokens, %d owners, want %d of each", i, len(x.Tokens), len(x.By), o.MaxTokens)
+		}
+		for _, b := range x.By {
+			if b < 0 || int(b) >= len(es) {
+				t.Fatalf("request %d: token attributed to model %d of %d", i, b, len(es))
+			}
+		}
+		total += len(x.Tokens)
+	}
+	committed := uint64(0)
+	for _, s := range r.SubServers() {
+		committed += s.Stats().Tokens
+	}
+	if committed != uint64(total) {
+		t.Fatalf("sub-servers committed %d tokens, clients received %d", committed, total)
+	}
+	waitIdle(t, r)
+	return res
+}
+
+// cancelMidHandoff cancels every request as soon as a hand-off between
+// models has been observed (or the first token arrived, for algorithms that
+// never hand off) and checks that nothing stays held.
+func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options) {
+	t.Helper()
+	var moved atomic.Bool
+	r := newRouter(t, reg, c, es, &watch{moved: &moved})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	var streams []*stream.Stream
+	for i, p := range o.Prompts {
+		cctx, ccancel := context.WithCancel(ctx)
+		defer ccancel()
+		s, err := r.Submit(cctx, p, params(i, o))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		streams = append(streams, s)
+		if i%2 == 1 {
+			continue // odd requests are cancelled by closing their stream
+		}
+		go func() {
+			for !moved.Load() && ctx.Err() == nil {
+				time.Sleep(50 * time.Microsecond)
+			}
+			ccancel()
+		}()
+	}
+	var ch stream.Chunk
+	for !moved.Load() && streams[0].Recv(ctx, &ch) == nil && !ch.Done {
+	}
+	moved.Store(true)
+	for i, s := range streams {
+		if i%2 == 1 {
+			s.Close()
+		}
+	}
+	waitIdle(t, r)
+}
+
+// watch notes the first hand-off between models.
+type watch struct{ moved *atomic.Bool }
+
+// Step ignores steps.
+func (w *watch) Step(int, int, int, time.Duration) {}
+
+// Routed notes requests that left the model.
+func (w *watch) Routed(model int, moved []int) {
+	for i, n := range moved {
+		if i != model && n > 0 {
+			w.moved.Store(true)
+		}
+	}
+}
+
+func params(i int, o Options) route.Params {
+	return route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: uint64(1000 + i)}
+}
+
+func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch) *router.Router {
+	t.Helper()
+	ms := make([]router.Model, len(es))
+	for i, e := range es {
+		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e, Policy: sched.Policy{B: sched.Static(1)}}
+	}
+	cfg := router.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
+	if obs != nil {
+		cfg.Observer = obs
+	}
+	r, err := router.New(cfg)
+	if err != nil {
+		t.Fatalf("router: %v", err)
+	}
+	return r
+}
+
+// waitIdle waits until no sub-server holds a record, a pending hand-off or
+// a KV sequence.
+func waitIdle(t *testing.T, r *router.Router) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		busy := r.Active() != 0
+		for _, s := range r.SubServers() {
+			st := s.Stats()
+			busy = busy || st.Records+st.Runnable+st.Pending+st.KVSequences != 0
+		}
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i, s := range r.SubServers() {
+				t.Errorf("model %d: %+v", i, s.Stats())
+			}
+			t.Fatal("requests still held")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Trip wraps an algorithm so every hand-off carries its state through
+// MarshalBinary and UnmarshalBinary (into a fresh NewState), checking the
+// re-encoding is identical. Errors go to fail.
+type Trip struct {
+	// Inner is the wrapped algorithm.
+	Inner route.Algorithm
+	// Fail receives round-trip errors.
+	Fail func(error)
+}
+
+// Route delegates.
+func (w *Trip) Route(s *route.Step, d []route.Decision) { w.Inner.Route(s, d) }
+
+// NewState delegates (nil when the algorithm is stateless).
+func (w *Trip) NewState(r *route.Request) route.State {
+	if s, ok := w.Inner.(route.Stater); ok {
+		return s.NewState(r)
+	}
+	return nil
+}
+
+// Want delegates.
+func (w *Trip) Want(model int, r *route.Request) engine.Want {
+	if x, ok := w.Inner.(route.Wanter); ok {
+		return x.Want(model, r)
+	}
+	return 0
+}
+
+// Entry delegates (model 0 by default).
+func (w *Trip) Entry(r *route.Request) int {
+	if x, ok := w.Inner.(route.Entrant); ok {
+		return x.Entry(r)
+	}
+	return 0
+}
+
+// Receive delegates.
+func (w *Trip) Receive(r *route.Request, m *route.Message) {
+	if x, ok := w.Inner.(route.Receiver); ok {
+		x.Receive(r, m)
+	}
+}
+
+// Send delegates, then round-trips the state.
+func (w *Trip) Send(r *route.Request, m *route.Message) {
+	if x, ok := w.Inner.(route.Sender); ok {
+		x.Send(r, m)
+	}
+	if m.State == nil {
+		return
+	}
+	b, err := m.State.MarshalBinary()
+	if err != nil {
+		w.Fail(fmt.Errorf("marshal state: %w", err))
+		return
+	}
+	fresh := w.NewState(r)
+	if err := fresh.UnmarshalBinary(b); err != nil {
+		w.Fail(fmt.Errorf("unmarshal state: %w", err))
+		return
+	}
+	if b2, err := fresh.MarshalBinary(); err != nil || !slices.Equal(b, b2) {
+		w.Fail(fmt.Errorf("state re-encodes differently: %x then %x (%v)", b, b2, err))
+	}
+	m.State = fresh
+}
+
+// TripRegistry returns a registry where name builds base's algorithm
+// wrapped in Trip.
+func TripRegistry(base *route.Registry, name string, fail func(error)) *route.Registry {
+	reg := route.NewRegistry()
+	_ = reg.Register(name, func(s route.Spec) (route.Algorithm, error) {
+		a, err := base.New(name, s)
+		if err != nil {
+			return nil, err
+		}
+		return &Trip{Inner: a, Fail: fail}, nil
+	})
+	return reg
+}
+
+// WriteWeights writes random router weights for hidden size h into dir
+// (r2r.safetensors, citer.safetensors, co-llm.safetensors) and returns the
+// file of each algorithm. bias shifts every router's output logit (0 gives
+// routing probabilities around one half).
+func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]string, error) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	mat := func(rows, cols int) nn.Tensor {
+		t := nn.Tensor{Shape: []int{rows, cols}, Data: make([]float32, rows*cols)}
+		for i := range t.Data {
+			t.Data[i] = float32(rng.NormFloat64()) / float32(max(cols, 1))
+		}
+		return t
+	}
+	vec := func(n int, v float32) nn.Tensor {
+		t := nn.Tensor{Shape: []int{n}, Data: make([]float32, n)}
+		for i := range t.Data {
+			t.Data[i] = v + float32(rng.NormFloat64())*0.1
+		}
+		return t
+	}
+	const k, p, d, f = 16, 8, 32, 64
+	r2r := map[string]nn.Tensor{
+		"logits_proj.weight": mat(p, k), "logits_proj.bias": vec(p, 0),
+		"input.weight": mat(d, 2*h+p), "input.bias": vec(d, 0),
+		"out_norm.weight": vec(d, 1), "out_norm.bias": vec(d, 0),
+		"out.weight": mat(1, d), "out.bias": vec(1, bias),
+	}
+	for b := range 2 {
+		pre := fmt.Sprintf("blocks.%d.", b)
+		r2r[pre+"norm.weight"], r2r[pre+"norm.bias"] = vec(d, 1), vec(d, 0)
+		r2r[pre+"fc1.weight"], r2r[pre+"fc1.bias"] = mat(f, d), vec(f, 0)
+		r2r[pre+"fc2.weight"], r2r[pre+"fc2.bias"] = mat(d, f), vec(d, 0)
+	}
+	for _, m := range []nn.Tensor{r2r["out.weight"]} {
+		for i := range m.Data {
+			m.Data[i] *= 8 // spread the routing probabilities
+		}
+	}
+	citer := map[string]nn.Tensor{
+		"mlp.0.weight": mat(d, h), "mlp.0.bias": vec(d, 0),
+		"mlp.1.weight": mat(1, d), "mlp.1.bias": vec(1, -bias),
+	}
+	for i := range citer["mlp.1.weight"].Data {
+		citer["mlp.1.weight"].Data[i] *= 16
+	}
+	colm := map[string]nn.Tensor{"defer.weight": mat(1, h), "defer.bias": vec(1, bias)}
+	for i := range colm["defer.weight"].Data {
+		colm["defer.weight"].Data[i] *= 8
+	}
+	out := map[string]string{}
+	for name, ts := range map[string]map[string]nn.Tensor{"r2r": r2r, "citer": citer, "co-llm": colm} {
+		path := filepath.Join(dir, name+".safetensors")
+		meta := map[string]string{"hidden_size": fmt.Sprint(h)}
+		if err := nn.Save(path, ts, meta); err != nil {
+			return nil, err
+		}
+		out[name] = path
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package conformance_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/route/conformance"
+)
+
+// modelsDir holds the shared tiny models, relative to this package.
+const modelsDir = "../../../shared/models"
+
+// cases covers every built-in algorithm; the test fails when a registered
+// algorithm has no case.
+func cases(t *testing.T, hidden int) map[string]conformance.Case {
+	w, err := conformance.WriteWeights(t.TempDir(), hidden, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, both := []int{2}, []int{2, 3}
+	cs := map[string]conformance.Case{
+		"single":      {Params: map[string]string{"model": "1"}, Models: both},
+		"r2r-random":  {Params: map[string]string{"p": "0.4"}, Models: two},
+		"r2r":         {Params: map[string]string{"weights": w["r2r"]}, Models: two},
+		"citer":       {Params: map[string]string{"weights": w["citer"]}, Models: two},
+		"co-llm":      {Params: map[string]string{"weights": w["co-llm"]}, Models: two},
+		"r-stitch":    {Params: map[string]string{"tau": "0.3"}, Models: two},
+		"ensemble":    {Models: both},
+		"speculative": {Params: map[string]string{"k": "3"}, Models: two},
+		"query-level": {Params: map[string]string{"strong": "0.5"}, Models: two},
+	}
+	for _, name := range builtin.Registry().Names() {
+		c, ok := cs[name]
+		if !ok {
+			t.Fatalf("algorithm %s has no conformance case", name)
+		}
+		c.Algorithm = name
+		cs[name] = c
+	}
+	return cs
+}
+
+func runAll(t *testing.T, hidden int, mk conformance.Engines, o conformance.Options) {
+	reg := builtin.Registry()
+	for name, c := range cases(t, hidden) {
+		t.Run(name, func(t *testing.T) { conformance.Run(t, reg, c, mk, o) })
+	}
+}
+
+func TestSim(t *testing.T) {
+	mk := func(_ *testing.T, n int) []engine.Engine {
+		var es []engine.Engine
+		for i := range n {
+			es = append(es, sim.New(sim.Config{Seed: uint64(10 + i), VocabSize: 512, Agree: 0.6 * float64(min(i, 1)^1), AgreeSeed: 11}))
+		}
+		return es
+	}
+	runAll(t, 64, mk, conformance.Options{
+		Prompts: [][]int32{{1, 5, 9}, {1, 7}, {1, 300, 301, 302}, {1}}, MaxTokens: 24, Timeout: 20 * time.Second,
+	})
+}
+
+func TestCPU(t *testing.T) {
+	files := []string{"llama2xs-model.bin", "stories260K.gguf", "stories260K.bin"}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
+			t.Skipf("shared model %s not found in %s (%v): skipping the cpu-engine conformance run", f, modelsDir, err)
+		}
+	}
+	mk := func(t *testing.T, n int) []engine.Engine {
+		var es []engine.Engine
+		for _, f := range files[:n] {
+			e, err := cpu.Open(filepath.Join(modelsDir, f), cpu.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, e)
+		}
+		return es
+	}
+	if testing.Short() {
+		t.Skip("cpu conformance skipped in -short mode")
+	}
+	runAll(t, 64, mk, conformance.Options{
+		Prompts: [][]int32{{1, 403, 407}, {1, 261, 378}, {1}}, MaxTokens: 10, Timeout: 30 * time.Second,
+	})
+}
