@@ -1,0 +1,188 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+// Plain reference kernels, written for clarity; the fast kernels must agree.
+
+func dotRef(a, b []float32) float64 {
+	s := 0.0
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+func matmulRef(w []float32, rows, cols int, in []float32, T int) []float64 {
+	out := make([]float64, T*rows)
+	for t := range T {
+		for r := range rows {
+			out[t*rows+r] = dotRef(w[r*cols:(r+1)*cols], in[t*cols:(t+1)*cols])
+		}
+	}
+	return out
+}
+
+func rmsnormRef(x, w []float32, eps float32) []float64 {
+	ss := 0.0
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	sc := 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
+	out := make([]float64, len(x))
+	for i := range x {
+		out[i] = float64(x[i]) * sc * float64(w[i])
+	}
+	return out
+}
+
+func softmaxRef(x []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = math.Max(mx, float64(v))
+	}
+	out := make([]float64, len(x))
+	sum := 0.0
+	for i, v := range x {
+		out[i] = math.Exp(float64(v) - mx)
+		sum += out[i]
+	}
+	for i := range out {
+		out[i] /= sum
+	}
+	return out
+}
+
+// floatsFrom turns fuzz bytes into bounded float32 values.
+func floatsFrom(b []byte, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		var u uint16
+		if len(b) >= 2 {
+			u = binary.LittleEndian.Uint16(b)
+			b = b[2:]
+		} else {
+			u = uint16(i*7919 + 13)
+		}
+		out[i] = (float32(u)/65535 - 0.5) * 4
+	}
+	return out
+}
+
+func approx(got float32, want, scale float64) bool {
+	return math.Abs(float64(got)-want) <= 1e-5*scale+1e-6
+}
+
+func checkKernels(t *testing.T, data []byte, rows, cols, T int, typ gguf.TensorType) {
+	w := floatsFrom(data, rows*cols)
+	in := floatsFrom(data[min(len(data), 7):], T*cols)
+	m := matrix{typ: typ, rows: rows, cols: cols}
+	if typ == gguf.F32 {
+		m.f32 = w
+	} else {
+		q, err := gguf.Quantize(typ, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.q, m.rowBytes = q, typ.RowBytes(cols)
+		if err := gguf.Dequantize(typ, w, q); err != nil { // the reference uses the dequantised weights
+			t.Fatal(err)
+		}
+	}
+	want := matmulRef(w, rows, cols, in, T)
+	got := make([]float32, T*rows)
+	buf := make([]float32, 2*cols)
+	// Split the rows in two ranges as the pool does.
+	mid := rows / 2
+	matmulRows(&m, in, T, got, rows, 0, mid, buf)
+	matmulRows(&m, in, T, got, rows, mid, rows, buf)
+	for i := range got {
+		scale := float64(cols) * 4
+		if !approx(got[i], want[i], scale) {
+			t.Fatalf("%s %dx%d T=%d: out[%d] = %v, reference %v", typ, rows, cols, T, i, got[i], want[i])
+		}
+	}
+	// Every output has the same bits whatever the batch: compare with T=1.
+	for tt := range T {
+		one := make([]float32, rows)
+		matmulRows(&m, in[tt*cols:(tt+1)*cols], 1, one, rows, 0, rows, buf)
+		for r := range rows {
+			if one[r] != got[tt*rows+r] {
+				t.Fatalf("%s: batched output (%d,%d) = %v differs from single-row %v", typ, tt, r, got[tt*rows+r], one[r])
+			}
+		}
+	}
+	x := in[:cols]
+	if d := dot(x, w[:cols]); !approx(d, dotRef(x, w[:cols]), float64(cols)*4) {
+		t.Fatalf("dot %v, reference %v", d, dotRef(x, w[:cols]))
+	}
+	if d := dotShort(x, w[:cols]); !approx(d, dotRef(x, w[:cols]), float64(cols)*4) {
+		t.Fatalf("dotShort %v, reference %v", d, dotRef(x, w[:cols]))
+	}
+	nw := floatsFrom(data[min(len(data), 3):], cols)
+	out := make([]float32, cols)
+	rmsnorm(out, x, nw, 1e-5)
+	for i, v := range rmsnormRef(x, nw, 1e-5) {
+		if !approx(out[i], v, 10) {
+			t.Fatalf("rmsnorm[%d] = %v, reference %v", i, out[i], v)
+		}
+	}
+	sm := append([]float32(nil), x...)
+	for i := range sm {
+		sm[i] *= 20
+	}
+	ref := softmaxRef(sm)
+	softmax(sm)
+	for i, v := range ref {
+		if !approx(sm[i], v, 1) {
+			t.Fatalf("softmax[%d] = %v, reference %v", i, sm[i], v)
+		}
+	}
+	y := append([]float32(nil), nw...)
+	axpy(0.5, x, y)
+	for i := range y {
+		if want := float64(nw[i]) + 0.5*float64(x[i]); !approx(y[i], want, 1) {
+			t.Fatalf("axpy[%d] = %v, want %v", i, y[i], want)
+		}
+	}
+	for _, v := range x {
+		e := float64(v) * 10
+		if got, want := expf(float32(e)), math.Exp(float64(float32(e))); math.Abs(float64(got)-want) > 2e-7*want {
+			t.Fatalf("expf(%v) = %v, want %v", e, got, want)
+		}
+	}
+}
+
+func TestKernelsAgainstReference(t *testing.T) {
+	data := make([]byte, 1<<16)
+	for i := range data {
+		data[i] = byte(i*131 + i/7)
+	}
+	for _, typ := range []gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0} {
+		for _, shape := range [][3]int{{1, 32, 1}, {9, 32, 1}, {17, 64, 3}, {5, 96, 4}, {13, 32, 7}, {64, 64, 16}} {
+			checkKernels(t, data, shape[0], shape[1], shape[2], typ)
+		}
+	}
+	if expf(-200) != 0 || !math.IsInf(float64(expf(100)), 1) || expf(0) != 1 {
+		t.Fatal("expf limits")
+	}
+}
+
+// FuzzKernels compares the fast kernels with the plain reference ones on
+// random shapes, weight types and values.
+func FuzzKernels(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5}, uint8(3), uint8(1), uint8(2), uint8(0))
+	f.Add([]byte{200, 100, 50}, uint8(16), uint8(2), uint8(5), uint8(3))
+	types := []gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0}
+	f.Fuzz(func(t *testing.T, data []byte, rows, blocks, T, typ uint8) {
+		r := int(rows%40) + 1
+		c := 32 * (int(blocks%4) + 1)
+		tt := int(T%20) + 1
+		checkKernels(t, data, r, c, tt, types[int(typ)%len(types)])
+	})
+}
