@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Error types and codes, as OpenAI's API spells them.
@@ -126,7 +127,8 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 		case errors.As(err, &tooBig):
 			return errTooLarge(limit)
 		case errors.As(err, &typeErr):
-			return badRequest(typeErr.Field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+			field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
+			return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 		}
 		return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
 	}
