@@ -137,7 +137,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	maxCols := max(c.dim, c.hidden, c.qDim())
 	e.scratch = make([]workerScratch, threads)
 	for i := range e.scratch {
-		e.scratch[i].row = make([]float32, 2*maxCols)
+		e.scratch[i].row = make([]float32, 8*maxCols)
 	}
 	e.mm.e = e
 	e.at.e = e

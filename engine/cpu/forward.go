@@ -36,9 +36,9 @@ func (e *Engine) matmul(m *matrix, in []float32, T int, out []float32) {
 	e.mm.m, e.mm.in, e.mm.out = nil, nil, nil
 }
 
-// attnTask runs causal attention for (row, kv head) units of one layer: the
-// query heads sharing a kv head are scored together, so each cached key and
-// value is read once per unit.
+// attnTask runs causal attention for (row, kv head) units of one layer; the
+// query heads sharing a kv head run one after the other while its cached
+// keys and values are hot.
 type attnTask struct {
 	e     *Engine
 	layer int
@@ -58,35 +58,37 @@ func (t *attnTask) do(worker, part int) {
 		r, g := u/c.kvHeads, u%c.kvHeads
 		s := e.rowSeq[r]
 		n := e.rowPos[r] + 1
-		sc := scores[:group*n]
-		qs := e.q[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
 		kOff := t.layer*lf + g*hd
 		vOff := kOff + blockTokens*kvd
-		for b := 0; b*blockTokens < n; b++ {
-			blk := e.kv.blocks[s.blocks[b]]
-			m := min(blockTokens, n-b*blockTokens)
-			for o := range m {
-				k := blk[kOff+o*kvd : kOff+o*kvd+hd]
-				p := b*blockTokens + o
-				for j := range group {
-					sc[j*n+p] = dotShort(qs[j*hd:(j+1)*hd], k) * e.scale
-				}
-			}
-		}
 		for j := range group {
-			softmax(sc[j*n : (j+1)*n])
-		}
-		out := e.att[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
-		clear(out)
-		for b := 0; b*blockTokens < n; b++ {
-			blk := e.kv.blocks[s.blocks[b]]
-			m := min(blockTokens, n-b*blockTokens)
-			for o := range m {
-				v := blk[vOff+o*kvd : vOff+o*kvd+hd]
-				p := b*blockTokens + o
-				for j := range group {
-					axpy(sc[j*n+p], v, out[j*hd:(j+1)*hd])
-				}
+			h := g*group + j
+			q := e.q[r*qd+h*hd : r*qd+(h+1)*hd]
+			sc := scores[:n]
+			for b := 0; b*blockTokens < n; b++ {
+				blk := e.kv.blocks[s.blocks[b]]
+				m := min(blockTokens, n-b*blockTokens)
+				attnScores(q, blk[kOff:], kvd, sc[b*blockTokens:b*blockTokens+m])
+			}
+			mx := sc[0]
+			for _, v := range sc[1:] {
+				mx = max(mx, v)
+			}
+			var sum float32
+			for p, v := range sc {
+				ev := expf((v - mx) * e.scale)
+				sc[p] = ev
+				sum += ev
+			}
+			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
+			clear(out)
+			for b := 0; b*blockTokens < n; b++ {
+				blk := e.kv.blocks[s.blocks[b]]
+				m := min(blockTokens, n-b*blockTokens)
+				attnValues(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
+			}
+			inv := 1 / sum
+			for i := range out {
+				out[i] *= inv
 			}
 		}
 	}
@@ -112,7 +114,7 @@ func (e *Engine) ensure(T, O int) {
 	e.logits = grow(e.logits, O*c.vocab)
 	e.tokens = grow(e.tokens, O)
 	for i := range e.scratch {
-		if need := c.ctx * (c.heads / c.kvHeads); len(e.scratch[i].scores) < need {
+		if need := c.ctx; len(e.scratch[i].scores) < need {
 			e.scratch[i].scores = make([]float32, need)
 		}
 	}

@@ -48,6 +48,61 @@ func dotShort(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// attnScores sets sc[o] = q·k[o*stride : o*stride+len(q)] for each o.
+func attnScores(q, k []float32, stride int, sc []float32) {
+	hd := len(q)
+	o := 0
+	for ; o+4 <= len(sc); o += 4 {
+		b := o * stride
+		sc[o], sc[o+1], sc[o+2], sc[o+3] = dot1x4(q, k[b:b+hd], k[b+stride:b+stride+hd], k[b+2*stride:b+2*stride+hd], k[b+3*stride:b+3*stride+hd])
+	}
+	for ; o < len(sc); o++ {
+		sc[o] = dot1(q, k[o*stride:o*stride+hd])
+	}
+}
+
+// attnValues adds Σ_o a[o]·v[o*stride : o*stride+len(out)] to out, keeping
+// eight (or four) output lanes in registers across positions.
+func attnValues(a, v []float32, stride int, out []float32) {
+	hd := len(out)
+	i := 0
+	for ; i+8 <= hd; i += 8 {
+		o8 := out[i : i+8 : i+8]
+		s0, s1, s2, s3, s4, s5, s6, s7 := o8[0], o8[1], o8[2], o8[3], o8[4], o8[5], o8[6], o8[7]
+		for p, w := range a {
+			row := v[p*stride+i : p*stride+i+8 : p*stride+i+8]
+			s0 += w * row[0]
+			s1 += w * row[1]
+			s2 += w * row[2]
+			s3 += w * row[3]
+			s4 += w * row[4]
+			s5 += w * row[5]
+			s6 += w * row[6]
+			s7 += w * row[7]
+		}
+		o8[0], o8[1], o8[2], o8[3], o8[4], o8[5], o8[6], o8[7] = s0, s1, s2, s3, s4, s5, s6, s7
+	}
+	for ; i+4 <= hd; i += 4 {
+		o4 := out[i : i+4 : i+4]
+		s0, s1, s2, s3 := o4[0], o4[1], o4[2], o4[3]
+		for p, w := range a {
+			row := v[p*stride+i : p*stride+i+4 : p*stride+i+4]
+			s0 += w * row[0]
+			s1 += w * row[1]
+			s2 += w * row[2]
+			s3 += w * row[3]
+		}
+		o4[0], o4[1], o4[2], o4[3] = s0, s1, s2, s3
+	}
+	for ; i < hd; i++ {
+		s := out[i]
+		for p, w := range a {
+			s += w * v[p*stride+i]
+		}
+		out[i] = s
+	}
+}
+
 // dot1 is the canonical single inner product of w and x[:len(w)].
 func dot1(w, x []float32) float32 {
 	x = x[:len(w)]
@@ -111,21 +166,29 @@ func dot1x4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
 }
 
 // matmulRows computes out[t*outStride+r] = W[r]·in[t*cols:(t+1)*cols] for
-// rows r in [lo, hi) and all T inputs. buf (len ≥ 2*cols) receives
+// rows r in [lo, hi) and all T inputs. buf (len ≥ 8*cols) receives
 // dequantised weight rows.
 func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi int, buf []float32) {
 	cols := m.cols
-	if T == 1 && m.f32 != nil {
+	if T == 1 {
 		x := in[:cols]
 		r := lo
 		for ; r+8 <= hi; r += 8 {
-			w := m.f32[r*cols : (r+8)*cols]
+			var w []float32
+			if m.f32 != nil {
+				w = m.f32[r*cols : (r+8)*cols]
+			} else {
+				w = buf[:8*cols]
+				for j := range 8 {
+					m.row(r+j, w[j*cols:(j+1)*cols])
+				}
+			}
 			o := dotRows8(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
 				w[4*cols:5*cols], w[5*cols:6*cols], w[6*cols:7*cols], w[7*cols:])
 			copy(out[r:r+8], o[:])
 		}
 		for ; r < hi; r++ {
-			out[r] = dot1(m.f32[r*cols:(r+1)*cols], x)
+			out[r] = dot1(m.row(r, buf[:cols]), x)
 		}
 		return
 	}

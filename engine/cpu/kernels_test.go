@@ -96,7 +96,7 @@ func checkKernels(t *testing.T, data []byte, rows, cols, T int, typ gguf.TensorT
 	}
 	want := matmulRef(w, rows, cols, in, T)
 	got := make([]float32, T*rows)
-	buf := make([]float32, 2*cols)
+	buf := make([]float32, 8*cols)
 	// Split the rows in two ranges as the pool does.
 	mid := rows / 2
 	matmulRows(&m, in, T, got, rows, 0, mid, buf)
