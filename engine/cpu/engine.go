@@ -13,7 +13,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/gguf"
@@ -80,6 +82,9 @@ func Open(path string, opts Options) (*Engine, error) {
 	c, w, err := loadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if c.name == "llama2.c" {
+		c.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
 	return newEngine(c, w, opts)
 }
