@@ -12,6 +12,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -322,14 +323,14 @@ func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]stri
 	mat := func(rows, cols int) nn.Tensor {
 		t := nn.Tensor{Shape: []int{rows, cols}, Data: make([]float32, rows*cols)}
 		for i := range t.Data {
-			t.Data[i] = float32(rng.NormFloat64()) / float32(max(cols, 1))
+			t.Data[i] = float32(rng.NormFloat64() / math.Sqrt(float64(max(cols, 1))))
 		}
 		return t
 	}
 	vec := func(n int, v float32) nn.Tensor {
 		t := nn.Tensor{Shape: []int{n}, Data: make([]float32, n)}
 		for i := range t.Data {
-			t.Data[i] = v + float32(rng.NormFloat64())*0.1
+			t.Data[i] = v + float32(rng.NormFloat64())*0.01
 		}
 		return t
 	}
@@ -346,21 +347,22 @@ func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]stri
 		r2r[pre+"fc1.weight"], r2r[pre+"fc1.bias"] = mat(f, d), vec(f, 0)
 		r2r[pre+"fc2.weight"], r2r[pre+"fc2.bias"] = mat(d, f), vec(d, 0)
 	}
-	for _, m := range []nn.Tensor{r2r["out.weight"]} {
-		for i := range m.Data {
-			m.Data[i] *= 8 // spread the routing probabilities
-		}
+	for i := range r2r["out.weight"].Data {
+		r2r["out.weight"].Data[i] *= 0.5 // routing probabilities spread around one half
+	}
+	for i := range r2r["logits_proj.weight"].Data {
+		r2r["logits_proj.weight"].Data[i] *= 0.1 // logits are large and alike
 	}
 	citer := map[string]nn.Tensor{
 		"mlp.0.weight": mat(d, h), "mlp.0.bias": vec(d, 0),
 		"mlp.1.weight": mat(1, d), "mlp.1.bias": vec(1, -bias),
 	}
 	for i := range citer["mlp.1.weight"].Data {
-		citer["mlp.1.weight"].Data[i] *= 16
+		citer["mlp.1.weight"].Data[i] *= 4
 	}
 	colm := map[string]nn.Tensor{"defer.weight": mat(1, h), "defer.bias": vec(1, bias)}
 	for i := range colm["defer.weight"].Data {
-		colm["defer.weight"].Data[i] *= 8
+		colm["defer.weight"].Data[i] *= 3
 	}
 	out := map[string]string{}
 	for name, ts := range map[string]map[string]nn.Tensor{"r2r": r2r, "citer": citer, "co-llm": colm} {

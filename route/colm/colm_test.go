@@ -1,0 +1,81 @@
+package colm_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/route/colm"
+	"github.com/tokenrouter/tokenrouter/route/conformance"
+)
+
+// routed counts the requests of a 32-request step the router sends to the
+// large model, with weights whose output logit is shifted by bias.
+func routed(t *testing.T, bias float32, hidden bool) (n int, batchEqualsAlone bool) {
+	t.Helper()
+	w, err := conformance.WriteWeights(t.TempDir(), 64, 2, bias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := colm.New(route.Spec{Model: 0, Models: []string{"s", "l"}, Params: map[string]string{"weights": w["co-llm"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := sim.New(sim.Config{Seed: 4, VocabSize: 512})
+	in := make([]engine.Input, 32)
+	reqs := make([]*route.Request, 32)
+	for i := range in {
+		in[i] = engine.Input{Seq: engine.SeqID(i + 1), Tokens: []int32{1, int32(i + 3)}, Want: a.(route.Wanter).Want(0, nil)}
+		reqs[i] = &route.Request{ID: uint64(i)}
+	}
+	out := make([]engine.Output, 32)
+	if err := e.Step(context.Background(), in, out); err != nil {
+		t.Fatal(err)
+	}
+	if !hidden {
+		out[0].Hidden = nil
+	}
+	dec := func(lo, hi int) []route.Decision {
+		d := make([]route.Decision, hi-lo)
+		for i := range d {
+			d[i] = route.Decision{Next: 0, Cut: -1, Token: out[lo+i].Token, Commit: true}
+		}
+		a.Route(&route.Step{Model: 0, Requests: reqs[lo:hi], Outputs: out[lo:hi]}, d)
+		return d
+	}
+	batchEqualsAlone = true
+	for i, d := range dec(0, 32) {
+		if d.Next == 1 {
+			n++
+			if d.Token != route.NoToken {
+				t.Fatalf("routed token kept: %+v", d)
+			}
+		}
+		batchEqualsAlone = batchEqualsAlone && dec(i, i+1)[0] == d
+	}
+	return n, batchEqualsAlone
+}
+
+func TestRouting(t *testing.T) {
+	if n, same := routed(t, 0, true); n == 0 || n == 32 || !same {
+		t.Fatalf("random weights: %d of 32 routed (batched equals alone: %v)", n, same)
+	}
+	if n, _ := routed(t, 50, true); n != 32 {
+		t.Fatalf("bias +50: %d of 32 routed", n)
+	}
+	if n, _ := routed(t, -50, true); n != 0 {
+		t.Fatalf("bias -50: %d of 32 routed", n)
+	}
+	if n, _ := routed(t, -50, false); n != 1 {
+		t.Fatalf("a step without hidden state must defer: %d routed", n)
+	}
+	// The large model always hands back and keeps its token.
+	a, _ := colm.New(route.Spec{Model: 1, Models: []string{"s", "l"}})
+	d := []route.Decision{{Next: 1, Cut: -1, Token: 5, Commit: true}}
+	a.Route(&route.Step{Model: 1, Requests: []*route.Request{{}}, Outputs: []engine.Output{{Token: 5}}}, d)
+	if d[0].Next != 0 || d[0].Token != 5 {
+		t.Fatalf("large model: %+v", d[0])
+	}
+}
