@@ -96,10 +96,13 @@ type genRequest struct {
 	promptN int
 }
 
-// delta is newly released output. The first call of emit has start set and
-// no content: the request has been admitted.
+// delta is newly released output: one token and its text, or text alone at
+// the end. The first call of emit has start set and no content (the request
+// was admitted); a call with flush set and no content ends each batch of
+// tokens the runtime committed together.
 type delta struct {
 	start bool
+	flush bool
 	id    string
 	text  string
 	ids   []int32
@@ -266,7 +269,6 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 		chunk  stream.Chunk
 		first  time.Time
 		last   time.Time
-		piece  strings.Builder
 		ended  bool
 		reason string
 	)
@@ -291,7 +293,6 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			return nil, errUnavailable("The request was cancelled: the server is shutting down")
 		}
 		now := time.Now()
-		piece.Reset()
 		n0 := len(res.ids)
 		for i, id := range chunk.Tokens {
 			if slices.Contains(g.dep.stopIDs, id) {
@@ -301,7 +302,10 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			res.ids = append(res.ids, id)
 			res.by = append(res.by, chunk.By[i])
 			out, hit := stops.add(dt.add(id))
-			piece.WriteString(out)
+			text.WriteString(out)
+			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:]}); err != nil {
+				return nil, err
+			}
 			if hit {
 				ended, reason = true, stream.Stop
 				break
@@ -310,11 +314,16 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 		if chunk.Done && !ended {
 			ended, reason = true, chunk.Reason
 			out, hit := stops.add(dt.flush())
-			piece.WriteString(out)
 			if !hit {
-				piece.WriteString(stops.flush())
+				out += stops.flush()
 			} else {
 				reason = stream.Stop
+			}
+			if out != "" {
+				text.WriteString(out)
+				if err := emit(delta{text: out}); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if len(res.ids) > n0 {
@@ -323,11 +332,8 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			}
 			last = now
 		}
-		if len(res.ids) > n0 || piece.Len() > 0 {
-			text.WriteString(piece.String())
-			if err := emit(delta{text: piece.String(), ids: res.ids[n0:], by: res.by[n0:]}); err != nil {
-				return nil, err
-			}
+		if err := emit(delta{flush: true}); err != nil {
+			return nil, err
 		}
 	}
 	st.Close() // a stop before the end cancels the rest everywhere
@@ -360,9 +366,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	ev := newSSE(w)
 	id := ""
 	res, err := s.generate(r.Context(), g, func(d delta) error {
-		if d.start {
+		switch {
+		case d.start:
 			id = "gen-" + d.id
 			return ev.open()
+		case d.flush:
+			return ev.flush()
 		}
 		return ev.send(NativeResponse{ID: id, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
 	})

@@ -163,11 +163,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	ev := newSSE(w)
 	id := ""
 	res, err := s.generate(r.Context(), g, func(d delta) error {
-		if d.start {
+		switch {
+		case d.start:
 			id = "cmpl-" + d.id
 			return ev.open()
-		}
-		if d.text == "" {
+		case d.flush:
+			return ev.flush()
+		case d.text == "":
 			return nil
 		}
 		return ev.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
@@ -307,15 +309,20 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name, Choices: []chatChoice{c}}
 	}
 	res, err := s.generate(r.Context(), g, func(d delta) error {
-		if d.start {
+		switch {
+		case d.start:
 			id = "chatcmpl-" + d.id
 			if err := ev.open(); err != nil {
 				return err
 			}
 			empty := ""
-			return ev.send(chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}}))
-		}
-		if d.text == "" {
+			if err := ev.send(chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}})); err != nil {
+				return err
+			}
+			return ev.flush()
+		case d.flush:
+			return ev.flush()
+		case d.text == "":
 			return nil
 		}
 		text := d.text

@@ -6,8 +6,10 @@ import (
 	"net/http"
 )
 
-// sse writes server-sent events: "data: <json>\n\n" per event, flushed at
-// once, and "data: [DONE]\n\n" at the end.
+// sse writes server-sent events: "data: <json>\n\n" per event and
+// "data: [DONE]\n\n" at the end. Events are flushed per batch of tokens
+// the runtime committed together (each token is its own event), by the
+// end marker, and by error events.
 type sse struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
@@ -31,7 +33,7 @@ func (e *sse) open() error {
 	return e.flush()
 }
 
-// send writes one event holding v as JSON.
+// send writes one event holding v as JSON; flush sends what was written.
 func (e *sse) send(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -41,7 +43,7 @@ func (e *sse) send(v any) error {
 	if _, err := e.w.Write(e.buf); err != nil {
 		return fmt.Errorf("sse: %w", err)
 	}
-	return e.flush()
+	return nil
 }
 
 // done writes the end marker.
@@ -52,6 +54,7 @@ func (e *sse) done() error {
 	return e.flush()
 }
 
+// flush sends everything written so far.
 func (e *sse) flush() error {
 	if err := e.rc.Flush(); err != nil {
 		return fmt.Errorf("sse: flush: %w", err)
