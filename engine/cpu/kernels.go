@@ -30,24 +30,6 @@ func dot(a, b []float32) float32 {
 // same bits whichever kernel, batch composition or thread computed it. They
 // get their speed from computing several independent outputs at once.
 
-// dotShort is dot for short vectors (attention heads): four accumulators,
-// small enough to inline.
-func dotShort(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // attnScores sets sc[o] = q·k[o*stride : o*stride+len(q)] for each o.
 func attnScores(q, k []float32, stride int, sc []float32) {
 	hd := len(q)
@@ -237,31 +219,27 @@ func rmsnorm(out, x, w []float32, eps float32) {
 	}
 }
 
-// expf returns e^x in float32 with a relative error below 2e-7: range
-// reduction by powers of two and a degree-7 Taylor polynomial on [-ln2/2, ln2/2].
+// expf returns e^x in float32 with a relative error of about 1e-7:
+// n = round(x/ln2) by the 1.5·2^23 addition trick, r = x - n·ln2 in two
+// parts, a degree-7 Taylor polynomial for e^r and the exponent bits for
+// 2^n. Results below the smallest normal float32 flush to zero.
 func expf(x float32) float32 {
 	switch {
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	case x < -103.97208:
-		return 0
 	case x != x:
 		return x
+	case x < -87.33:
+		return 0
+	case x > 88.72283:
+		return float32(math.Inf(1))
 	}
-	t := x * 1.442695
-	ni := int32(t + 0.5)
-	if t < 0 {
-		ni = int32(t - 0.5)
-	}
-	n := float32(ni)
+	t := x*1.442695 + 12582912.0
+	ni := int32(math.Float32bits(t)) - 0x4B400000
+	n := t - 12582912.0
 	r := x - n*0.693145751953125
 	r -= n * 1.428606765330187e-06
 	q := ((((((float32(1.0/5040)*r+float32(1.0/720))*r+float32(1.0/120))*r+float32(1.0/24))*r+float32(1.0/6))*r+0.5)*r+1)*r + 1
 	if ni > 127 {
 		return q * 2 * math.Float32frombits(uint32(ni-1+127)<<23)
-	}
-	if ni < -126 {
-		return q * math.Float32frombits(uint32(ni+126+127)<<23) * math.Float32frombits(uint32(-126+127)<<23)
 	}
 	return q * math.Float32frombits(uint32(ni+127)<<23)
 }
