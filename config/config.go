@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -215,6 +216,7 @@ func (c *Config) FillDefaults() {
 }
 
 // Load reads a YAML configuration file, fills defaults and validates it.
+// Relative model and tokenizer paths are taken from the file's directory.
 func Load(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -223,6 +225,15 @@ func Load(path string) (Config, error) {
 	c, err := Parse(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	for i := range c.Models {
+		m := &c.Models[i]
+		for _, p := range []*string{&m.Path, &m.Tokenizer} {
+			if *p != "" && !filepath.IsAbs(*p) {
+				*p = filepath.Join(dir, *p)
+			}
+		}
 	}
 	return c, nil
 }

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/server/chat"
+)
+
+// sharedModels is the folder of the small trained test models.
+var sharedModels = filepath.Join("..", "..", "shared", "models")
+
+func needModels(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(sharedModels, f)); err != nil {
+			t.Skipf("test model %s not found: %v", f, err)
+		}
+	}
+}
+
+// TestRealModels serves two real TinyStories models with their shared
+// tokenizer under r2r-random, through the example configuration file.
+func TestRealModels(t *testing.T) {
+	needModels(t, "stories260K.bin", "llama2xs-model.bin", "tok512.bin", "stories260K.gguf")
+	cfg, err := config.Load(filepath.Join("..", "config", "testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, func(c *config.Config) {
+		c.Models, c.Presets = cfg.Models, cfg.Presets[2:]
+		c.Models = append(c.Models, config.Model{Name: "gguf", Engine: config.EngineCPU, Path: filepath.Join(sharedModels, "stories260K.gguf")})
+		c.Presets = append(c.Presets, config.Preset{Name: "gguf-only", Algorithm: "r2r-random", Models: []string{"gguf", "stories"},
+			Params: map[string]string{"p": "0"}})
+	})
+	var r chatResponse
+	e.post("/v1/chat/completions", map[string]any{"model": "tiny-r2r", "max_tokens": 40, "seed": 1,
+		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}}}, &r)
+	text := *r.Choices[0].Message.Content
+	if r.Usage.CompletionTokens == 0 || len(strings.Fields(text)) < 3 {
+		t.Fatalf("real models wrote %q (%+v)", text, r.Usage)
+	}
+	t.Logf("tiny-r2r: %q routing %+v", text, r.Routing)
+
+	var nr NativeResponse
+	e.post("/generate", map[string]any{"model": "gguf-only", "text": "Once upon a time", "sampling_params": map[string]any{"max_new_tokens": 30}}, &nr)
+	if !strings.Contains(nr.Text, " ") || nr.Routing.TokensByModel["gguf"] != len(nr.OutputIDs) {
+		t.Fatalf("gguf: %q %+v", nr.Text, nr.Routing)
+	}
+	t.Logf("gguf: %q", nr.Text)
+	d, _ := e.s.deployment("gguf-only")
+	if d.family != chat.Plain || d.simulated() || d.text.sim {
+		t.Fatalf("gguf deployment: family %v simulated %v", d.family, d.simulated())
+	}
+	waitIdle(t, e.s)
+}
+
+// TestAutoThresholds builds the threshold table from the throughput model.
+func TestAutoThresholds(t *testing.T) {
+	e := start(t, func(c *config.Config) {
+		c.Presets[0].Thresholds = "auto"
+		c.Presets[0].AutoConcurrency = 6
+	})
+	want, err := perfmodel.Table(context.Background(), perfmodel.R2R(0.35, 6, 27.9), 6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sub := range e.s.deps[0].r.SubServers() {
+		if got := sub.Policy().B; jsonOf(got) != jsonOf(want[i]) {
+			t.Fatalf("model %d: B %v, want %v", i, got, want[i])
+		}
+	}
+	stillServes(t, e, "auto thresholds")
+
+	cfg := config.Default()
+	cfg.Presets[0].Algorithm = "single"
+	cfg.Presets[0].Thresholds = "auto"
+	if _, err := New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), `thresholds "auto"`) {
+		t.Fatalf("auto for another algorithm: %v", err)
+	}
+}
+
+func TestUnknownAlgorithm(t *testing.T) {
+	cfg := config.Default()
+	cfg.Presets[0].Algorithm = "nope"
+	if _, err := New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
+		t.Fatalf("err %v", err)
+	}
+}
