@@ -118,6 +118,15 @@ type Bus interface {
 	Close() error
 }
 
+// StateBinder is implemented by buses that carry events in encoded form
+// (bus/nats): an algorithm state arriving at endpoint ep is decoded into
+// an empty state from the receiving endpoint's algorithm. Sub-servers bind
+// their algorithm before they attach.
+type StateBinder interface {
+	// BindStates makes st supply the empty states decoded at endpoint ep.
+	BindStates(ep int, st route.Stater)
+}
+
 // ErrNoEndpoint reports a Send to an endpoint nobody attached.
 var ErrNoEndpoint = errors.New("bus: no such endpoint")
 

@@ -155,6 +155,11 @@ func New(cfg Config) (*Server, error) {
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
+	if b, ok := cfg.Bus.(bus.StateBinder); ok {
+		if st, ok := cfg.Algorithm.(route.Stater); ok {
+			b.BindStates(cfg.Index, st) // states arriving here decode into this algorithm's
+		}
+	}
 	if err := cfg.Bus.Attach(cfg.Index, s.inbox.push); err != nil {
 		return nil, fmt.Errorf("subserver %s: %w", cfg.Name, err)
 	}

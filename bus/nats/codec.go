@@ -1,0 +1,392 @@
+package nats
+
+import (
+	"encoding"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/route"
+)
+
+// Version is the event encoding's version, the first byte of every
+// encoded event. A decoder rejects any other version.
+const Version = 1
+
+// Hard limits of the decoder: a hostile or corrupt message fails with an
+// error before it can force an allocation beyond them.
+const (
+	// MaxTokens bounds a token or producer list (message or commit).
+	MaxTokens = 1 << 22
+	// MaxModels bounds the per-model positions of a message.
+	MaxModels = 128
+	// MaxState bounds an encoded algorithm state in bytes.
+	MaxState = 1 << 24
+	// MaxText bounds a finish reason or error text in bytes.
+	MaxText = 1 << 16
+)
+
+// Section flags: which optional parts an encoded event carries.
+const (
+	hasMsg    = 1 << iota // Msg (peer messages)
+	hasCommit             // Tokens, By, Pos (commits)
+	hasText               // Reason, Err (done)
+	hasState              // Msg.State (only with hasMsg)
+	hasFinish             // Msg.Finished
+	allFlags  = hasMsg | hasCommit | hasText | hasState | hasFinish
+)
+
+// ErrDecode wraps every decoding error.
+var ErrDecode = errors.New("bus/nats: bad event encoding")
+
+// AppendEvent appends the encoding of e to b. Fields an event does not use
+// (zero) cost nothing beyond a flag bit.
+func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
+	var flags byte
+	m := &e.Msg
+	if e.Kind == bus.Peer || !msgZero(m) {
+		flags |= hasMsg
+		if m.State != nil {
+			flags |= hasState
+		}
+		if m.Finished {
+			flags |= hasFinish
+		}
+	}
+	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 {
+		flags |= hasCommit
+	}
+	if e.Reason != "" || e.Err != "" {
+		flags |= hasText
+	}
+	b = append(b, Version, byte(e.Kind), flags)
+	b = binary.AppendUvarint(b, e.ID)
+	b = binary.AppendVarint(b, int64(e.From))
+	if flags&hasMsg != 0 {
+		b = binary.AppendUvarint(b, m.ID)
+		b = binary.AppendVarint(b, int64(m.From))
+		b = binary.AppendVarint(b, int64(m.To))
+		b = binary.AppendVarint(b, int64(m.Anchor))
+		b = appendTokens(b, m.Tokens)
+		b = appendBy(b, m.By)
+		b = binary.AppendVarint(b, int64(m.PromptLen))
+		b = binary.AppendVarint(b, int64(m.Committed))
+		b = binary.AppendUvarint(b, uint64(len(m.Seen)))
+		for _, s := range m.Seen {
+			b = binary.AppendVarint(b, int64(s))
+		}
+		p := &m.Params
+		b = binary.AppendVarint(b, int64(p.MaxTokens))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.Temperature))
+		b = binary.AppendVarint(b, int64(p.Sampling.TopK))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.TopP))
+		b = binary.LittleEndian.AppendUint64(b, p.Sampling.Seed)
+		ign := byte(0)
+		if p.IgnoreEOS {
+			ign = 1
+		}
+		b = append(b, ign)
+		b = binary.LittleEndian.AppendUint64(b, p.Seed)
+		if m.State != nil {
+			var err error
+			if b, err = appendState(b, m.State); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if flags&hasCommit != 0 {
+		b = binary.AppendVarint(b, int64(e.Pos))
+		b = appendTokens(b, e.Tokens)
+		b = appendBy(b, e.By)
+	}
+	if flags&hasText != 0 {
+		b = appendText(b, e.Reason)
+		b = appendText(b, e.Err)
+	}
+	return b, nil
+}
+
+// msgZero reports whether m is the zero message (nothing to carry).
+func msgZero(m *route.Message) bool {
+	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
+		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && m.Params == (route.Params{}) && m.State == nil
+}
+
+func appendTokens(b []byte, t []int32) []byte {
+	b = binary.AppendUvarint(b, uint64(len(t)))
+	for _, x := range t {
+		b = binary.AppendVarint(b, int64(x))
+	}
+	return b
+}
+
+func appendBy(b []byte, by []int8) []byte {
+	b = binary.AppendUvarint(b, uint64(len(by)))
+	for _, x := range by {
+		b = append(b, byte(x))
+	}
+	return b
+}
+
+func appendText(b []byte, s string) []byte {
+	if len(s) > MaxText {
+		s = s[:MaxText]
+	}
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendState appends a length-prefixed state, using AppendBinary when the
+// state implements it (no intermediate allocation).
+func appendState(b []byte, s route.State) ([]byte, error) {
+	var raw []byte
+	if a, ok := s.(encoding.BinaryAppender); ok {
+		var err error
+		if raw, err = a.AppendBinary(nil); err != nil {
+			return nil, fmt.Errorf("bus/nats: encode state: %w", err)
+		}
+	} else {
+		var err error
+		if raw, err = s.MarshalBinary(); err != nil {
+			return nil, fmt.Errorf("bus/nats: encode state: %w", err)
+		}
+	}
+	if len(raw) > MaxState {
+		return nil, fmt.Errorf("bus/nats: encoded state of %d bytes exceeds %d", len(raw), MaxState)
+	}
+	b = binary.AppendUvarint(b, uint64(len(raw)))
+	return append(b, raw...), nil
+}
+
+// NewStateFunc returns an empty per-request state for the message m (its
+// header and parameters are already decoded) to unmarshal into. It is the
+// receiving algorithm's route.Stater.
+type NewStateFunc func(m *route.Message) route.State
+
+// Header is what DecodeHeader reads: enough to name the request of an
+// event whose body is corrupt.
+type Header struct {
+	// Kind, ID and From are the event's.
+	Kind bus.Kind
+	ID   uint64
+	From int
+}
+
+// DecodeHeader reads the version, kind, request id and sender.
+func DecodeHeader(b []byte) (Header, error) {
+	d := decoder{b: b}
+	h, _ := d.header()
+	return h, d.err
+}
+
+// DecodeEvent decodes b into e, reusing e's slices. newState supplies the
+// empty state an encoded algorithm state is unmarshalled into; nil fails
+// on any event carrying a state. On error e holds a partial event the
+// caller should reset.
+func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
+	d := decoder{b: b}
+	h, flags := d.header()
+	e.Kind, e.ID, e.From = h.Kind, h.ID, h.From
+	if flags&hasMsg != 0 {
+		m := &e.Msg
+		m.ID = d.uvarint()
+		m.From = d.int(-1, MaxModels)
+		m.To = d.int(-1, MaxModels)
+		m.Anchor = d.int(0, math.MaxInt32)
+		m.Tokens = d.tokens(m.Tokens[:0])
+		m.By = d.by(m.By[:0])
+		m.PromptLen = d.int(0, math.MaxInt32)
+		m.Committed = d.int(0, math.MaxInt32)
+		n := d.length(MaxModels, 1)
+		m.Seen = m.Seen[:0]
+		for range n {
+			m.Seen = append(m.Seen, d.int(0, math.MaxInt32))
+		}
+		p := &m.Params
+		p.MaxTokens = d.int(math.MinInt32, math.MaxInt32)
+		p.Sampling.Temperature = math.Float32frombits(d.u32())
+		p.Sampling.TopK = d.int(math.MinInt32, math.MaxInt32)
+		p.Sampling.TopP = math.Float32frombits(d.u32())
+		p.Sampling.Seed = d.u64()
+		switch d.byte() {
+		case 0:
+			p.IgnoreEOS = false
+		case 1:
+			p.IgnoreEOS = true
+		default:
+			d.fail("ignore-eos flag")
+		}
+		p.Seed = d.u64()
+		m.Finished = flags&hasFinish != 0
+		m.State = nil
+		if flags&hasState != 0 {
+			raw := d.bytes(MaxState)
+			if d.err == nil {
+				if newState == nil {
+					return fmt.Errorf("%w: request %d carries an algorithm state but the receiver has no state factory", ErrDecode, h.ID)
+				}
+				st := newState(m)
+				if st == nil {
+					return fmt.Errorf("%w: request %d: the receiver's algorithm has no state", ErrDecode, h.ID)
+				}
+				if err := st.UnmarshalBinary(raw); err != nil {
+					return fmt.Errorf("%w: request %d: state: %w", ErrDecode, h.ID, err)
+				}
+				m.State = st
+			}
+		}
+	}
+	if flags&hasCommit != 0 {
+		e.Pos = d.int(math.MinInt32, math.MaxInt32)
+		e.Tokens = d.tokens(e.Tokens[:0])
+		e.By = d.by(e.By[:0])
+	}
+	if flags&hasText != 0 {
+		e.Reason = string(d.bytes(MaxText))
+		e.Err = string(d.bytes(MaxText))
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
+	}
+	return d.err
+}
+
+// decoder reads an encoded event; the first error sticks and every later
+// read returns a zero value.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrDecode, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) header() (Header, byte) {
+	if len(d.b) < 3 {
+		d.fail("short header")
+		return Header{}, 0
+	}
+	if d.b[0] != Version {
+		d.fail(fmt.Sprintf("version %d, want %d", d.b[0], Version))
+		return Header{}, 0
+	}
+	k, flags := bus.Kind(d.b[1]), d.b[2]
+	d.b = d.b[3:]
+	if k < bus.Peer || k > bus.Done {
+		d.fail(fmt.Sprintf("unknown kind %d", k))
+	}
+	if flags&^allFlags != 0 || (flags&(hasState|hasFinish) != 0 && flags&hasMsg == 0) {
+		d.fail(fmt.Sprintf("flags %#x", flags))
+	}
+	h := Header{Kind: k, ID: d.uvarint(), From: d.int(-1, MaxModels)}
+	if d.err != nil {
+		return Header{}, 0
+	}
+	return h, flags
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// int reads a signed varint in [lo, hi].
+func (d *decoder) int(lo, hi int64) int {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	if v < lo || v > hi {
+		d.fail(fmt.Sprintf("value %d outside [%d, %d]", v, lo, hi))
+		return 0
+	}
+	return int(v)
+}
+
+// length reads a count that may not exceed limit nor the bytes left (each
+// element takes at least min bytes), so no count forces a large allocation
+// from a short message.
+func (d *decoder) length(limit, min int) int {
+	v := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if v > uint64(limit) || v*uint64(min) > uint64(len(d.b)) {
+		d.fail(fmt.Sprintf("length %d exceeds the limit or the message", v))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) tokens(dst []int32) []int32 {
+	n := d.length(MaxTokens, 1)
+	for range n {
+		dst = append(dst, int32(d.int(math.MinInt32, math.MaxInt32)))
+	}
+	return dst
+}
+
+func (d *decoder) by(dst []int8) []int8 {
+	n := d.length(MaxTokens, 1)
+	if d.err != nil {
+		return dst
+	}
+	for _, x := range d.b[:n] {
+		dst = append(dst, int8(x))
+	}
+	d.b = d.b[n:]
+	return dst
+}
+
+func (d *decoder) bytes(limit int) []byte {
+	n := d.length(limit, 1)
+	if d.err != nil {
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	x := d.b[0]
+	d.b = d.b[1:]
+	return x
+}
+
+func (d *decoder) u32() uint32 {
+	if len(d.b) < 4 {
+		d.fail("truncated")
+		return 0
+	}
+	x := binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return x
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	x := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return x
+}

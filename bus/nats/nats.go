@@ -1,0 +1,346 @@
+// Package nats carries TokenRouter's bus over NATS, so sub-servers can run
+// in other processes or on other machines. Each deployment owns a subject
+// prefix; every endpoint has one subject (prefix.ep.<model> or
+// prefix.ep.front) and model endpoints also listen on the broadcast
+// subject (prefix.all). Events travel in the compact, versioned binary
+// encoding of codec.go, per-request algorithm state included: the
+// receiving sub-server's algorithm supplies the empty state it is decoded
+// into (bus.StateBinder).
+//
+// Ordering: an endpoint's direct and broadcast subscriptions feed one
+// delivery goroutine in the order the connection received them, so
+// events from one sender arrive in the order it sent them (an admit
+// broadcast before the request's first peer message), as on the in-memory
+// bus. The guarantee across senders is causal when every endpoint
+// connects to the same NATS server.
+//
+// StartServer runs an embedded NATS server on loopback for single-machine
+// deployments and tests.
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gonats "github.com/nats-io/nats.go"
+
+	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/route"
+)
+
+// DefaultPrefix is the subject prefix when Options.Prefix is empty.
+const DefaultPrefix = "tokenrouter"
+
+// Options configure a Bus.
+type Options struct {
+	// Prefix names the deployment's subjects (default DefaultPrefix).
+	// Deployments sharing a NATS server need distinct prefixes.
+	Prefix string
+	// OnError, if set, is told about events that could not be decoded or
+	// were dropped. It is called from a delivery goroutine and must be
+	// quick.
+	OnError func(error)
+	// Buffer is each endpoint's delivery buffer in messages (default
+	// 65536); a full buffer drops messages (NATS slow consumer).
+	Buffer int
+	// Name is the connection name shown by the NATS server (Connect only).
+	Name string
+}
+
+// Bus is the bus over a NATS connection. It implements bus.Bus and
+// bus.StateBinder.
+type Bus struct {
+	bus.Pool
+	conn   *gonats.Conn
+	own    bool
+	opt    Options
+	subj   []string // subj[i] is model i's subject
+	front  string
+	all    string
+	bufs   sync.Pool
+	errors atomic.Uint64
+
+	mu     sync.Mutex
+	eps    map[int]*endpoint
+	states map[int]route.Stater
+	closed bool
+}
+
+// endpoint is one attached endpoint: its subscriptions and delivery
+// goroutine.
+type endpoint struct {
+	subs []*gonats.Subscription
+	ch   chan *gonats.Msg
+	quit chan struct{}
+	done chan struct{}
+}
+
+// Connect dials url and returns a bus that owns the connection.
+func Connect(url string, o Options) (*Bus, error) {
+	b := &Bus{}
+	name := o.Name
+	if name == "" {
+		name = "tokenrouter"
+	}
+	conn, err := gonats.Connect(url, gonats.Name(name), gonats.MaxReconnects(-1),
+		gonats.ReconnectWait(50*time.Millisecond), gonats.ErrorHandler(func(_ *gonats.Conn, _ *gonats.Subscription, err error) {
+			b.report(fmt.Errorf("bus/nats: %w", err))
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("bus/nats: connect %s: %w", url, err)
+	}
+	b.init(conn, o)
+	b.own = true
+	return b, nil
+}
+
+// New returns a bus over an existing connection; Close leaves the
+// connection open.
+func New(conn *gonats.Conn, o Options) *Bus {
+	b := &Bus{}
+	b.init(conn, o)
+	return b
+}
+
+func (b *Bus) init(conn *gonats.Conn, o Options) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 1 << 16
+	}
+	b.conn, b.opt = conn, o
+	b.front, b.all = o.Prefix+".ep.front", o.Prefix+".all"
+	b.subj = make([]string, MaxModels)
+	for i := range b.subj {
+		b.subj[i] = o.Prefix + ".ep." + strconv.Itoa(i)
+	}
+	b.eps = map[int]*endpoint{}
+	b.states = map[int]route.Stater{}
+}
+
+// Conn returns the NATS connection (for heartbeats on Subject).
+func (b *Bus) Conn() *gonats.Conn { return b.conn }
+
+// Prefix returns the deployment's subject prefix.
+func (b *Bus) Prefix() string { return b.opt.Prefix }
+
+// Subject returns prefix.name, a subject of this deployment.
+func (b *Bus) Subject(name string) string { return b.opt.Prefix + "." + name }
+
+// Errors counts events that could not be encoded, decoded or delivered.
+func (b *Bus) Errors() uint64 { return b.errors.Load() }
+
+func (b *Bus) report(err error) {
+	b.errors.Add(1)
+	if b.opt.OnError != nil {
+		b.opt.OnError(err)
+	}
+}
+
+func (b *Bus) subject(ep int) (string, error) {
+	if ep == bus.Frontend {
+		return b.front, nil
+	}
+	if ep < 0 || ep >= len(b.subj) {
+		return "", fmt.Errorf("%w: %d", bus.ErrNoEndpoint, ep)
+	}
+	return b.subj[ep], nil
+}
+
+// BindStates makes st supply the empty states that algorithm states
+// arriving at endpoint ep are decoded into. Call it before Attach.
+func (b *Bus) BindStates(ep int, st route.Stater) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.states[ep] = st
+}
+
+// Attach subscribes endpoint ep (its subject, and the broadcast subject
+// for a model) and starts its delivery goroutine. When Attach returns, the
+// server knows the subscriptions.
+func (b *Bus) Attach(ep int, h bus.Handler) error {
+	subject, err := b.subject(ep)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return bus.ErrClosed
+	}
+	if _, dup := b.eps[ep]; dup {
+		b.mu.Unlock()
+		return fmt.Errorf("bus: endpoint %d attached twice", ep)
+	}
+	x := &endpoint{ch: make(chan *gonats.Msg, b.opt.Buffer), quit: make(chan struct{}), done: make(chan struct{})}
+	subjects := []string{subject}
+	if ep != bus.Frontend {
+		subjects = append(subjects, b.all)
+	}
+	for _, s := range subjects {
+		sub, err := b.conn.ChanSubscribe(s, x.ch)
+		if err != nil {
+			for _, s := range x.subs {
+				_ = s.Unsubscribe()
+			}
+			b.mu.Unlock()
+			return fmt.Errorf("bus/nats: subscribe %s: %w", s, err)
+		}
+		x.subs = append(x.subs, sub)
+	}
+	var newState NewStateFunc
+	if st := b.states[ep]; st != nil {
+		newState = func(m *route.Message) route.State {
+			return st.NewState(&route.Request{ID: m.ID, Params: m.Params, PromptLen: m.PromptLen, Committed: m.Committed})
+		}
+	}
+	b.eps[ep] = x
+	b.mu.Unlock()
+	go b.dispatch(x, h, newState)
+	if err := b.conn.Flush(); err != nil {
+		b.Detach(ep)
+		return fmt.Errorf("bus/nats: attach %d: %w", ep, err)
+	}
+	return nil
+}
+
+// dispatch decodes and delivers one endpoint's messages in arrival order.
+func (b *Bus) dispatch(x *endpoint, h bus.Handler, newState NewStateFunc) {
+	defer close(x.done)
+	for {
+		select {
+		case <-x.quit:
+			return
+		case m := <-x.ch:
+			e := b.Get()
+			if err := DecodeEvent(m.Data, e, newState); err != nil {
+				b.Put(e)
+				b.undecodable(m.Data, err)
+				continue
+			}
+			h(e)
+		}
+	}
+}
+
+// undecodable reports a message that could not be decoded. When it was a
+// peer message whose request can be named, the request ends with an error
+// (done to the front end, finish to every model) instead of vanishing.
+func (b *Bus) undecodable(data []byte, err error) {
+	b.report(err)
+	hd, herr := DecodeHeader(data)
+	if herr != nil || hd.Kind != bus.Peer {
+		return
+	}
+	ctx := context.Background()
+	d := b.Get()
+	d.Kind, d.ID, d.From, d.Reason = bus.Done, hd.ID, hd.From, "error"
+	d.Err = fmt.Sprintf("request %d: undecodable peer message: %v", hd.ID, err)
+	_ = b.Send(ctx, bus.Frontend, d)
+	f := b.Get()
+	f.Kind, f.ID, f.From = bus.Finish, hd.ID, hd.From
+	_ = b.Broadcast(ctx, f)
+}
+
+// Detach unsubscribes endpoint ep and stops its delivery goroutine.
+// Detaching an endpoint that is not attached does nothing.
+func (b *Bus) Detach(ep int) {
+	b.mu.Lock()
+	x := b.eps[ep]
+	delete(b.eps, ep)
+	b.mu.Unlock()
+	if x == nil {
+		return
+	}
+	for _, s := range x.subs {
+		_ = s.Unsubscribe()
+	}
+	close(x.quit)
+	<-x.done
+}
+
+// Send publishes e to endpoint to. Ownership of e passes to the bus. A
+// model that nobody serves does not make Send fail: NATS does not know,
+// and the front end's liveness checks end such requests.
+func (b *Bus) Send(_ context.Context, to int, e *bus.Event) error {
+	subject, err := b.subject(to)
+	if err != nil {
+		b.Put(e)
+		return err
+	}
+	return b.publish(subject, e)
+}
+
+// Broadcast publishes e to every model endpoint.
+func (b *Bus) Broadcast(_ context.Context, e *bus.Event) error {
+	return b.publish(b.all, e)
+}
+
+func (b *Bus) publish(subject string, e *bus.Event) error {
+	bp, _ := b.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	buf, err := AppendEvent((*bp)[:0], e)
+	b.Put(e)
+	if err != nil {
+		b.bufs.Put(bp)
+		b.report(err)
+		return err
+	}
+	err = b.conn.Publish(subject, buf)
+	*bp = buf
+	b.bufs.Put(bp)
+	if err != nil {
+		if errors.Is(err, gonats.ErrConnectionClosed) {
+			return fmt.Errorf("%w: %w", bus.ErrClosed, err)
+		}
+		return fmt.Errorf("bus/nats: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Flush waits until the server has received everything published so far.
+func (b *Bus) Flush(ctx context.Context) error {
+	if err := b.conn.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("bus/nats: flush: %w", err)
+	}
+	return nil
+}
+
+// Close detaches every endpoint and, when the bus dialled its own
+// connection, flushes and closes it.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	eps := make([]int, 0, len(b.eps))
+	for ep := range b.eps {
+		eps = append(eps, ep)
+	}
+	b.mu.Unlock()
+	for _, ep := range eps {
+		b.Detach(ep)
+	}
+	if b.own {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = b.conn.FlushWithContext(ctx) // best effort: the server may be gone
+		cancel()
+		b.conn.Close()
+	}
+	return nil
+}
+
+var (
+	_ bus.Bus         = (*Bus)(nil)
+	_ bus.StateBinder = (*Bus)(nil)
+)
