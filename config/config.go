@@ -61,7 +61,8 @@ const (
 
 // Config is the whole serving configuration.
 type Config struct {
-	// Host and Port are the listen address.
+	// Host and Port are the listen address (port 0 in a file means the
+	// default 30000; the --port 0 flag picks a free port).
 	Host string `yaml:"host"`
 	Port int    `yaml:"port"`
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on the

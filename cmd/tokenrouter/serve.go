@@ -130,6 +130,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 			cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
 		}
 	}
+	cfg.FillDefaults() // before the overrides: an explicit --port 0 picks a free port
 	if f.configPath == "" || changed("host") {
 		cfg.Host = f.host
 	}
@@ -153,7 +154,6 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if f.configPath == "" || changed("shutdown-timeout") {
 		cfg.ShutdownTimeout = f.shutdownTimeout
 	}
-	cfg.FillDefaults()
 	return cfg, cfg.Validate()
 }
 
