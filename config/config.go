@@ -42,7 +42,9 @@ const (
 // AutoThresholds in Preset.Thresholds asks the throughput model for B.
 const AutoThresholds = "auto"
 
-// Defaults of the embedded configuration.
+// Defaults of the embedded configuration: the listener, the sim pair and
+// its algorithm, the limits, the max-wait guard, the size of "auto" tables
+// and of simulated models.
 const (
 	DefaultHost             = "127.0.0.1"
 	DefaultPort             = 30000
@@ -117,8 +119,11 @@ type Model struct {
 // Latency is an explicit sim latency profile: a step over b sequences
 // appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t.
 type Latency struct {
-	Base     time.Duration `yaml:"base"`
-	PerSeq   time.Duration `yaml:"per_seq"`
+	// Base is the fixed cost of a step.
+	Base time.Duration `yaml:"base"`
+	// PerSeq is the cost per sequence in the batch.
+	PerSeq time.Duration `yaml:"per_seq"`
+	// PerToken is the cost per extended token beyond one per sequence.
 	PerToken time.Duration `yaml:"per_token"`
 }
 

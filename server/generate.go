@@ -61,15 +61,20 @@ type Routing struct {
 
 // Usage is OpenAI's token accounting.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
+	// PromptTokens counts the prompt (with BOS and template tokens).
+	PromptTokens int `json:"prompt_tokens"`
+	// CompletionTokens counts the output tokens.
 	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	// TotalTokens is their sum.
+	TotalTokens int `json:"total_tokens"`
 }
 
 // NativeResponse is the body POST /generate answers (and, with the delta
 // fields only, each streamed event).
 type NativeResponse struct {
-	ID    string `json:"id"`
+	// ID names the request.
+	ID string `json:"id"`
+	// Model is the preset that served it.
 	Model string `json:"model"`
 	// Text is the output text (the new text in a streamed event).
 	Text string `json:"text"`
@@ -80,9 +85,10 @@ type NativeResponse struct {
 	// Models names the preset's models in index order.
 	Models []string `json:"models,omitempty"`
 	// FinishReason is "length" or "stop" (null while streaming).
-	FinishReason *string  `json:"finish_reason"`
-	Usage        *Usage   `json:"usage,omitempty"`
-	Routing      *Routing `json:"routing,omitempty"`
+	FinishReason *string `json:"finish_reason"`
+	// Usage and Routing are set on the final answer.
+	Usage   *Usage   `json:"usage,omitempty"`
+	Routing *Routing `json:"routing,omitempty"`
 }
 
 // genRequest is a validated generation request.

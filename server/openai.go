@@ -39,19 +39,23 @@ type commonParams struct {
 type CompletionRequest struct {
 	commonParams
 	// Prompt is a string, a one-element list of strings, or token ids.
-	Prompt   json.RawMessage `json:"prompt"`
-	Echo     bool            `json:"echo"`
-	Logprobs *int            `json:"logprobs"`
-	BestOf   *int            `json:"best_of"`
+	Prompt json.RawMessage `json:"prompt"`
+	// Echo, Logprobs and BestOf are refused unless off (false, 0, 1).
+	Echo     bool `json:"echo"`
+	Logprobs *int `json:"logprobs"`
+	BestOf   *int `json:"best_of"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
 type ChatRequest struct {
 	commonParams
-	Messages            []chatMessage   `json:"messages"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            bool            `json:"logprobs"`
-	Tools               json.RawMessage `json:"tools"`
+	// Messages is the conversation; content is a string or text parts.
+	Messages []chatMessage `json:"messages"`
+	// MaxCompletionTokens overrides max_tokens when given.
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	// Logprobs and Tools are refused unless off or empty.
+	Logprobs bool            `json:"logprobs"`
+	Tools    json.RawMessage `json:"tools"`
 }
 
 type chatMessage struct {
