@@ -88,13 +88,17 @@ func largeAlone(t *testing.T, prompt []int32, n int, seed uint64) []int32 {
 }
 
 func TestDraftVerifyEqualsLargeModelAlone(t *testing.T) {
+	forEachBus(t, testDraftVerifyEqualsLargeModelAlone)
+}
+
+func testDraftVerifyEqualsLargeModelAlone(t *testing.T, bc busCase) {
 	for _, agree := range []float64{0, 0.7, 1} {
 		sends := 0
 		ms := []router.Model{
 			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
 			{Name: "target", Engine: sim.New(sim.Config{Seed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
 		}
-		r, err := router.New(router.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends)})
+		r, err := router.New(router.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +138,9 @@ func TestDraftVerifyEqualsLargeModelAlone(t *testing.T) {
 // TestLockstepMatchesRouted runs the same algorithm and seeds on the
 // lockstep baseline and the routed runtime: the outputs must be equal,
 // token for token and owner for owner.
-func TestLockstepMatchesRouted(t *testing.T) {
+func TestLockstepMatchesRouted(t *testing.T) { forEachBus(t, testLockstepMatchesRouted) }
+
+func testLockstepMatchesRouted(t *testing.T, bc busCase) {
 	for _, alg := range []string{"draft", "r2r"} {
 		sends := 0
 		reg := draftRegistry(3, &sends)
@@ -149,11 +155,12 @@ func TestLockstepMatchesRouted(t *testing.T) {
 		lcfg := lockstep.Config{Engines: es, Names: []string{"a", "b"}, Algorithm: "draft", Registry: reg}
 		rcfg := router.Config{Models: []router.Model{{Name: "a", Engine: mk()[0]}, {Name: "b", Engine: mk()[1]}}, Algorithm: "draft", Registry: reg}
 		if alg == "r2r" {
-			rr := newRouter(t, simModels(0, 0), "0.4")
+			rr := newRouter(t, bc, simModels(0, 0), "0.4")
 			systems = append(systems, rr)
 			lcfg.Algorithm, lcfg.Params, lcfg.Registry = "r2r-random", map[string]string{"p": "0.4"}, builtinRegistry()
 			lcfg.Engines = []engine.Engine{sim.New(sim.Config{Seed: 1}), sim.New(sim.Config{Seed: 2})}
 		} else {
+			rcfg.Bus = bc.bus(t)
 			rr, err := router.New(rcfg)
 			if err != nil {
 				t.Fatal(err)

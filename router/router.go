@@ -25,8 +25,14 @@ import (
 type Model struct {
 	// Name is the model's name.
 	Name string
-	// Engine runs it; the router owns it and closes it.
+	// Engine runs it; the router owns it and closes it. Nil for a remote
+	// model.
 	Engine engine.Engine
+	// Remote, set instead of Engine, declares a model whose sub-server
+	// runs elsewhere (another process or machine) and attaches to Bus
+	// itself; the facts are the ones that sub-server announced. Policy
+	// then belongs to the remote sub-server.
+	Remote *engine.Info
 	// Policy is its launch policy (thresholds and max-wait).
 	Policy sched.Policy
 }
@@ -72,6 +78,7 @@ type Router struct {
 	mu     sync.Mutex
 	open   map[uint64]openReq
 	closed bool
+	down   map[int]error // unavailable models (ModelDown)
 
 	tuner *autotune.Tuner
 
@@ -92,6 +99,10 @@ var ErrClosed = errors.New("router: closed")
 // ErrBadRequest wraps every error Submit returns for invalid input.
 var ErrBadRequest = errors.New("bad request")
 
+// ErrUnavailable wraps the errors of requests ended because a model
+// became unavailable, and of Submit while one is.
+var ErrUnavailable = errors.New("model unavailable")
+
 // New builds the sub-servers and starts their loops.
 func New(cfg Config) (*Router, error) {
 	if len(cfg.Models) == 0 {
@@ -103,6 +114,12 @@ func New(cfg Config) (*Router, error) {
 	names := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
 		names[i] = m.Name
+		if (m.Engine == nil) == (m.Remote == nil) {
+			return nil, fmt.Errorf("router: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
+		}
+		if m.Remote != nil && cfg.Auto != nil {
+			return nil, fmt.Errorf("router: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
+		}
 	}
 	b := cfg.Bus
 	if b == nil {
@@ -137,6 +154,10 @@ func New(cfg Config) (*Router, error) {
 		}
 	}
 	for i, m := range cfg.Models {
+		if m.Remote != nil {
+			r.info = append(r.info, *m.Remote)
+			continue
+		}
 		alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: names, Params: cfg.Params})
 		if err != nil {
 			r.abort()
@@ -205,8 +226,10 @@ func (r *Router) Tuner() *autotune.Tuner { return r.tuner }
 
 // abort undoes a partial New.
 func (r *Router) abort() {
-	for i := range r.subs {
-		r.bus.Detach(i)
+	for i, m := range r.cfg.Models {
+		if m.Engine != nil {
+			r.bus.Detach(i)
+		}
 	}
 	r.bus.Detach(bus.Frontend)
 }
@@ -223,7 +246,8 @@ func (r *Router) Names() []string {
 	return out
 }
 
-// SubServers returns the sub-servers (for metrics and policy updates).
+// SubServers returns the sub-servers running in this process (for metrics
+// and policy updates), in model order; remote models have none.
 func (r *Router) SubServers() []*subserver.Server { return r.subs }
 
 // Submit admits a request: prompt tokens and parameters. The stream ends
@@ -256,8 +280,8 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	entry := 0
 	if r.entry != nil {
 		entry = r.entry.Entry(&view)
-		if entry < 0 || entry >= len(r.subs) {
-			return nil, fmt.Errorf("router: algorithm chose entry model %d of %d", entry, len(r.subs))
+		if entry < 0 || entry >= len(r.info) {
+			return nil, fmt.Errorf("router: algorithm chose entry model %d of %d", entry, len(r.info))
 		}
 	}
 	var st route.State
@@ -268,6 +292,10 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	if r.closed {
 		r.mu.Unlock()
 		return nil, ErrClosed
+	}
+	for i, cause := range r.down {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("router: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
 	}
 	r.open[id] = openReq{s: s}
 	r.mu.Unlock()
@@ -289,7 +317,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 		m.By = append(m.By, -1)
 	}
 	m.PromptLen, m.Committed, m.Params, m.State = len(prompt), len(prompt), p, st
-	m.Seen = append(m.Seen[:0], make([]int, len(r.subs))...)
+	m.Seen = append(m.Seen[:0], make([]int, len(r.info))...)
 	if err := r.bus.Send(bctx, entry, e); err != nil {
 		r.cancelReq(id, err)
 		return nil, fmt.Errorf("router: admit: %w", err)
@@ -299,10 +327,17 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	if o, ok := r.open[id]; ok {
 		o.stop = stop
 		r.open[id] = o
-	} else {
-		stop() // already finished
+		r.mu.Unlock()
+		return s, nil
 	}
 	r.mu.Unlock()
+	// Already ended: finished, or failed by ModelDown while the admit was
+	// on its way. Cancelling again frees what a sub-server may have
+	// admitted after the first cancel (a no-op for a finished request).
+	stop()
+	c := r.bus.Get()
+	c.Kind, c.ID, c.From = bus.Cancel, id, bus.Frontend
+	_ = r.bus.Broadcast(bctx, c)
 	return s, nil
 }
 
@@ -356,6 +391,47 @@ func (r *Router) deliver(e *bus.Event) {
 	}
 }
 
+// ModelDown marks model i unavailable (its remote sub-server stopped
+// answering): every request in flight ends with an error wrapping
+// ErrUnavailable and cause and is cancelled in every sub-server, and
+// Submit fails until ModelUp(i). It returns the number of requests ended.
+func (r *Router) ModelDown(i int, cause error) int {
+	if i < 0 || i >= len(r.info) {
+		return 0
+	}
+	r.mu.Lock()
+	if r.down == nil {
+		r.down = map[int]error{}
+	}
+	r.down[i] = cause
+	ids := make([]uint64, 0, len(r.open))
+	for id := range r.open {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	err := fmt.Errorf("router: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
+	n := 0
+	for _, id := range ids {
+		s := r.forget(id)
+		if s == nil {
+			continue
+		}
+		e := r.bus.Get()
+		e.Kind, e.ID, e.From = bus.Cancel, id, bus.Frontend
+		_ = r.bus.Broadcast(context.Background(), e) // survivors free the request
+		s.Finish(stream.Error, err)
+		n++
+	}
+	return n
+}
+
+// ModelUp marks model i available again (its sub-server rejoined).
+func (r *Router) ModelUp(i int) {
+	r.mu.Lock()
+	delete(r.down, i)
+	r.mu.Unlock()
+}
+
 // Active returns the number of requests in flight.
 func (r *Router) Active() int {
 	r.mu.Lock()
@@ -386,7 +462,9 @@ func (r *Router) Close() error {
 	r.bus.Detach(bus.Frontend)
 	errs := append([]error(nil), r.errs...)
 	for _, m := range r.cfg.Models {
-		errs = append(errs, m.Engine.Close())
+		if m.Engine != nil {
+			errs = append(errs, m.Engine.Close())
+		}
 	}
 	if r.cfg.Bus == nil {
 		errs = append(errs, r.bus.Close())

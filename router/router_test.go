@@ -34,9 +34,9 @@ func simModels(lat ...time.Duration) []router.Model {
 	return ms
 }
 
-func newRouter(t *testing.T, ms []router.Model, p string) *router.Router {
+func newRouter(t *testing.T, bc busCase, ms []router.Model, p string) *router.Router {
 	t.Helper()
-	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry()})
+	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry(), Bus: bc.bus(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +71,10 @@ func replay(t *testing.T, prompt []int32, res stream.Result, seeds []uint64) {
 	}
 }
 
-func TestRoutedOutputEqualsReplay(t *testing.T) {
-	r := newRouter(t, simModels(0, 0), "0.35")
+func TestRoutedOutputEqualsReplay(t *testing.T) { forEachBus(t, testRoutedOutputEqualsReplay) }
+
+func testRoutedOutputEqualsReplay(t *testing.T, bc busCase) {
+	r := newRouter(t, bc, simModels(0, 0), "0.35")
 	defer r.Close()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -117,9 +119,11 @@ func TestRoutedOutputEqualsReplay(t *testing.T) {
 	}
 }
 
-func TestSameSeedSameOutput(t *testing.T) {
+func TestSameSeedSameOutput(t *testing.T) { forEachBus(t, testSameSeedSameOutput) }
+
+func testSameSeedSameOutput(t *testing.T, bc busCase) {
 	run := func() stream.Result {
-		r := newRouter(t, simModels(0, 0), "0.5")
+		r := newRouter(t, bc, simModels(0, 0), "0.5")
 		defer r.Close()
 		s, err := r.Submit(context.Background(), []int32{1, 5}, route.Params{MaxTokens: 50, Seed: 9})
 		if err != nil {
@@ -183,9 +187,13 @@ func waitIdle(t *testing.T, r *router.Router) {
 }
 
 func TestCancelMidHandoffFreesEverywhere(t *testing.T) {
+	forEachBus(t, testCancelMidHandoffFreesEverywhere)
+}
+
+func testCancelMidHandoffFreesEverywhere(t *testing.T, bc busCase) {
 	// The large model is slow, so requests are pending on the small model
 	// (KV kept) and running on the large one when cancelled.
-	r := newRouter(t, simModels(time.Millisecond, 20*time.Millisecond), "0.9")
+	r := newRouter(t, bc, simModels(time.Millisecond, 20*time.Millisecond), "0.9")
 	defer r.Close()
 	var streams []*stream.Stream
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,7 +221,9 @@ func TestCancelMidHandoffFreesEverywhere(t *testing.T) {
 	waitIdle(t, r)
 }
 
-func TestMaxWaitGuardPreventsDeadlock(t *testing.T) {
+func TestMaxWaitGuardPreventsDeadlock(t *testing.T) { forEachBus(t, testMaxWaitGuardPreventsDeadlock) }
+
+func testMaxWaitGuardPreventsDeadlock(t *testing.T, bc busCase) {
 	// B = (2, 2) with N = 2 is infeasible: Σ(B_i−1) = 2 ≥ N. Once the two
 	// requests split (one routed, one stayed), each model waits for a
 	// second request that never comes.
@@ -222,7 +232,7 @@ func TestMaxWaitGuardPreventsDeadlock(t *testing.T) {
 		for i := range ms {
 			ms[i].Policy = sched.Policy{B: sched.Static(2), MaxWait: maxWait}
 		}
-		return newRouter(t, ms, "0.5")
+		return newRouter(t, bc, ms, "0.5")
 	}
 	submit := func(r *router.Router, ctx context.Context) error {
 		var errs []error
@@ -260,8 +270,10 @@ func TestMaxWaitGuardPreventsDeadlock(t *testing.T) {
 	waitIdle(t, r)
 }
 
-func TestSubmitRejectsBadInput(t *testing.T) {
-	r := newRouter(t, simModels(0, 0), "0.3")
+func TestSubmitRejectsBadInput(t *testing.T) { forEachBus(t, testSubmitRejectsBadInput) }
+
+func testSubmitRejectsBadInput(t *testing.T, bc busCase) {
+	r := newRouter(t, bc, simModels(0, 0), "0.3")
 	defer r.Close()
 	ctx := context.Background()
 	for name, c := range map[string]struct {
