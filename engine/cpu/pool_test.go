@@ -1,0 +1,52 @@
+package cpu
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type countTask struct {
+	hits    []atomic.Int32
+	workers [8]atomic.Int32
+}
+
+func (t *countTask) do(w, p int) {
+	t.hits[p].Add(1)
+	t.workers[w].Add(1)
+}
+
+func TestPoolRunsEveryPartOnceAndStops(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for _, n := range []int{1, 2, 3, 5} {
+		p := newPool(n)
+		for _, parts := range []int{1, 2, 3, 7, 16} {
+			for round := range 50 {
+				task := &countTask{hits: make([]atomic.Int32, parts)}
+				p.run(task, parts)
+				for i := range task.hits {
+					if h := task.hits[i].Load(); h != 1 {
+						t.Fatalf("n=%d parts=%d round %d: part %d ran %d times", n, parts, round, i, h)
+					}
+				}
+				if parts >= n {
+					for w := range n {
+						if task.workers[w].Load() == 0 {
+							t.Fatalf("n=%d parts=%d: worker %d did nothing", n, parts, w)
+						}
+					}
+				}
+			}
+			time.Sleep(time.Millisecond) // let workers park between batches
+		}
+		p.close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Fatalf("%d goroutines left after close (had %d)", g, before)
+	}
+}
