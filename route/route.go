@@ -88,6 +88,17 @@ func (r *Request) CommitEnd(eos int32) (end int, reason string) {
 	return end, reason
 }
 
+// Draw returns the request's deterministic random number in [0,1) for
+// sequence position pos. With a seed in Params the draws depend only on
+// the seed and the position, so the same seed and prompt reproduce the
+// same routing; without one (seed 0) they depend on the request id.
+func (r *Request) Draw(pos int) float64 {
+	if r.Params.Seed != 0 {
+		return Uniform(r.Params.Seed, 0, pos)
+	}
+	return Uniform(0, r.ID, pos)
+}
+
 // Output returns the number of output tokens (committed or not) in Tokens.
 func (r *Request) Output() int { return len(r.Tokens) - r.PromptLen }
 

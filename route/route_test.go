@@ -98,3 +98,16 @@ func TestUniformIsDeterministicAndSpread(t *testing.T) {
 		t.Fatalf("%d of 10000 below 0.35", below)
 	}
 }
+
+func TestDrawFollowsSeedNotID(t *testing.T) {
+	a := &Request{ID: 1, Params: Params{Seed: 42}}
+	b := &Request{ID: 2, Params: Params{Seed: 42}}
+	c := &Request{ID: 1}
+	d := &Request{ID: 2}
+	if a.Draw(7) != b.Draw(7) {
+		t.Fatal("same seed, different requests: draws differ")
+	}
+	if c.Draw(7) == d.Draw(7) || a.Draw(7) == a.Draw(8) {
+		t.Fatal("unseeded requests or different positions share draws")
+	}
+}

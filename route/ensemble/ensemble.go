@@ -5,7 +5,7 @@
 // Generating: An Empirical Study on Large and Small Language Models
 // Collaborative Decoding", Zhang et al., 2024, arXiv:2406.12295). Per-token
 // rule: position p of request id is produced by model i with probability
-// wᵢ/Σw, drawn with route.Uniform(seed, id, p) so the choice is the same
+// wᵢ/Σw, drawn with Request.Draw(p) so the choice is the same
 // wherever the request runs. Parameter weights (comma-separated, default
 // equal).
 package ensemble
@@ -59,7 +59,7 @@ func New(s route.Spec) (route.Algorithm, error) {
 
 // pick draws the model that produces position pos.
 func (a *Algorithm) pick(r *route.Request, pos int) int {
-	u := route.Uniform(r.Params.Seed, r.ID, pos)
+	u := r.Draw(pos)
 	for i, c := range a.Cum {
 		if u < c {
 			return i

@@ -3,7 +3,7 @@
 // 2024, arXiv:2406.18665): one decision per request, made on entry from a
 // score and a threshold; every token of the request then comes from that
 // one model. Scores: "random" (default) is RouteLLM's calibrated random
-// router, score = route.Uniform(seed, id, 0) < strong, so a fraction
+// router, score = r.Draw(0) < strong (seeded: see route.Request.Draw), so a fraction
 // strong of requests goes to the strong model (model 1); "length" scores a
 // prompt by its token count and sends prompts of at least threshold tokens
 // to the strong model.
@@ -55,7 +55,7 @@ func New(s route.Spec) (route.Algorithm, error) {
 // Entry makes the request's one routing decision.
 func (a *Algorithm) Entry(r *route.Request) int {
 	if a.Score == "length" && r.PromptLen >= a.Threshold ||
-		a.Score == "random" && route.Uniform(r.Params.Seed, r.ID, 0) < a.Strong {
+		a.Score == "random" && r.Draw(0) < a.Strong {
 		return 1
 	}
 	return 0

@@ -14,7 +14,7 @@ func TestStrongFractionAndLength(t *testing.T) {
 	}
 	strong := 0
 	for id := range uint64(5000) {
-		strong += a.(*Algorithm).Entry(&route.Request{ID: id, Params: route.Params{Seed: 9}})
+		strong += a.(*Algorithm).Entry(&route.Request{ID: id, Params: route.Params{Seed: id + 1}})
 	}
 	if f := float64(strong) / 5000; math.Abs(f-0.3) > 0.02 {
 		t.Fatalf("strong fraction %.3f, want 0.3", f)

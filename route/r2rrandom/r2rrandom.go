@@ -93,7 +93,7 @@ func (a *Algorithm) Route(s *route.Step, d []route.Decision) {
 		switch {
 		case s.Model == 1:
 			d[i].Next = 0
-		case route.Uniform(r.Params.Seed, r.ID, len(r.Tokens)) < p:
+		case r.Draw(len(r.Tokens)) < p:
 			d[i].Next, d[i].Token = 1, route.NoToken
 		}
 	}
