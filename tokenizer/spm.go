@@ -47,7 +47,10 @@ type spmBigram struct {
 	size        int // byte length of the merged text, to detect stale entries
 }
 
+// bigramQueue is a container/heap of candidate merges, best first.
 type bigramQueue []spmBigram
+
+// Len, Less, Swap, Push and Pop implement heap.Interface.
 
 func (q bigramQueue) Len() int { return len(q) }
 func (q bigramQueue) Less(i, j int) bool {
