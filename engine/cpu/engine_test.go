@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -334,5 +335,84 @@ func TestThreadsGiveIdenticalLogits(t *testing.T) {
 				t.Fatalf("threads=%d: logits of prompt %d differ", threads, i)
 			}
 		}
+	}
+}
+
+// TestRandomRuntimeWorkload drives the engine as a runtime does: batches
+// mixing new sequences, extends and decodes, with truncations and releases
+// in between. After every step each sequence's logits must equal, bit for
+// bit, those of a fresh sequence fed its whole history in one extend.
+func TestRandomRuntimeWorkload(t *testing.T) {
+	e := openModel(t, "stories260K.bin", Options{Threads: 2, KVBudgetBytes: 4 << 20})
+	ref := openModel(t, "stories260K.bin", Options{Threads: 1})
+	rng := rand.New(rand.NewPCG(5, 6))
+	ctx := context.Background()
+	hist := map[engine.SeqID][]int32{}
+	next := engine.SeqID(1)
+	steps := 60
+	if testing.Short() {
+		steps = 20
+	}
+	for step := range steps {
+		// Occasionally truncate or release.
+		for id, h := range hist {
+			switch rng.IntN(10) {
+			case 0:
+				n := rng.IntN(len(h) + 1)
+				if err := e.Truncate(id, n); err != nil {
+					t.Fatal(err)
+				}
+				hist[id] = h[:n]
+			case 1:
+				e.Release(id)
+				delete(hist, id)
+			}
+		}
+		for len(hist) < 6 {
+			hist[next] = nil
+			next++
+		}
+		var in []engine.Input
+		for id, h := range hist {
+			if rng.IntN(4) == 0 {
+				continue // not in this batch
+			}
+			n := 1
+			if len(h) == 0 || rng.IntN(3) == 0 {
+				n = 1 + rng.IntN(6)
+			}
+			toks := make([]int32, n)
+			for i := range toks {
+				toks[i] = int32(3 + rng.IntN(509))
+			}
+			in = append(in, engine.Input{Seq: id, Tokens: toks, Want: engine.WantLogits})
+		}
+		if len(in) == 0 {
+			continue
+		}
+		out := make([]engine.Output, len(in))
+		if err := e.Step(ctx, in, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, ip := range in {
+			hist[ip.Seq] = append(hist[ip.Seq], ip.Tokens...)
+			if e.Len(ip.Seq) != len(hist[ip.Seq]) {
+				t.Fatalf("step %d: seq %d holds %d tokens, history %d", step, ip.Seq, e.Len(ip.Seq), len(hist[ip.Seq]))
+			}
+			ro := make([]engine.Output, 1)
+			if err := ref.Step(ctx, []engine.Input{{Seq: 1, Tokens: hist[ip.Seq], Want: engine.WantLogits}}, ro); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out[i].Logits, ro[0].Logits) || out[i].Token != ro[0].Token {
+				t.Fatalf("step %d: seq %d (len %d) logits differ from a fresh run", step, ip.Seq, len(hist[ip.Seq]))
+			}
+			ref.Release(1)
+		}
+	}
+	for id := range hist {
+		e.Release(id)
+	}
+	if n := e.KVBlocksInUse(); n != 0 {
+		t.Fatalf("%d KV blocks in use after releasing everything", n)
 	}
 }
