@@ -331,3 +331,26 @@ func tinySPM(t testing.TB) *Tokenizer {
 	tk.BOS, tk.EOS, tk.UNK, tk.AddBOS, tk.AddSpacePrefix = 1, 2, 0, true, true
 	return tk
 }
+
+func TestEncodeSpecial(t *testing.T) {
+	_, _, gg := loadAll(t)
+	// "</s>" inside text is EOS; each fragment gets the dummy prefix again.
+	got := gg.EncodeSpecial("Hello world</s>a", true)
+	want := append(append([]int32{1}, gg.Encode("Hello world", false)...), 2)
+	want = append(want, gg.Encode("a", false)...)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if plain := gg.Encode("</s>", false); slices.Contains(plain, 2) {
+		t.Fatalf("Encode must treat special texts as plain text: %v", plain)
+	}
+	bpe := tinyGPT2(t, "gpt2")
+	eot := int32(bpe.VocabSize() - 1)
+	got = bpe.EncodeSpecial("the<|endoftext|>the", false)
+	if len(got) != 5 || got[2] != eot || !slices.Equal(got[:2], got[3:]) {
+		t.Fatalf("gpt2 special: %v", got)
+	}
+	if back := bpe.Decode(got); back != "thethe" {
+		t.Fatalf("decode skips control tokens: %q", back)
+	}
+}
