@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newPlanCmd(),
 		newServeCmd(),
+		newSubserverCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root

@@ -1,0 +1,283 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	gonats "github.com/nats-io/nats.go"
+
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/stream"
+)
+
+// FrontConfig configures the front end of a deployment whose sub-servers
+// run elsewhere.
+type FrontConfig struct {
+	// URL is the NATS server.
+	URL string
+	// Prefix is the deployment's subject prefix (default
+	// bus/nats.DefaultPrefix).
+	Prefix string
+	// Models are the model names, in the algorithm's order; every one must
+	// join.
+	Models []string
+	// Registry, Algorithm and Params build the front end's algorithm
+	// instance; members must run the same algorithm.
+	Registry  *route.Registry
+	Algorithm string
+	Params    map[string]string
+	// Heartbeat and Misses: see MemberConfig.
+	Heartbeat time.Duration
+	Misses    int
+	// JoinTimeout bounds the wait for every model to announce itself
+	// (default 30s); ctx can end it earlier.
+	JoinTimeout time.Duration
+	// OnEvent, if set, is told about membership changes (for logs).
+	OnEvent func(msg string, args ...any)
+}
+
+// Member is the front end's view of one model's sub-server.
+type Member struct {
+	// Up says whether the model serves requests.
+	Up bool
+	// Last is its last heartbeat, Seen when it arrived.
+	Last Beat
+	Seen time.Time
+}
+
+// Front is a running front end: a router over remote models and the
+// liveness monitor that marks them down and up.
+type Front struct {
+	cfg    FrontConfig
+	bus    *busnats.Bus
+	r      *router.Router
+	inc    uint64
+	sub    *gonats.Subscription
+	beats  chan Beat
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	members []Member
+}
+
+// Join connects to NATS, waits until every model's member serves this
+// front end, and returns the running front end.
+func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
+	if len(cfg.Models) == 0 || cfg.Registry == nil {
+		return nil, errors.New("cluster: front end needs models and an algorithm registry")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = busnats.DefaultPrefix
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Misses <= 0 {
+		cfg.Misses = DefaultMisses
+	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = 30 * time.Second
+	}
+	if cfg.OnEvent == nil {
+		cfg.OnEvent = func(string, ...any) {}
+	}
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: "tokenrouter-front"})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	f := &Front{cfg: cfg, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), members: make([]Member, len(cfg.Models))}
+	f.sub, err = b.Conn().Subscribe(cfg.Prefix+".hb.*", func(m *gonats.Msg) {
+		if mb, err := decodeBeat(m.Data); err == nil && mb.Index >= 0 && mb.Index < len(cfg.Models) {
+			select {
+			case f.beats <- mb:
+			default: // beats are periodic: a dropped one is replaced
+			}
+		}
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.wg.Add(1)
+	go f.announce(mctx)
+	infos, err := f.await(ctx)
+	if err != nil {
+		f.shutdown()
+		return nil, err
+	}
+	ms := make([]router.Model, len(cfg.Models))
+	for i, name := range cfg.Models {
+		ms[i] = router.Model{Name: name, Remote: &infos[i]}
+	}
+	f.r, err = router.New(router.Config{Models: ms, Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry, Bus: b})
+	if err != nil {
+		f.shutdown()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	f.wg.Add(1)
+	go f.monitor(mctx)
+	return f, nil
+}
+
+// check says why a member's beat does not fit this deployment.
+func (f *Front) check(b Beat) error {
+	if !slices.Equal(b.Models, f.cfg.Models) || b.Algorithm != f.cfg.Algorithm {
+		return fmt.Errorf("cluster: model %d runs models %v with %q; this front end has %v with %q",
+			b.Index, b.Models, b.Algorithm, f.cfg.Models, f.cfg.Algorithm)
+	}
+	return nil
+}
+
+// await waits until every model beats for this front end.
+func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.JoinTimeout)
+	defer cancel()
+	infos := make([]engine.Info, len(f.cfg.Models))
+	joined := make([]bool, len(f.cfg.Models))
+	left := len(f.cfg.Models)
+	var last error
+	for left > 0 {
+		select {
+		case <-ctx.Done():
+			var missing []string
+			for i, ok := range joined {
+				if !ok {
+					missing = append(missing, f.cfg.Models[i])
+				}
+			}
+			return nil, fmt.Errorf("cluster: models %v did not join (%w; last problem: %v)", missing, ctx.Err(), last)
+		case b := <-f.beats:
+			if err := f.check(b); err != nil {
+				last = err
+				continue
+			}
+			f.note(b, b.Front == f.inc)
+			if b.Front == f.inc && !joined[b.Index] {
+				joined[b.Index], infos[b.Index] = true, b.Info
+				left--
+				f.cfg.OnEvent("model joined", "model", f.cfg.Models[b.Index], "index", b.Index)
+			}
+		}
+	}
+	return infos, nil
+}
+
+func (f *Front) note(b Beat, up bool) {
+	f.mu.Lock()
+	f.members[b.Index] = Member{Up: up, Last: b, Seen: time.Now()}
+	f.mu.Unlock()
+}
+
+// announce publishes the front end's heartbeats.
+func (f *Front) announce(ctx context.Context) {
+	defer f.wg.Done()
+	beat := (&Beat{Index: -1, Incarnation: f.inc, Models: f.cfg.Models, Algorithm: f.cfg.Algorithm}).encode()
+	subject := beatSubject(f.cfg.Prefix, -1)
+	tick := time.NewTicker(f.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		_ = f.bus.Conn().Publish(subject, beat) // a lost beat is replaced by the next
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// monitor marks models down when they miss heartbeats, restart or lose
+// their state, and up when they serve this front end again.
+func (f *Front) monitor(ctx context.Context) {
+	defer f.wg.Done()
+	tick := time.NewTicker(f.cfg.Heartbeat / 2)
+	defer tick.Stop()
+	limit := time.Duration(f.cfg.Misses) * f.cfg.Heartbeat
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-f.beats:
+			f.mu.Lock()
+			was := f.members[b.Index]
+			f.mu.Unlock()
+			fits := f.check(b) == nil && b.Front == f.inc
+			switch {
+			case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
+				// Restarted, or dropped its requests: they are lost.
+				f.down(b.Index, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front))
+				if fits {
+					f.up(b)
+				} else {
+					f.note(b, false)
+				}
+			case !was.Up && fits:
+				f.up(b)
+			default:
+				f.note(b, was.Up)
+			}
+		case now := <-tick.C:
+			for i := range f.members {
+				f.mu.Lock()
+				m := f.members[i]
+				f.mu.Unlock()
+				if m.Up && now.Sub(m.Seen) > limit {
+					f.down(i, fmt.Errorf("sub-server missed %d heartbeats (none for %v)", f.cfg.Misses, now.Sub(m.Seen).Round(time.Millisecond)))
+				}
+			}
+		}
+	}
+}
+
+func (f *Front) down(i int, cause error) {
+	f.mu.Lock()
+	f.members[i].Up = false
+	f.mu.Unlock()
+	n := f.r.ModelDown(i, cause)
+	f.cfg.OnEvent("model down", "model", f.cfg.Models[i], "index", i, "ended", n, "cause", cause)
+}
+
+func (f *Front) up(b Beat) {
+	f.note(b, true)
+	f.r.ModelUp(b.Index)
+	f.cfg.OnEvent("model up", "model", f.cfg.Models[b.Index], "index", b.Index)
+}
+
+// Router returns the front end's router: Submit, streams, cancellation.
+func (f *Front) Router() *router.Router { return f.r }
+
+// Members returns the front end's view of every model.
+func (f *Front) Members() []Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.members)
+}
+
+// Submit admits a request (bench.System).
+func (f *Front) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
+	return f.r.Submit(ctx, prompt, p)
+}
+
+// Close ends every request, stops the monitor and closes the connection.
+// The members notice the front end is gone and free what they hold.
+func (f *Front) Close() error {
+	err := f.r.Close()
+	f.shutdown()
+	return err
+}
+
+func (f *Front) shutdown() {
+	f.cancel()
+	f.wg.Wait()
+	_ = f.sub.Unsubscribe()
+	_ = f.bus.Close()
+}

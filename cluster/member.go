@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	gonats "github.com/nats-io/nats.go"
+
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/subserver"
+)
+
+// MemberConfig configures one model's sub-server running on its own.
+type MemberConfig struct {
+	// URL is the NATS server (nats://host:port).
+	URL string
+	// Prefix is the deployment's subject prefix (default
+	// bus/nats.DefaultPrefix).
+	Prefix string
+	// Index is this model's index in Models.
+	Index int
+	// Models are the deployment's model names, in the algorithm's order.
+	Models []string
+	// Engine runs the model; RunMember closes it when it returns.
+	Engine engine.Engine
+	// Registry, Algorithm and Params build this model's algorithm
+	// instance, as the front end builds its own.
+	Registry  *route.Registry
+	Algorithm string
+	Params    map[string]string
+	// Policy is the model's launch policy.
+	Policy sched.Policy
+	// MaxBatch bounds a step's batch (0: the sub-server default).
+	MaxBatch int
+	// Heartbeat is the heartbeat interval (default DefaultHeartbeat) and
+	// Misses the number of missed front-end heartbeats after which the
+	// member drops every request (default DefaultMisses). Front end and
+	// members must agree on both.
+	Heartbeat time.Duration
+	Misses    int
+	// OnEvent, if set, is told about membership changes (for logs).
+	OnEvent func(msg string, args ...any)
+}
+
+func (c *MemberConfig) defaults() error {
+	if c.Engine == nil || c.Registry == nil {
+		return errors.New("cluster: member needs an engine and an algorithm registry")
+	}
+	if c.Index < 0 || c.Index >= len(c.Models) {
+		return fmt.Errorf("cluster: model index %d of %d models", c.Index, len(c.Models))
+	}
+	if c.Prefix == "" {
+		c.Prefix = busnats.DefaultPrefix
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.Misses <= 0 {
+		c.Misses = DefaultMisses
+	}
+	if c.OnEvent == nil {
+		c.OnEvent = func(string, ...any) {}
+	}
+	return nil
+}
+
+// RunMember runs one model's sub-server on the NATS bus until ctx ends,
+// announcing it with heartbeats. It serves one front end at a time: when
+// the front end stops beating (Misses intervals) or a new one appears, the
+// sub-server restarts empty, freeing every request it held.
+func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cfg.Engine.Close()) }()
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", cfg.Index)})
+	if err != nil {
+		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+	}
+	defer b.Close()
+	fronts := make(chan Beat, 64)
+	sub, err := b.Conn().Subscribe(beatSubject(cfg.Prefix, -1), func(m *gonats.Msg) {
+		if fb, err := decodeBeat(m.Data); err == nil && fb.Index == -1 {
+			select {
+			case fronts <- fb:
+			default: // beats are periodic: a dropped one is replaced
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	m := &member{cfg: cfg, bus: b, inc: incarnation()}
+	if err := m.start(); err != nil {
+		return err
+	}
+	defer m.stop()
+	tick := time.NewTicker(cfg.Heartbeat)
+	defer tick.Stop()
+	var front uint64
+	var lastFront time.Time
+	m.beat(front)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case fb := <-fronts:
+			lastFront = time.Now()
+			if fb.Incarnation == front {
+				continue
+			}
+			if front != 0 {
+				cfg.OnEvent("new front end: dropping every request", "model", cfg.Index)
+				if err := m.restart(); err != nil {
+					return err
+				}
+			} else {
+				cfg.OnEvent("serving front end", "model", cfg.Index)
+			}
+			front = fb.Incarnation
+			m.beat(front)
+		case <-tick.C:
+			if front != 0 && time.Since(lastFront) > time.Duration(cfg.Misses)*cfg.Heartbeat {
+				cfg.OnEvent("front end lost: dropping every request", "model", cfg.Index)
+				if err := m.restart(); err != nil {
+					return err
+				}
+				front = 0
+			}
+			m.beat(front)
+		}
+	}
+}
+
+// member is RunMember's running state.
+type member struct {
+	cfg    MemberConfig
+	bus    *busnats.Bus
+	inc    uint64
+	s      *subserver.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start builds a fresh algorithm instance and sub-server and runs it.
+func (m *member) start() error {
+	c := m.cfg
+	alg, err := c.Registry.New(c.Algorithm, route.Spec{Model: c.Index, Models: c.Models, Params: c.Params})
+	if err != nil {
+		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
+	}
+	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: c.Engine,
+		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch})
+	if err != nil {
+		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.s, m.cancel, m.done = s, cancel, make(chan error, 1)
+	go func() { m.done <- s.Run(ctx) }()
+	return nil
+}
+
+// stop stops the sub-server; it detaches and frees every request's KV.
+func (m *member) stop() {
+	if m.s == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+	m.s = nil
+}
+
+func (m *member) restart() error {
+	m.stop()
+	return m.start()
+}
+
+// beat publishes a heartbeat.
+func (m *member) beat(front uint64) {
+	st := m.s.Stats()
+	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Front: front,
+		Info: m.cfg.Engine.Info(), Records: st.Records, KV: st.KVSequences, Goroutines: runtime.NumGoroutine(),
+		Steps: st.Steps, Tokens: st.Tokens}
+	_ = m.bus.Conn().Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
+}
