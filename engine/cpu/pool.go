@@ -15,26 +15,38 @@ type task interface {
 // spinIters bounds how long an idle worker polls for the next job before it
 // parks (tens of microseconds): kernels of one step follow each other within
 // microseconds, and waking a parked goroutine costs more than that.
-const spinIters = 1 << 14
+const spinIters = 1 << 12
+
+// maxParts bounds the parts of one job (they are counted in 16 bits).
+const maxParts = 1<<16 - 1
 
 // pool is a fixed set of worker goroutines owned by an engine. run splits a
-// task over the workers and the caller and returns when all parts are done;
-// close stops the workers and waits for them.
+// task into parts that the caller and the workers claim one at a time and
+// returns when all are done; close stops the workers and waits for them.
 //
-// Jobs are published through an atomic generation counter that idle workers
-// poll briefly before parking on their wake channel; channel hand-off alone
-// would let the Go scheduler run the woken worker on the caller's own
-// processor only after the caller blocks, serialising the parts.
+// A job is published in one atomic word holding its generation, the next
+// unclaimed part and the part count. Workers poll it briefly before parking
+// on their wake channel, and the caller claims parts too, so a worker that
+// the operating system has descheduled delays nothing: the caller does its
+// share. A worker reads the task only after claiming a part, and the caller
+// does not publish the next job before every claimed part is done.
 type pool struct {
 	n        int // workers including the caller
-	gen      atomic.Uint64
-	pending  atomic.Int64 // workers that have not finished the current job
-	t        task         // current job, written before gen is bumped
-	parts    int
+	claim    atomic.Uint64
+	done     atomic.Int64 // parts finished in the current job
+	t        task         // current job, written before claim is published
 	quit     atomic.Bool
 	sleeping []atomic.Bool
 	wake     []chan struct{}
-	done     sync.WaitGroup
+	wg       sync.WaitGroup
+}
+
+func packClaim(gen uint64, next, parts int) uint64 {
+	return gen<<32 | uint64(next)<<16 | uint64(parts)
+}
+
+func unpackClaim(c uint64) (gen uint64, next, parts int) {
+	return c >> 32, int(c>>16) & maxParts, int(c) & maxParts
 }
 
 func newPool(n int) *pool {
@@ -44,18 +56,37 @@ func newPool(n int) *pool {
 	p := &pool{n: n, sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
-		p.done.Add(1)
+		p.wg.Add(1)
 		go p.worker(w)
 	}
 	return p
 }
 
+// work claims and runs parts of the job of generation gen until none is
+// left; it reports whether it ran any.
+func (p *pool) work(w int, gen uint64) bool {
+	ran := false
+	for {
+		c := p.claim.Load()
+		g, next, parts := unpackClaim(c)
+		if g != gen || next >= parts {
+			return ran
+		}
+		if !p.claim.CompareAndSwap(c, packClaim(g, next+1, parts)) {
+			continue
+		}
+		p.t.do(w, next)
+		p.done.Add(1)
+		ran = true
+	}
+}
+
 func (p *pool) worker(w int) {
-	defer p.done.Done()
+	defer p.wg.Done()
 	seen := uint64(0)
 	for {
 		for i := 0; ; i++ {
-			if g := p.gen.Load(); g != seen {
+			if g, _, _ := unpackClaim(p.claim.Load()); g != seen {
 				seen = g
 				break
 			}
@@ -69,7 +100,7 @@ func (p *pool) worker(w int) {
 				continue
 			}
 			p.sleeping[w].Store(true)
-			if p.gen.Load() == seen && !p.quit.Load() {
+			if g, _, _ := unpackClaim(p.claim.Load()); g == seen && !p.quit.Load() {
 				<-p.wake[w]
 			}
 			p.sleeping[w].Store(false)
@@ -78,28 +109,30 @@ func (p *pool) worker(w int) {
 		if p.quit.Load() {
 			return
 		}
-		for part := w; part < p.parts; part += p.n {
-			p.t.do(w, part)
-		}
-		p.pending.Add(-1)
+		p.work(w, seen)
 	}
 }
 
-// run executes parts [0, parts) of t; part i goes to worker i mod n. With
+// run executes parts [0, parts) of t on the caller and the workers. With
 // one part (or one worker) it runs inline.
 func (p *pool) run(t task, parts int) {
 	if parts <= 0 {
 		return
 	}
-	if parts == 1 || p.n == 1 {
+	if parts == 1 || p.n == 1 || parts > maxParts {
 		for i := range parts {
 			t.do(0, i)
 		}
 		return
 	}
-	p.t, p.parts = t, parts
-	p.pending.Store(int64(p.n - 1))
-	p.gen.Add(1)
+	gen, _, _ := unpackClaim(p.claim.Load())
+	gen = (gen + 1) & (1<<32 - 1)
+	if gen == 0 {
+		gen = 1 // workers start having seen generation 0
+	}
+	p.t = t
+	p.done.Store(0)
+	p.claim.Store(packClaim(gen, 0, parts))
 	for w := 1; w < p.n; w++ {
 		if p.sleeping[w].Load() {
 			select {
@@ -108,10 +141,8 @@ func (p *pool) run(t task, parts int) {
 			}
 		}
 	}
-	for part := 0; part < parts; part += p.n {
-		t.do(0, part)
-	}
-	for i := 0; p.pending.Load() != 0; i++ {
+	p.work(0, gen)
+	for i := 0; p.done.Load() != int64(parts); i++ {
 		if i%64 == 63 {
 			runtime.Gosched()
 		}
@@ -128,5 +159,5 @@ func (p *pool) close() {
 		default:
 		}
 	}
-	p.done.Wait()
+	p.wg.Wait()
 }
