@@ -73,12 +73,7 @@ func (t *attnTask) do(worker, part int) {
 			for _, v := range sc[1:] {
 				mx = max(mx, v)
 			}
-			var sum float32
-			for p, v := range sc {
-				ev := expf((v - mx) * e.scale)
-				sc[p] = ev
-				sum += ev
-			}
+			sum := expShiftSum(sc, mx, e.scale)
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
 			clear(out)
 			for b := 0; b*blockTokens < n; b++ {

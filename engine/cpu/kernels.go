@@ -244,6 +244,35 @@ func expf(x float32) float32 {
 	return q * math.Float32frombits(uint32(ni+127)<<23)
 }
 
+// expShiftSum replaces each x[i] by e^((x[i]-mx)·scale), for x[i] ≤ mx and
+// scale > 0, and returns their sum. It is expf's computation inlined for
+// arguments that are never positive (attention scores below their maximum).
+func expShiftSum(x []float32, mx, scale float32) float32 {
+	var sum float32
+	for i, v := range x {
+		a := (v - mx) * scale
+		if !(a >= -87.33) { // also catches NaN
+			if a != a {
+				x[i] = a
+				sum += a
+				continue
+			}
+			x[i] = 0
+			continue
+		}
+		t := a*1.442695 + 12582912.0
+		ni := int32(math.Float32bits(t)) - 0x4B400000
+		n := t - 12582912.0
+		r := a - n*0.693145751953125
+		r -= n * 1.428606765330187e-06
+		q := ((((((float32(1.0/5040)*r+float32(1.0/720))*r+float32(1.0/120))*r+float32(1.0/24))*r+float32(1.0/6))*r+0.5)*r+1)*r + 1
+		e := q * math.Float32frombits(uint32(ni+127)<<23)
+		x[i] = e
+		sum += e
+	}
+	return sum
+}
+
 // softmax normalises x in place.
 func softmax(x []float32) {
 	if len(x) == 0 {

@@ -176,6 +176,20 @@ func TestKernelsAgainstReference(t *testing.T) {
 	if worst > 2e-7 {
 		t.Fatalf("expf relative error up to %g", worst)
 	}
+	xs := []float32{0, -1, -0.5, -10, -90, -200, 1e-3}
+	ys := append([]float32(nil), xs...)
+	sum := expShiftSum(ys, 1e-3, 1)
+	want := 0.0
+	for i, x := range xs {
+		e := expf(x - 1e-3)
+		want += float64(e)
+		if ys[i] != e {
+			t.Fatalf("expShiftSum element %d: %v, expf gives %v", i, ys[i], e)
+		}
+	}
+	if math.Abs(float64(sum)-want) > 1e-6 {
+		t.Fatalf("expShiftSum sum %v, want %v", sum, want)
+	}
 }
 
 // FuzzKernels compares the fast kernels with the plain reference ones on
