@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
@@ -50,6 +51,9 @@ type Options struct {
 	MaxTokens int
 	// Timeout bounds each run; exceeding it is reported as a deadlock.
 	Timeout time.Duration
+	// Bus, if set, returns a fresh bus for each deployment (bus/nats with
+	// an embedded server, say); nil runs on the router's in-memory bus.
+	Bus func(t *testing.T) bus.Bus
 }
 
 // Run checks one case on the engines mk returns.
@@ -90,7 +94,7 @@ func Run(t *testing.T, reg *route.Registry, c Case, mk Engines, o Options) {
 // run serves every prompt concurrently and checks counts and attribution.
 func run(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options, wrapped bool) []stream.Result {
 	t.Helper()
-	r := newRouter(t, reg, c, es, nil)
+	r := newRouter(t, reg, c, es, nil, o)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -137,7 +141,7 @@ func run(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Option
 func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options) {
 	t.Helper()
 	var moved atomic.Bool
-	r := newRouter(t, reg, c, es, &watch{moved: &moved})
+	r := newRouter(t, reg, c, es, &watch{moved: &moved}, o)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -191,13 +195,16 @@ func params(i int, o Options) route.Params {
 	return route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: uint64(1000 + i)}
 }
 
-func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch) *router.Router {
+func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *router.Router {
 	t.Helper()
 	ms := make([]router.Model, len(es))
 	for i, e := range es {
 		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e, Policy: sched.Policy{B: sched.Static(1)}}
 	}
 	cfg := router.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
+	if o.Bus != nil {
+		cfg.Bus = o.Bus(t)
+	}
 	if obs != nil {
 		cfg.Observer = obs
 	}

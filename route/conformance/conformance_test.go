@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bus"
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
@@ -61,7 +63,14 @@ func agree(i int) float64 {
 	return 0
 }
 
-func TestSim(t *testing.T) {
+func TestSim(t *testing.T) { runSim(t, nil) }
+
+// TestSimNATS runs the same suite with the sub-servers on a NATS bus (an
+// embedded server on loopback per deployment): every hand-off's message
+// and algorithm state travel encoded.
+func TestSimNATS(t *testing.T) { runSim(t, natsBus) }
+
+func runSim(t *testing.T, mkBus func(*testing.T) bus.Bus) {
 	mk := func(_ *testing.T, n int) []engine.Engine {
 		var es []engine.Engine
 		for i := range n {
@@ -70,8 +79,31 @@ func TestSim(t *testing.T) {
 		return es
 	}
 	runAll(t, 64, mk, conformance.Options{
-		Prompts: [][]int32{{1, 5, 9}, {1, 7}, {1, 300, 301, 302}, {1}}, MaxTokens: 24, Timeout: 20 * time.Second,
+		Prompts: [][]int32{{1, 5, 9}, {1, 7}, {1, 300, 301, 302}, {1}}, MaxTokens: 24, Timeout: 20 * time.Second, Bus: mkBus,
 	})
+}
+
+// natsBus starts an embedded NATS server and connects a bus to it; both
+// stop when the test ends.
+func natsBus(t *testing.T) bus.Bus {
+	t.Helper()
+	srv, err := busnats.StartServer(busnats.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "conformance"})
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if n := b.Errors(); n != 0 {
+			t.Errorf("NATS bus: %d events could not be carried", n)
+		}
+		_ = b.Close()
+		srv.Close()
+	})
+	return b
 }
 
 func TestCPU(t *testing.T) {
