@@ -34,7 +34,7 @@ const beatVersion = 1
 // Defaults of the liveness settings.
 const (
 	// DefaultHeartbeat is the heartbeat interval.
-	DefaultHeartbeat = 250 * time.Millisecond
+	DefaultHeartbeat = 500 * time.Millisecond
 	// DefaultMisses is how many missed heartbeats mark a peer dead.
 	DefaultMisses = 3
 )
