@@ -328,3 +328,25 @@ func TestSyntheticArchitecturesMatchReference(t *testing.T) {
 		})
 	}
 }
+
+// FuzzLoadGGUF feeds mutated model files to the loader: it must return an
+// error or an engine that can run a step, never panic.
+func FuzzLoadGGUF(f *testing.F) {
+	s := tinyShape{arch: "llama", dim: 32, hidden: 32, layers: 1, vocab: 8, heads: 2, kvHeads: 1, headDim: 16, ropeDim: 16, ropeBase: 10000, typ: gguf.Q8_0}
+	f.Add(buildTiny(f, s, 1))
+	s.arch, s.typ = "qwen3", gguf.F16
+	f.Add(buildTiny(f, s, 2))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := gguf.Parse(b)
+		if err != nil {
+			return
+		}
+		e, err := NewFromGGUF(file, Options{Threads: 1, KVBudgetBytes: 1 << 20, ContextLength: 64})
+		if err != nil {
+			return
+		}
+		defer e.Close()
+		out := make([]engine.Output, 1)
+		_ = e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: []int32{0, 1}}}, out)
+	})
+}
