@@ -7,6 +7,7 @@ package plot
 import (
 	"fmt"
 	"image/color"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -56,32 +57,37 @@ func Lines(path, title, xLabel, yLabel string, pts []Point, logX bool) error {
 // Scatter draws labelled points per series plus, when diagonal is set, the
 // line y = x (predicted = measured), and saves a PNG.
 func Scatter(path, title, xLabel, yLabel string, pts []Point, diagonal bool) error {
+	if len(pts) == 0 {
+		return fmt.Errorf("plot: %s: no points", path)
+	}
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Left = false
 	series, order := group(pts)
-	lo, hi := 0.0, 0.0
+	x0, x1, y0, y1 := pts[0].X, pts[0].X, pts[0].Y, pts[0].Y
+	for _, q := range pts {
+		x0, x1, y0, y1 = min(x0, q.X), max(x1, q.X), min(y0, q.Y), max(y1, q.Y)
+	}
+	if diagonal {
+		x0, y0 = min(x0, y0), min(x0, y0)
+		x1, y1 = max(x1, y1), max(x1, y1)
+	}
+	// Pad the ranges so points and their labels stay inside the frame.
+	px, py := max((x1-x0)*0.15, 1e-9), max((y1-y0)*0.12, 1e-9)
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = x0-px, x1+px, y0-py, y1+py
 	for i, name := range order {
-		xy := series[name]
-		s, err := plotter.NewScatter(xy)
+		s, err := plotter.NewScatter(series[name])
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 		s.GlyphStyle.Color = plotutil.Color(i)
 		s.GlyphStyle.Shape = plotutil.Shape(i)
-		s.GlyphStyle.Radius = vg.Points(3)
+		s.GlyphStyle.Radius = vg.Points(4)
 		p.Add(s)
 		p.Legend.Add(name, s)
-		for _, q := range xy {
-			if lo == 0 || q.X < lo {
-				lo = q.X
-			}
-			hi = max(hi, q.X, q.Y)
-			lo = min(lo, q.Y)
-		}
 	}
 	var labels plotter.XYLabels
 	for _, q := range pts {
@@ -96,13 +102,13 @@ func Scatter(path, title, xLabel, yLabel string, pts []Point, diagonal bool) err
 			return fmt.Errorf("plot: %w", err)
 		}
 		for i := range l.TextStyle {
-			l.TextStyle[i].XAlign = -0.1
-			l.TextStyle[i].YAlign = -0.2
+			l.TextStyle[i].XAlign = -0.5
+			l.TextStyle[i].YAlign = -1.2
 		}
 		p.Add(l)
 	}
-	if diagonal && hi > lo {
-		d, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+	if diagonal {
+		d, err := plotter.NewLine(plotter.XYs{{X: x0, Y: x0}, {X: x1, Y: x1}})
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
@@ -130,6 +136,9 @@ func group(pts []Point) (map[string]plotter.XYs, []string) {
 func save(p *plot.Plot, path string) error {
 	if filepath.Ext(path) != ".png" {
 		return fmt.Errorf("plot: %s: only .png is written", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
 	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
 		return fmt.Errorf("plot: save %s: %w", path, err)

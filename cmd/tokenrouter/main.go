@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newGenerateCmd(),
 		newBenchCmd(),
+		newEvalCmd(),
 		newPlanCmd(),
 		newServeCmd(),
 		newSubserverCmd(),
