@@ -337,3 +337,16 @@ func (e *Engine) rollback() {
 		}
 	}
 }
+
+// Embed writes tok's input embedding (a row of the token-embedding table)
+// to dst, which must hold Info().HiddenSize values; an id outside the
+// vocabulary leaves dst zeroed. It implements engine.Embedder.
+func (e *Engine) Embed(tok int32, dst []float32) {
+	if tok < 0 || int(tok) >= e.info.VocabSize || len(dst) < e.info.HiddenSize {
+		clear(dst)
+		return
+	}
+	e.embed(tok, dst[:e.info.HiddenSize])
+}
+
+var _ engine.Embedder = (*Engine)(nil)
