@@ -302,6 +302,12 @@ func (s *Server) drop(id uint64, r *rec) {
 // resume applies an arriving peer message: handoff-resume.
 func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r := s.recs[e.ID]
+	if r == nil && e.From == bus.Frontend {
+		// The entry message can overtake its admit broadcast when the bus
+		// does not order messages from one sender across subjects.
+		r = s.newRec(e.ID)
+		s.recs[e.ID] = r
+	}
 	if r == nil || r.at == finished {
 		return // cancelled or finished while the message travelled
 	}
