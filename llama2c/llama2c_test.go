@@ -4,33 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 )
 
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	m := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(m); err != nil {
-		t.Skipf("shared models directory %s is absent; skipping tests on real model files", m)
-	}
-	return m
-}
+func modelsDir(t testing.TB) string { return testmodels.Dir(t) }
 
 func TestRealFiles(t *testing.T) {
 	dir := modelsDir(t)

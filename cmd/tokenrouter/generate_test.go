@@ -3,21 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 )
 
-func modelsDir(t *testing.T) string {
-	t.Helper()
-	m := filepath.Join("..", "..", "..", "shared", "models")
-	if _, err := os.Stat(m); err != nil {
-		t.Skipf("shared models directory %s is absent; skipping generate tests", m)
-	}
-	return m
-}
+func modelsDir(t testing.TB) string { return testmodels.Dir(t) }
 
 func runCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()

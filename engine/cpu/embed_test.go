@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -12,16 +11,13 @@ import (
 // TestEmbedMatchesCheckpointTable checks Embed against the token-embedding
 // table read straight from the llama2.c checkpoint.
 func TestEmbedMatchesCheckpointTable(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s absent; skipping", path)
-	}
+	path := filepath.Join(modelsDir(t), "stories260K.gguf")
 	e, err := Open(path, Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	ck, err := llama2c.OpenCheckpoint(filepath.Join("..", "..", "..", "shared", "models", "stories260K.bin"))
+	ck, err := llama2c.OpenCheckpoint(filepath.Join(modelsDir(t), "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

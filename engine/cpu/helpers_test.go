@@ -2,37 +2,15 @@ package cpu
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 )
 
-// modelsDir returns ../shared/models relative to the repository root, or
-// skips the test when it is absent.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	m := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(m); err != nil {
-		t.Skipf("shared models directory %s is absent; skipping tests on real model files", m)
-	}
-	return m
-}
+func modelsDir(t testing.TB) string { return testmodels.Dir(t) }
 
 func openModel(t testing.TB, name string, opts Options) *Engine {
 	t.Helper()
