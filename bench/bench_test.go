@@ -46,7 +46,7 @@ func TestRunMeasuresTokensAndLatency(t *testing.T) {
 }
 
 func TestEverySystemServes(t *testing.T) {
-	rows, err := Compare(context.Background(), fastSetup(t), []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "slm-only", "llm-only"},
+	rows, err := Compare(context.Background(), fastSetup(t), Systems(),
 		[]int{2}, Options{MaxTokens: 30, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}, 2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +56,10 @@ func TestEverySystemServes(t *testing.T) {
 			t.Errorf("%s: no tokens", r.System)
 		}
 		switch r.System {
+		case "query-level":
+			if r.RoutedFraction < 0.05 || r.RoutedFraction > 0.6 {
+				t.Errorf("query-level: large-model share %.2f for p = 0.3", r.RoutedFraction)
+			}
 		case "slm-only":
 			if r.RoutedFraction != 0 {
 				t.Errorf("slm-only routed %.2f", r.RoutedFraction)

@@ -112,7 +112,7 @@ func (s Setup) Build(name string) (System, error) {
 			}
 		}
 		cfg.Models, cfg.Algorithm = models(nil), "query-level"
-		cfg.Params = map[string]string{"score": "random", "strong-fraction": strconv.FormatFloat(share, 'g', -1, 64)}
+		cfg.Params = map[string]string{"score": "random", "strong": strconv.FormatFloat(share, 'g', -1, 64)}
 	case "slm-only", "llm-only":
 		m := 0
 		if name == "llm-only" {
