@@ -47,6 +47,7 @@ type deployment struct {
 	ctxLen    int     // the smallest context length of the models
 	created   int64
 	obs       *observer
+	closer    io.Closer // what a Deployer returned to close after r, or nil
 }
 
 // names returns the model names in index order.
@@ -68,7 +69,8 @@ func (d *deployment) simulated() bool {
 	return true
 }
 
-// opened is one model's engine with its text facts.
+// opened is one model's engine (nil for a remote model) with its text
+// facts.
 type opened struct {
 	eng      engine.Engine
 	text     *textModel
@@ -76,20 +78,66 @@ type opened struct {
 	profile  *sim.Profile
 }
 
-// openModel opens one model definition.
-func openModel(m config.Model) (opened, error) {
+// openModel opens one model definition: its engine, or, when remote, only
+// what the front end needs (tokenizer, chat template, sim profile).
+func openModel(m config.Model, remote bool, vocab int) (opened, error) {
 	switch m.Engine {
 	case config.EngineSim:
 		prof, err := m.SimProfile()
 		if err != nil {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
 		}
-		eng := sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize, ContextLength: m.ContextLength})
-		return opened{eng: eng, text: simText(), profile: &prof}, nil
+		o := opened{text: simText(), profile: &prof}
+		if !remote {
+			o.eng = sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize, ContextLength: m.ContextLength})
+		}
+		return o, nil
 	case config.EngineCPU:
+		if remote {
+			return openCPUText(m, vocab)
+		}
 		return openCPU(m)
 	}
 	return opened{}, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
+}
+
+// openCPUText opens a remote cpu model's tokenizer and chat template
+// without its weights (a GGUF file is parsed for its metadata only; its
+// tensors are not loaded). vocab is the vocabulary size the remote model
+// announced.
+func openCPUText(m config.Model, vocab int) (opened, error) {
+	var (
+		o   opened
+		tok *tokenizer.Tokenizer
+		err error
+	)
+	switch {
+	case m.Tokenizer != "":
+		if tok, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		if isGGUF(m.Path) {
+			if f, err := gguf.Open(m.Path); err == nil {
+				o.template, _ = f.String("tokenizer.chat_template")
+			}
+		}
+	case isGGUF(m.Path):
+		f, err := gguf.Open(m.Path)
+		if err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		o.template, _ = f.String("tokenizer.chat_template")
+		if tok, err = tokenizer.FromGGUF(f); err != nil {
+			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+	default:
+		return opened{}, fmt.Errorf("model %s: the front end of a remote model needs its tokenizer: give tokenizer, or a path to its GGUF file", m.Name)
+	}
+	if tok.VocabSize() != vocab {
+		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), vocab)
+	}
+	o.text = realText(tok)
+	return o, nil
 }
 
 // openCPU loads real weights with their tokenizer and chat template.
@@ -152,38 +200,99 @@ func isGGUF(path string) bool {
 	return string(magic[:n]) == gguf.Magic
 }
 
-// buildDeployment opens a preset's engines and starts its router.
-func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, reg *route.Registry, m *metrics) (*deployment, error) {
+// buildDeployment opens a preset's engines and starts its router, or,
+// with deploy set, has deploy run the preset's models elsewhere and opens
+// only their text side here.
+func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, reg *route.Registry, m *metrics, deploy Deployer) (*deployment, error) {
 	tables, auto, err := p.ParseThresholds()
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
 	d := &deployment{name: p.Name, algorithm: p.Algorithm, params: p.Params, created: time.Now().Unix()}
+	remote := deploy != nil
+	mcs := make([]config.Model, len(p.Models))
+	for i, name := range p.Models {
+		mc, ok := cfg.Model(name)
+		if !ok {
+			return nil, fmt.Errorf("preset %s: unknown model %q", p.Name, name)
+		}
+		mcs[i] = mc
+		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
+	}
 	var (
-		engines  []engine.Engine
-		profiles []*sim.Profile
-		template string
+		opens   []opened
+		engines []engine.Engine
 	)
 	closeAll := func() {
 		for _, e := range engines {
 			e.Close()
 		}
 	}
-	for i, name := range p.Models {
-		mc, ok := cfg.Model(name)
-		if !ok {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: unknown model %q", p.Name, name)
+	if !remote {
+		for _, mc := range mcs {
+			o, err := openModel(mc, false, 0)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+			}
+			opens = append(opens, o)
+			engines = append(engines, o.eng)
 		}
-		o, err := openModel(mc)
+	}
+	if auto {
+		profiles := make([]*sim.Profile, len(mcs))
+		for i, mc := range mcs {
+			if mc.Engine == config.EngineSim {
+				if prof, err := mc.SimProfile(); err == nil {
+					profiles[i] = &prof
+				}
+			}
+		}
+		if tables, err = autoTables(ctx, p, profiles); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+	}
+	maxWait := p.MaxWait
+	if maxWait < 0 {
+		maxWait = 0
+	}
+	ms := make([]router.Model, len(mcs))
+	for i := range mcs {
+		ms[i] = router.Model{Name: p.Models[i], Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
+		if !remote {
+			ms[i].Engine = engines[i]
+		}
+	}
+	d.obs = m.observer(d)
+	rc := router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs}
+	if remote {
+		r, closer, err := deploy(ctx, p.Name, rc, mcs)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		d.r, d.closer = r, closer
+	} else {
+		r, err := router.New(rc)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}
-		engines = append(engines, o.eng)
-		profiles = append(profiles, o.profile)
-		info := o.eng.Info()
-		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path, simulated: info.Simulated, info: info})
+		d.r = r
+	}
+	infos := d.r.Models()
+	var template string
+	for i, mc := range mcs {
+		info := infos[i]
+		if remote {
+			o, err := openModel(mc, true, info.VocabSize)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
+			}
+			opens = append(opens, o)
+		}
+		o := opens[i]
+		d.models[i].simulated, d.models[i].info = info.Simulated, info
 		// The first real model's tokenizer and template serve the preset.
 		if d.text == nil || (d.text.sim && !o.text.sim) {
 			d.text, template = o.text, o.template
@@ -194,15 +303,8 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 	}
 	for _, mi := range d.models {
 		if mi.info.VocabSize != d.models[0].info.VocabSize {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: models %s and %s have different vocabularies (%d and %d tokens)",
-				p.Name, d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize)
-		}
-	}
-	if auto {
-		if tables, err = autoTables(ctx, p, profiles); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+			return nil, errors.Join(fmt.Errorf("preset %s: models %s and %s have different vocabularies (%d and %d tokens)",
+				p.Name, d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize), d.close())
 		}
 	}
 	d.family = chat.Detect(template)
@@ -211,22 +313,20 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 			d.stopIDs = append(d.stopIDs, id)
 		}
 	}
-	maxWait := p.MaxWait
-	if maxWait < 0 {
-		maxWait = 0
-	}
-	ms := make([]router.Model, len(engines))
-	for i, e := range engines {
-		ms[i] = router.Model{Name: p.Models[i], Engine: e, Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
-	}
-	d.obs = m.observer(d)
-	r, err := router.New(router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs})
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-	}
-	d.r = r
 	return d, nil
+}
+
+// close stops d's router (closing its engines) and then what its Deployer
+// returned to close.
+func (d *deployment) close() error {
+	var err error
+	if d.r != nil {
+		err = d.r.Close()
+	}
+	if d.closer != nil {
+		err = errors.Join(err, d.closer.Close())
+	}
+	return err
 }
 
 // autoTables asks the throughput model for the threshold tables. It needs

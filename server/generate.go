@@ -260,6 +260,8 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 		return nil, badRequest("", "invalid_value", "%v", strings.TrimPrefix(err.Error(), "bad request: "))
 	case errors.Is(err, router.ErrClosed):
 		return nil, errUnavailable("The server is shutting down")
+	case errors.Is(err, router.ErrUnavailable):
+		return nil, errUnavailable(unavailableMessage(err))
 	case err != nil:
 		return nil, err
 	}
@@ -280,6 +282,9 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	)
 	for !ended {
 		rerr := st.Recv(ctx, &chunk)
+		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, router.ErrUnavailable) {
+			return nil, errUnavailable(unavailableMessage(rerr))
+		}
 		if rerr != nil && !chunk.Done {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -402,6 +407,12 @@ func (s *Server) nativeResponse(g *genRequest, res *genResult) NativeResponse {
 		ID: "gen-" + res.id, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
 		Models: g.dep.names(), FinishReason: &reason, Usage: g.usage(res), Routing: g.routing(res),
 	}
+}
+
+// unavailableMessage words an error wrapping router.ErrUnavailable (a
+// model of a multi-process deployment stopped answering) for the client.
+func unavailableMessage(err error) string {
+	return "A model of this deployment is unavailable; retry later (" + err.Error() + ")"
 }
 
 // fail answers a generation error before any output was sent.

@@ -24,6 +24,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/router"
 )
 
 // Options configure a Server beyond its configuration.
@@ -44,7 +46,23 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry resolves algorithm names (default: route/builtin).
 	Registry *route.Registry
+	// Deploy, if set, runs every preset's models outside this process
+	// (child processes, other machines); the server then opens only their
+	// tokenizers and chat templates, not their weights. Nil runs every
+	// model's engine in process.
+	Deploy Deployer
 }
+
+// Deployer runs one preset's models elsewhere and returns a router over
+// them, for Options.Deploy. preset is the preset's name; rc is the router
+// configuration the server would start in process, without engines: the
+// models' names and policies (thresholds, max-wait), the algorithm, its
+// parameters and registry, MaxBatch and the metrics Observer; models are
+// the models' definitions in the same order. The returned router's models
+// must announce their engine facts (router.Model.Remote). The server
+// closes the router, then closer (which may be nil), on Close. ctx bounds
+// the start-up.
+type Deployer func(ctx context.Context, preset string, rc router.Config, models []config.Model) (r *router.Router, closer io.Closer, err error)
 
 // Server serves the HTTP API over one router per preset.
 type Server struct {
@@ -65,8 +83,9 @@ type Server struct {
 	closeErr  error
 }
 
-// New validates cfg, opens every preset's engines and starts their routers.
-// ctx bounds the start-up work (automatic thresholds). Close releases them.
+// New validates cfg, opens every preset's engines and starts their routers
+// (or has Options.Deploy run them elsewhere). ctx bounds the start-up work
+// (automatic thresholds, remote models joining). Close releases them.
 func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -80,7 +99,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) 
 	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
 	s.metrics = newMetrics(s)
 	for _, p := range cfg.Presets {
-		d, err := buildDeployment(ctx, &cfg, p, opts.Registry, s.metrics)
+		d, err := buildDeployment(ctx, &cfg, p, opts.Registry, s.metrics, opts.Deploy)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("server: %w", err)
@@ -102,7 +121,7 @@ func (s *Server) Close() error {
 		s.draining.Store(true)
 		var errs []error
 		for _, d := range s.deps {
-			errs = append(errs, d.r.Close())
+			errs = append(errs, d.close())
 		}
 		s.closeErr = errors.Join(errs...)
 	})

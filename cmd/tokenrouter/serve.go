@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/server"
@@ -24,6 +25,10 @@ type serveFlags struct {
 	p                                                                           float64
 	params, models                                                              []string
 	maxWait, shutdownTimeout                                                    time.Duration
+	// Scale out: --processes, --nats, --nats-prefix, --join-timeout.
+	processes       bool
+	natsURL, prefix string
+	joinTimeout     time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -48,7 +53,25 @@ checkpoint with --tokenizer), in routing order (small model first):
 the listener and limit flags override it. Endpoints: POST /v1/completions,
 POST /v1/chat/completions, GET /v1/models, POST /generate, GET /health,
 GET /metrics. SIGTERM or Ctrl-C drains requests in flight (up to
---shutdown-timeout) before exiting.`,
+--shutdown-timeout) before exiting.
+
+Scale out: --processes runs each model's sub-server in its own OS process
+(tokenrouter subserver, this binary), connected to an embedded NATS server on
+loopback; the HTTP front end stays in this process. A child that dies ends its
+requests in flight with a 503 (an error event mid-stream) within about 1.5 s
+and is restarted; shutdown stops every child. Each preset gets its own set of
+children.
+
+  tokenrouter serve --processes
+
+--nats nats://HOST:PORT joins an external NATS server whose sub-servers run
+elsewhere, started by hand with "tokenrouter subserver" (one preset per front
+end; the sub-servers own their thresholds and max-wait):
+
+  tokenrouter serve --nats nats://10.0.0.1:4222
+
+With both flags, the child processes connect to that server instead of an
+embedded one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
@@ -71,6 +94,10 @@ GET /metrics. SIGTERM or Ctrl-C drains requests in flight (up to
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
 	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: \"auto\", one value, or one per model (\"1,3\")")
 	fl.DurationVar(&f.maxWait, "max-wait", config.DefaultMaxWait, "launch a step anyway after this wait")
+	fl.BoolVar(&f.processes, "processes", false, "run each model's sub-server in its own process over an embedded NATS server (loopback)")
+	fl.StringVar(&f.natsURL, "nats", "", "join this NATS server (nats://HOST:PORT); the sub-servers run elsewhere (tokenrouter subserver)")
+	fl.StringVar(&f.prefix, "nats-prefix", busnats.DefaultPrefix, "--nats: the deployment's subject prefix (the sub-servers' --prefix)")
+	fl.DurationVar(&f.joinTimeout, "join-timeout", 30*time.Second, "--processes, --nats: how long to wait for every sub-server to join")
 	return cmd
 }
 
@@ -164,7 +191,18 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	ctx := cmd.Context()
 	log := slog.Default()
-	srv, err := server.New(ctx, cfg, server.Options{Logger: log})
+	opts := server.Options{Logger: log}
+	if f.processes || f.natsURL != "" {
+		if !f.processes && len(cfg.Presets) > 1 {
+			return fmt.Errorf("--nats: a front end joining sub-servers started elsewhere serves one preset; "+
+				"this configuration has %d (run one serve per preset, each with its own --nats-prefix, or use --processes)", len(cfg.Presets))
+		}
+		lvl, _ := cmd.Flags().GetString("log-level")
+		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl,
+			joinTimeout: f.joinTimeout, log: log}.deploy
+		log.Info("scale out", "processes", f.processes, "nats", f.natsURL)
+	}
+	srv, err := server.New(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}

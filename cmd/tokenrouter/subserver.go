@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
@@ -22,12 +25,12 @@ import (
 
 // subserverFlags are the subserver command's flags.
 type subserverFlags struct {
-	url, prefix, model, engine, profile, path, algorithm, thresholds string
-	models, params                                                   []string
-	index, threads, maxBatch, misses                                 int
-	seed                                                             uint64
-	maxWait, heartbeat                                               time.Duration
-	stdinEOF                                                         bool
+	url, prefix, model, engine, profile, path, algorithm, thresholds, table string
+	models, params                                                          []string
+	index, threads, maxBatch, misses, vocabSize, contextLength, kvBudgetMB  int
+	seed                                                                    uint64
+	maxWait, heartbeat, latBase, latPerSeq, latPerToken                     time.Duration
+	stdinEOF, seedSet                                                       bool
 }
 
 func newSubserverCmd() *cobra.Command {
@@ -54,13 +57,20 @@ Every member and the front end must agree on --models, --algorithm, --prefix,
 	fl.StringSliceVar(&f.models, "models", nil, "all model names in order (default: the sim profile's)")
 	fl.StringVar(&f.model, "model", "", "this model's name (default: models[index]); must match --models")
 	fl.StringVar(&f.engine, "engine", "sim", "engine: sim or cpu")
-	fl.StringVar(&f.profile, "profile", "paper-r2r", "sim latency profile (model --index of it)")
-	fl.Uint64Var(&f.seed, "seed", 0, "sim seed (default: index+1)")
+	fl.StringVar(&f.profile, "profile", "paper-r2r", "sim latency profile: a preset (its model --index) or preset/model")
+	fl.DurationVar(&f.latBase, "latency-base", 0, "sim: explicit step latency base (with --latency-per-seq, --latency-per-token; replaces --profile)")
+	fl.DurationVar(&f.latPerSeq, "latency-per-seq", 0, "sim: explicit step latency per sequence")
+	fl.DurationVar(&f.latPerToken, "latency-per-token", 0, "sim: explicit step latency per extra token")
+	fl.Uint64Var(&f.seed, "seed", 0, "sim seed (default: index+1; an explicit 0 is seed 0)")
+	fl.IntVar(&f.vocabSize, "vocab-size", 0, "sim: vocabulary size (0: the sim default)")
+	fl.IntVar(&f.contextLength, "context-length", 0, "sim: context length; cpu: cap on the model's own (0: default)")
 	fl.StringVar(&f.path, "path", "", "cpu: GGUF file or llama2.c checkpoint")
 	fl.IntVar(&f.threads, "threads", 0, "cpu: kernel threads (0: GOMAXPROCS)")
+	fl.IntVar(&f.kvBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
 	fl.StringVar(&f.algorithm, "algorithm", "r2r-random", "routing algorithm")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
 	fl.StringVar(&f.thresholds, "thresholds", "1", "this model's batching threshold B")
+	fl.StringVar(&f.table, "threshold-table", "", "this model's threshold table B(n) for n = 0, 1, 2, ... active requests (\"1,1,2,3\"; replaces --thresholds)")
 	fl.DurationVar(&f.maxWait, "max-wait", 50*time.Millisecond, "launch a step anyway after this wait (0 disables the guard)")
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "largest step batch (0: default)")
 	fl.DurationVar(&f.heartbeat, "heartbeat", cluster.DefaultHeartbeat, "heartbeat interval")
@@ -78,10 +88,11 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	if err != nil {
 		return err
 	}
-	tables, err := sched.ParseStatic(f.thresholds)
-	if err != nil || len(tables) != 1 {
-		return fmt.Errorf("--thresholds %q: want one value for this model (%v)", f.thresholds, err)
+	table, err := subserverTable(f)
+	if err != nil {
+		return err
 	}
+	f.seedSet = cmd.Flags().Changed("seed")
 	eng, models, err := openSubserverEngine(f)
 	if err != nil {
 		return err
@@ -109,12 +120,33 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
 		URL: f.url, Prefix: f.prefix, Index: f.index, Models: models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
-		Policy: sched.Policy{B: tables[0], MaxWait: f.maxWait}, MaxBatch: f.maxBatch,
+		Policy: sched.Policy{B: table, MaxWait: f.maxWait}, MaxBatch: f.maxBatch,
 		Heartbeat: f.heartbeat, Misses: f.misses,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})
 	log.Info("sub-server stopped")
 	return err
+}
+
+// subserverTable is this model's threshold table from --thresholds or
+// --threshold-table.
+func subserverTable(f subserverFlags) (sched.Table, error) {
+	if f.table == "" {
+		tables, err := sched.ParseStatic(f.thresholds)
+		if err != nil || len(tables) != 1 {
+			return nil, fmt.Errorf("--thresholds %q: want one value for this model (%v)", f.thresholds, err)
+		}
+		return tables[0], nil
+	}
+	var t sched.Table
+	for _, v := range strings.Split(f.table, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || b < 1 {
+			return nil, fmt.Errorf("--threshold-table %q: want positive integers such as \"1,1,2,3\"", f.table)
+		}
+		t = append(t, b)
+	}
+	return t, nil
 }
 
 // openSubserverEngine opens this model's engine and returns the
@@ -123,30 +155,48 @@ func openSubserverEngine(f subserverFlags) (engine.Engine, []string, error) {
 	switch f.engine {
 	case "sim":
 		preset, err := sim.LookupPreset(f.profile)
-		if err != nil {
+		explicit := f.latBase != 0 || f.latPerSeq != 0 || f.latPerToken != 0
+		named := strings.Contains(f.profile, "/")
+		if err != nil && !named && !explicit {
 			return nil, nil, err
 		}
 		models := f.models
 		if len(models) == 0 {
+			if named || explicit {
+				return nil, nil, errors.New("--engine sim with --profile preset/model or explicit latencies needs --models")
+			}
 			models = preset.Models
 		}
-		if f.index < 0 || f.index >= len(preset.Profiles) {
-			return nil, nil, fmt.Errorf("--index %d: profile %s has %d models", f.index, preset.Name, len(preset.Profiles))
+		if f.index < 0 || f.index >= len(models) {
+			return nil, nil, fmt.Errorf("--index %d: have %d models %v", f.index, len(models), models)
 		}
 		seed := f.seed
-		if seed == 0 {
+		if !f.seedSet {
 			seed = uint64(f.index + 1)
 		}
-		name := preset.Models[f.index]
-		if f.index < len(models) {
-			name = models[f.index]
+		name := models[f.index]
+		var prof sim.Profile
+		switch {
+		case explicit || named:
+			mc := config.Model{Name: name, Engine: config.EngineSim, Profile: f.profile}
+			if explicit {
+				mc.Profile = ""
+				mc.Latency = &config.Latency{Base: f.latBase, PerSeq: f.latPerSeq, PerToken: f.latPerToken}
+			}
+			if prof, err = mc.SimProfile(); err != nil {
+				return nil, nil, fmt.Errorf("model %s: %w", name, err)
+			}
+		case f.index < len(preset.Profiles):
+			prof = preset.Profiles[f.index]
+		default:
+			return nil, nil, fmt.Errorf("--index %d: profile %s has %d models", f.index, preset.Name, len(preset.Profiles))
 		}
-		return sim.New(sim.Config{Name: name, Profile: preset.Profiles[f.index], Seed: seed}), models, nil
+		return sim.New(sim.Config{Name: name, Profile: prof, Seed: seed, VocabSize: f.vocabSize, ContextLength: f.contextLength}), models, nil
 	case "cpu":
 		if f.path == "" || len(f.models) == 0 {
 			return nil, nil, errors.New("--engine cpu needs --path and --models")
 		}
-		eng, err := cpu.Open(f.path, cpu.Options{Threads: f.threads})
+		eng, err := cpu.Open(f.path, cpu.Options{Threads: f.threads, KVBudgetBytes: int64(f.kvBudgetMB) << 20, ContextLength: f.contextLength})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// clusterDeploy runs serve's presets outside the serving process: with
+// processes, one tokenrouter subserver child process per model on an
+// embedded NATS server (or on nats when set); without, it joins nats,
+// where the sub-servers were started by hand.
+type clusterDeploy struct {
+	processes   bool
+	nats        string // external NATS URL, or "" for an embedded server
+	prefix      string // the subject prefix of a joined deployment
+	binary      string // the subserver executable ("": this executable)
+	logLevel    string // the children's --log-level
+	joinTimeout time.Duration
+	output      io.Writer // the children's stdout and stderr (nil: stderr)
+	log         *slog.Logger
+}
+
+// deploy implements server.Deployer.
+func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Config, models []config.Model) (*router.Router, io.Closer, error) {
+	names := make([]string, len(rc.Models))
+	for i, m := range rc.Models {
+		names[i] = m.Name
+	}
+	onEvent := func(msg string, args ...any) { c.log.Info(msg, append([]any{"preset", preset}, args...)...) }
+	if !c.processes {
+		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Prefix: c.prefix, Models: names, Registry: rc.Registry,
+			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, OnEvent: onEvent})
+		if err != nil {
+			return nil, nil, err
+		}
+		return f.Router(), f, nil
+	}
+	args := make([][]string, len(models))
+	for i, m := range models {
+		a, err := subserverArgs(m, rc.Models[i].Policy, rc.MaxBatch)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.logLevel != "" {
+			a = append(a, "--log-level", c.logLevel)
+		}
+		args[i] = a
+	}
+	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, Models: names, ModelArgs: args,
+		Registry: rc.Registry, Algorithm: rc.Algorithm, Params: rc.Params, Output: c.output,
+		JoinTimeout: c.joinTimeout, OnEvent: onEvent})
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Router(), l, nil
+}
+
+// subserverArgs are the subserver flags that run model m with policy pol.
+func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
+	var a []string
+	switch m.Engine {
+	case config.EngineSim:
+		a = append(a, "--engine", "sim", "--seed", strconv.FormatUint(m.Seed, 10))
+		switch {
+		case m.Latency != nil:
+			a = append(a, "--latency-base", m.Latency.Base.String(), "--latency-per-seq", m.Latency.PerSeq.String(),
+				"--latency-per-token", m.Latency.PerToken.String())
+		case strings.Contains(m.Profile, "/"):
+			a = append(a, "--profile", m.Profile)
+		default: // a bare preset names the preset's model of the same name
+			a = append(a, "--profile", m.Profile+"/"+m.Name)
+		}
+		if m.VocabSize > 0 {
+			a = append(a, "--vocab-size", strconv.Itoa(m.VocabSize))
+		}
+	case config.EngineCPU:
+		path, err := filepath.Abs(m.Path)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", m.Name, err)
+		}
+		a = append(a, "--engine", "cpu", "--path", path, "--threads", strconv.Itoa(m.Threads),
+			"--kv-budget-mb", strconv.Itoa(m.KVBudgetMB))
+	default:
+		return nil, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
+	}
+	if m.ContextLength > 0 {
+		a = append(a, "--context-length", strconv.Itoa(m.ContextLength))
+	}
+	if len(pol.B) == 0 {
+		return nil, errors.New("no threshold table")
+	}
+	b := make([]string, len(pol.B))
+	for i, v := range pol.B {
+		b[i] = strconv.Itoa(v)
+	}
+	a = append(a, "--threshold-table", strings.Join(b, ","), "--max-wait", pol.MaxWait.String())
+	if maxBatch > 0 {
+		a = append(a, "--max-batch", strconv.Itoa(maxBatch))
+	}
+	return a, nil
+}

@@ -1,0 +1,454 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/server"
+)
+
+// testBinary is the tokenrouter executable TestMain builds once; the
+// multi-process tests run it as serve and as the sub-server children.
+type testBinary struct{ path string }
+
+var bin testBinary // set once by TestMain, read-only afterwards
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tokenrouter-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.path = filepath.Join(dir, "tokenrouter")
+	if out, err := exec.Command("go", "build", "-o", bin.path, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building tokenrouter: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// logBuffer collects log lines (the front end's and the children's).
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var startedRE = regexp.MustCompile(`msg="sub-server process started" preset=\S+ model=(\S+) pid=(\d+)`)
+
+// pids returns the latest child process id of each model, and every child
+// process id ever started.
+func (l *logBuffer) pids() (latest map[string]int, all []int) {
+	latest = map[string]int{}
+	for _, m := range startedRE.FindAllStringSubmatch(l.String(), -1) {
+		pid, _ := strconv.Atoi(m[2])
+		latest[m[1]] = pid
+		all = append(all, pid)
+	}
+	return latest, all
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// front is an HTTP front end on 127.0.0.1 over a deployment that runs
+// elsewhere.
+type front struct {
+	url    string
+	client *http.Client
+	log    *logBuffer
+	srv    *server.Server
+	stop   context.CancelFunc
+	served chan error
+}
+
+// startFront serves the default configuration (sim paper-r2r, r2r-random)
+// with deploy running the models.
+func startFront(t *testing.T, d clusterDeploy) *front {
+	t.Helper()
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	d.binary, d.logLevel, d.output, d.log, d.joinTimeout = bin.path, "warn", logs, log, 20*time.Second
+	cfg := config.Default()
+	cfg.Port, cfg.ShutdownTimeout = 0, 5*time.Second
+	srv, err := server.New(context.Background(), cfg, server.Options{Logger: log, Deploy: d.deploy})
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logs)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &front{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second},
+		log: logs, srv: srv, stop: cancel, served: make(chan error, 1)}
+	go func() { f.served <- srv.Serve(ctx, ln) }()
+	return f
+}
+
+// shutdown cancels Serve's context, waits for it and closes the server.
+func (f *front) shutdown(t *testing.T) {
+	t.Helper()
+	f.stop()
+	if err := <-f.served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	f.client.CloseIdleConnections()
+	if err := f.srv.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// chatResult is what a chat completion returned: status, text, routing
+// counts, and for a stream whether it ended with an error event.
+type chatResult struct {
+	status   int
+	text     string
+	byModel  map[string]int
+	errEvent string
+	done     bool
+	body     string
+}
+
+// chat sends a chat completion; first, if set, is called once the first
+// content arrives.
+func (f *front) chat(ctx context.Context, stream bool, maxTokens int, first func()) (chatResult, error) {
+	body, _ := json.Marshal(map[string]any{"model": "r2r-random", "stream": stream, "max_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": "Tell me a story"}}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return chatResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return chatResult{}, err
+	}
+	defer resp.Body.Close()
+	res := chatResult{status: resp.StatusCode}
+	type routing struct {
+		TokensByModel map[string]int `json:"tokens_by_model"`
+	}
+	if !stream || resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(resp.Body)
+		res.body = string(b)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return res, err
+		}
+		var out struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Routing routing `json:"routing"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Choices) != 1 {
+			return res, fmt.Errorf("body %s: %v", b, err)
+		}
+		res.text, res.byModel = out.Choices[0].Message.Content, out.Routing.TokensByModel
+		return res, nil
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			res.done = true
+			break
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+			Routing *routing `json:"routing"`
+			Error   *struct {
+				Message, Code string
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return res, fmt.Errorf("event %s: %w", data, err)
+		}
+		if ch.Error != nil {
+			res.errEvent = ch.Error.Code + ": " + ch.Error.Message
+			continue
+		}
+		if len(ch.Choices) == 1 && ch.Choices[0].Delta.Content != "" {
+			if res.text == "" && first != nil {
+				first()
+			}
+			res.text += ch.Choices[0].Delta.Content
+		}
+		if ch.Routing != nil {
+			res.byModel = ch.Routing.TokensByModel
+		}
+	}
+	return res, sc.Err()
+}
+
+// bothModels checks a successful answer with tokens from both models.
+func bothModels(t *testing.T, what string, res chatResult, err error) {
+	t.Helper()
+	if err != nil || res.status != http.StatusOK || res.errEvent != "" || res.text == "" {
+		t.Fatalf("%s: %+v, %v", what, res, err)
+	}
+	if res.byModel["slm"] == 0 || res.byModel["llm"] == 0 {
+		t.Fatalf("%s: tokens by model %v: want both", what, res.byModel)
+	}
+}
+
+// TestServeProcesses runs the sim default with one child process per
+// model: answers with tokens from both models, a SIGKILLed child under
+// load ends every request in flight with a clear error within a bounded
+// time, the restarted child serves again, and shutdown leaves no child.
+func TestServeProcesses(t *testing.T) {
+	f := startFront(t, clusterDeploy{processes: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	res, err := f.chat(ctx, false, 64, nil)
+	bothModels(t, "non-streaming", res, err)
+	res, err = f.chat(ctx, true, 64, nil)
+	bothModels(t, "streaming", res, err)
+	if !res.done {
+		t.Fatalf("stream without [DONE]: %+v", res)
+	}
+
+	// Load: streaming and non-streaming requests far longer than the test.
+	const streams, plain = 6, 2
+	var started, wg sync.WaitGroup
+	started.Add(streams)
+	results := make([]chatResult, streams+plain)
+	errs := make([]error, streams+plain)
+	ended := make([]time.Time, streams+plain)
+	for i := range streams + plain {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var once sync.Once
+			results[i], errs[i] = f.chat(ctx, i < streams, 20000, func() { once.Do(started.Done) })
+			ended[i] = time.Now()
+		}()
+	}
+	started.Wait()
+	time.Sleep(100 * time.Millisecond) // the plain requests are in flight too
+	before, _ := f.log.pids()
+	victim := before["llm"]
+	if !alive(victim) || !alive(before["slm"]) {
+		t.Fatalf("children %v not running\nlog:\n%s", before, f.log)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	const bound = 5 * time.Second // 3 missed 500 ms heartbeats, or the restart, whichever first
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if took := ended[i].Sub(killed); took > bound {
+			t.Errorf("request %d ended %v after the kill (bound %v)", i, took, bound)
+		}
+		if i < streams {
+			if r.status != http.StatusOK || !strings.HasPrefix(r.errEvent, "service_unavailable: ") || !strings.Contains(r.errEvent, "llm") || !r.done {
+				t.Errorf("stream %d: want an error event naming llm and [DONE], got %+v", i, r)
+			}
+		} else if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "service_unavailable") || !strings.Contains(r.body, "llm") {
+			t.Errorf("request %d: want 503 naming llm, got %d %s", i, r.status, r.body)
+		}
+	}
+	t.Logf("in-flight requests ended %v after SIGKILL", ended[0].Sub(killed).Round(time.Millisecond))
+
+	// The restarted child rejoins and serves.
+	waitFor(t, 15*time.Second, "a restarted llm child to serve", func() bool {
+		res, err := f.chat(ctx, false, 32, nil)
+		return err == nil && res.status == http.StatusOK && res.byModel["llm"] > 0
+	})
+	after, all := f.log.pids()
+	if after["llm"] == victim || !alive(after["llm"]) || after["slm"] != before["slm"] {
+		t.Fatalf("children before %v, after %v", before, after)
+	}
+	res, err = f.chat(ctx, true, 64, nil)
+	bothModels(t, "streaming after restart", res, err)
+
+	// Shutdown stops every child.
+	f.shutdown(t)
+	for _, pid := range all {
+		if alive(pid) {
+			t.Errorf("child %d still running after shutdown", pid)
+		}
+	}
+}
+
+// TestServeJoinsNATS runs the front end against sub-servers started by
+// hand (tokenrouter subserver) on a NATS server of the test's own, as on
+// two machines.
+func TestServeJoinsNATS(t *testing.T) {
+	ns, err := busnats.StartServer(busnats.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	logs := &logBuffer{}
+	var children []*exec.Cmd
+	defer func() {
+		for _, c := range children {
+			_ = c.Process.Signal(syscall.SIGTERM)
+			_ = c.Wait()
+		}
+	}()
+	for i, profile := range []string{"paper-r2r/slm", "paper-r2r/llm"} {
+		c := exec.Command(bin.path, "subserver", "--nats", ns.URL(), "--index", strconv.Itoa(i), "--models", "slm,llm",
+			"--engine", "sim", "--profile", profile, "--algorithm", "r2r-random", "--param", "p=0.35", "--log-level", "warn")
+		c.Stdout, c.Stderr = logs, logs
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, c)
+	}
+	f := startFront(t, clusterDeploy{nats: ns.URL(), prefix: busnats.DefaultPrefix})
+	defer f.shutdown(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := f.chat(ctx, true, 64, nil)
+	bothModels(t, "streaming over joined sub-servers", res, err)
+	if logs.String() != "" {
+		t.Logf("sub-servers:\n%s", logs)
+	}
+}
+
+// TestServeProcessesSIGTERM runs the binary's serve --processes, answers a
+// request and sends SIGTERM: the command exits cleanly and no child
+// outlives it.
+func TestServeProcessesSIGTERM(t *testing.T) {
+	logs := &logBuffer{}
+	cmd := exec.Command(bin.path, "serve", "--processes", "--port", "0", "--shutdown-timeout", "5s")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	urlRE := regexp.MustCompile(`msg=serving url=(http://127\.0\.0\.1:\d+)`)
+	var url string
+	waitFor(t, 20*time.Second, "serve to listen", func() bool {
+		if m := urlRE.FindStringSubmatch(logs.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	})
+	f := &front{url: url, client: &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}}
+	defer f.client.CloseIdleConnections()
+	res, err := f.chat(context.Background(), true, 32, nil)
+	if err != nil || !res.done || res.errEvent != "" {
+		t.Fatalf("%+v, %v\nlog:\n%s", res, err, logs)
+	}
+	pids, all := logs.pids()
+	if len(pids) != 2 || !alive(pids["slm"]) || !alive(pids["llm"]) {
+		t.Fatalf("children %v\nlog:\n%s", pids, logs)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("serve: %v\nlog:\n%s", err, logs)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM\nlog:\n%s", logs)
+	}
+	// The children are the serve process's own: it waited for them, so
+	// they are gone (not zombies) once it has exited.
+	for _, pid := range all {
+		if alive(pid) {
+			t.Errorf("child %d still running after serve exited", pid)
+		}
+	}
+}
+
+func TestSubserverArgs(t *testing.T) {
+	pol := sched.Policy{B: sched.Table{1, 2, 3}, MaxWait: 0}
+	a, err := subserverArgs(config.Model{Name: "llm", Engine: config.EngineSim, Profile: "paper-r2r", Seed: 0}, pol, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(a, " ")
+	for _, want := range []string{"--engine sim", "--seed 0", "--profile paper-r2r/llm", "--threshold-table 1,2,3", "--max-wait 0s", "--max-batch 8"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	a, err = subserverArgs(config.Model{Name: "x", Engine: config.EngineSim, Seed: 3,
+		Latency: &config.Latency{Base: time.Millisecond, PerSeq: 2 * time.Microsecond}}, pol, 0)
+	if got := strings.Join(a, " "); err != nil || !strings.Contains(got, "--latency-base 1ms --latency-per-seq 2µs --latency-per-token 0s") {
+		t.Errorf("latency: %q, %v", got, err)
+	}
+	a, err = subserverArgs(config.Model{Name: "m", Engine: config.EngineCPU, Path: "m.gguf", Threads: 2}, pol, 0)
+	if got := strings.Join(a, " "); err != nil || !strings.Contains(got, "--engine cpu --path /") || !strings.Contains(got, "--threads 2") {
+		t.Errorf("cpu: %q, %v", got, err)
+	}
+}
