@@ -40,6 +40,8 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 	}
 	onEvent := func(msg string, args ...any) { c.log.Info(msg, append([]any{"preset", preset}, args...)...) }
 	if !c.processes {
+		c.log.Info("joining sub-servers started elsewhere; they own their thresholds and max-wait",
+			"preset", preset, "nats", c.nats, "prefix", c.prefix, "models", names)
 		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Prefix: c.prefix, Models: names, Registry: rc.Registry,
 			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, OnEvent: onEvent})
 		if err != nil {
