@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,12 +23,11 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
-	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
-	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // benchFlags are the bench command's flags.
@@ -41,6 +42,9 @@ type benchFlags struct {
 	validate                                               bool
 	rounds                                                 int
 	tolerance                                              float64
+	retries                                                int
+	maxLateness                                            time.Duration
+	maxStepDev                                             float64
 }
 
 // benchRow is one measured configuration, as printed.
@@ -84,9 +88,10 @@ tables B*(n) (DESIGN §6); a comma-separated list fixes static thresholds.
 --system lockstep runs the same engines and algorithm the way R2R's official
 serving does (all requests advance in global steps).
 
-Every request carries --seed as its routing seed, so r2r-random's draws depend
-only on the request id and position: runs with the same seed and concurrency
-see the same draws (common random numbers), whatever the goroutine schedule.
+Client w's k-th request carries the routing seed --seed ^ w<<32 ^ k, and
+seeded draws depend only on the seed and the position (route.Request.Draw), so
+runs with the same --seed and concurrency see the same routing draws (common
+random numbers) whatever the goroutine schedule.
 
 To change r2r-random's probability during a run (drift experiments):
   --param p-after=0.10 --param switch-at=20s
@@ -99,6 +104,12 @@ measured and the predicted (exact Markov chain) throughput side by side, and
 whether the predicted best B1 is the measured best. Each point is measured
 for --duration (default 10s) in --rounds interleaved slices (the order of
 points is shuffled per round), each slice after its own --warmup (default 1s).
+The comparison assumes the runtime ran at the profile's step times on a
+machine that was not starved: a slice whose mean step time is off the profile
+by more than --max-step-dev, or during which a probe's 1 ms sleeps woke more
+than --max-lateness late on average, is discarded and measured again (up to
+--retries times; the table reports the retries). The criterion looks at the
+machine, never at the throughput.
 
 Progress goes to stderr.`,
 		Args: cobra.NoArgs,
@@ -128,6 +139,9 @@ Progress goes to stderr.`,
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
 	fl.IntVar(&f.rounds, "rounds", 2, "with --validate: interleaved slices per point")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
+	fl.IntVar(&f.retries, "retries", 3, "with --validate: re-measure a slice the machine starved up to this many times")
+	fl.DurationVar(&f.maxLateness, "max-lateness", time.Millisecond, "with --validate: a slice whose mean timer lateness exceeds this was starved")
+	fl.Float64Var(&f.maxStepDev, "max-step-dev", 0.02, "with --validate: a slice whose mean step time is off the profile by more than this was starved")
 	return cmd
 }
 
@@ -180,11 +194,11 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	}
 	var rows []benchRow
 	for _, n := range f.concurrency {
-		sys, err := buildSystem(f, preset, params, tables)
+		sys, err := buildSystem(f, preset, params, tables, nil)
 		if err != nil {
 			return err
 		}
-		res, err := bench.Run(cmd.Context(), seeded{sys, f.seed}, bench.Options{
+		res, err := bench.Run(cmd.Context(), sys, bench.Options{
 			Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup,
 			Duration: f.duration, Seed: f.seed, Progress: cmd.ErrOrStderr(),
 			Label: fmt.Sprintf("%s N=%d", f.system, n),
@@ -255,7 +269,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 
 // buildSystem wires the chosen serving system on fresh sim engines. Nil
 // tables select automatic thresholds.
-func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table) (bench.System, error) {
+func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) (bench.System, error) {
 	engines := make([]engine.Engine, len(preset.Models))
 	for i, name := range preset.Models {
 		engines[i] = sim.New(sim.Config{Name: name, Profile: preset.Profiles[i], Seed: uint64(i + 1)})
@@ -270,7 +284,7 @@ func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tabl
 			}
 			ms[i] = router.Model{Name: preset.Models[i], Engine: engines[i], Policy: pol}
 		}
-		cfg := router.Config{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry()}
+		cfg := router.Config{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(), Observer: obs}
 		if tables == nil {
 			cfg.Auto = &autotune.Options{}
 		}
@@ -282,19 +296,6 @@ func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tabl
 		_ = e.Close()
 	}
 	return nil, fmt.Errorf("--system %q: want tokenrouter or lockstep", f.system)
-}
-
-// seeded gives every request the same routing seed, so an algorithm's
-// per-request draws depend only on the request id and position.
-type seeded struct {
-	bench.System
-	seed uint64
-}
-
-// Submit admits a request with the common seed.
-func (s seeded) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
-	p.Seed = s.seed
-	return s.System.Submit(ctx, prompt, p)
 }
 
 // parseParams turns name=value pairs into a map.
@@ -324,6 +325,10 @@ type validatePoint struct {
 	Within          bool    `json:"within_tolerance"`
 	PredictedBest   bool    `json:"predicted_best"`
 	MeasuredBest    bool    `json:"measured_best"`
+	// Retries counts slices measured again because the machine starved;
+	// Starved counts slices kept although it still was.
+	Retries int `json:"retries"`
+	Starved int `json:"starved"`
 
 	routed float64
 }
@@ -438,10 +443,25 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 			pt := &pts[k]
 			tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
 			// Every point of a round uses the same seed: common random numbers.
-			res, err := measure(ctx, f, preset, params, tables, pt.Concurrency, slice, f.seed+uint64(round))
-			if err != nil {
-				return err
+			var sl sliceResult
+			for try := 0; ; try++ {
+				sl, err = measure(ctx, f, preset, params, tables, pt.Concurrency, slice, f.seed+uint64(round))
+				if err != nil {
+					return err
+				}
+				if sl.healthy(f, lat) {
+					break
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "validate: N=%d B=%s: machine starved (timer lateness %v, step ms %.3f), %s\n",
+					pt.Concurrency, perfmodel.FormatB(pt.Thresholds), sl.lateness.Round(time.Microsecond), sl.stepMS,
+					map[bool]string{true: "keeping the slice", false: "measuring again"}[try >= f.retries])
+				if try >= f.retries {
+					pt.Starved++
+					break
+				}
+				pt.Retries++
 			}
+			res := sl.res
 			pt.Tokens += res.Tokens
 			pt.Seconds += res.Seconds
 			pt.routed += res.RoutedFraction * float64(res.Tokens)
@@ -503,25 +523,101 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// measure runs one closed-loop slice of the tokenrouter system.
-func measure(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table,
-	n int, d time.Duration, seed uint64) (bench.Result, error) {
-	f.system = "tokenrouter"
-	sys, err := buildSystem(f, preset, params, tables)
-	if err != nil {
-		return bench.Result{}, err
+// sliceResult is one measured slice and the health of the machine during it.
+type sliceResult struct {
+	res      bench.Result
+	lateness time.Duration // mean wake-up lateness of a 1 ms sleep
+	stepMS   []float64     // mean step time per model
+}
+
+// healthy reports whether the slice ran at the profile's step times on a
+// machine that was not starved.
+func (s sliceResult) healthy(f benchFlags, lat []float64) bool {
+	if s.lateness > f.maxLateness {
+		return false
 	}
-	res, err := bench.Run(ctx, seeded{sys, seed}, bench.Options{
+	for i, l := range s.stepMS {
+		if l > 0 && math.Abs(l-lat[i]) > f.maxStepDev*lat[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stepMeter is a subserver.Observer that averages step times per model.
+type stepMeter struct {
+	steps []atomic.Int64
+	nanos []atomic.Int64
+}
+
+// Step records a step's latency.
+func (m *stepMeter) Step(model, _, _ int, d time.Duration) {
+	if model >= 0 && model < len(m.steps) {
+		m.steps[model].Add(1)
+		m.nanos[model].Add(int64(d))
+	}
+}
+
+// Routed ignores hand-offs.
+func (m *stepMeter) Routed(int, []int) {}
+
+// probeLateness sleeps 1 ms at a time until ctx ends and returns the mean
+// lateness of the wake-ups.
+func probeLateness(ctx context.Context) time.Duration {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var sum time.Duration
+	n := 0
+	for {
+		start := time.Now()
+		t.Reset(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			if n == 0 {
+				return 0
+			}
+			return sum / time.Duration(n)
+		case <-t.C:
+			sum += time.Since(start) - time.Millisecond
+			n++
+		}
+	}
+}
+
+// measure runs one closed-loop slice of the tokenrouter system, watching the
+// step times and the machine's timer lateness.
+func measure(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table,
+	n int, d time.Duration, seed uint64) (sliceResult, error) {
+	f.system = "tokenrouter"
+	m := len(preset.Models)
+	meter := &stepMeter{steps: make([]atomic.Int64, m), nanos: make([]atomic.Int64, m)}
+	sys, err := buildSystem(f, preset, params, tables, meter)
+	if err != nil {
+		return sliceResult{}, err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var late time.Duration
+	wg.Go(func() { late = probeLateness(pctx) })
+	res, err := bench.Run(ctx, sys, bench.Options{
 		Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: d, Seed: seed,
 	})
+	stop()
+	wg.Wait()
 	cerr := sys.Close()
 	if err != nil {
-		return bench.Result{}, err
+		return sliceResult{}, err
 	}
 	if cerr != nil {
-		return bench.Result{}, fmt.Errorf("closing tokenrouter: %w", cerr)
+		return sliceResult{}, fmt.Errorf("closing tokenrouter: %w", cerr)
 	}
-	return res, nil
+	out := sliceResult{res: res, lateness: late, stepMS: make([]float64, m)}
+	for i := range m {
+		if k := meter.steps[i].Load(); k > 0 {
+			out.stepMS[i] = float64(meter.nanos[i].Load()) / float64(k) / 1e6
+		}
+	}
+	return out, nil
 }
 
 // printValidate prints the human table of a validation.
@@ -529,7 +625,7 @@ func printValidate(w io.Writer, rep validateReport) {
 	fmt.Fprintf(w, "profile %s (L = %s ms), %s p = %g, max-wait %gms, %.0fs per point in %d rounds\n",
 		rep.Profile, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rep.LatencyMS)), ", "), "[]"),
 		rep.Algorithm, rep.P, rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds)
-	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %6s %s\n", "N", "B", "measured", "predicted", "error", "routed", "method", "best")
+	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed", "method", "retries", "best")
 	for _, pt := range rep.Points {
 		best := ""
 		if pt.PredictedBest {
@@ -542,8 +638,8 @@ func printValidate(w io.Writer, rep validateReport) {
 		if !pt.Within {
 			mark = "!"
 		}
-		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %6s%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
-			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.Method, best)
+		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %6s %7d%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
+			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.Method, pt.Retries, best)
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.PerConcurrency {
