@@ -39,6 +39,13 @@ const DefaultKVBudget = 1 << 30
 // parallelMACs is the smallest matmul (in multiply-adds) split over threads.
 const parallelMACs = 1 << 17
 
+// seqSplitMACs is the largest per-token weight work (multiply-adds over all
+// weight matrices) of a model whose multi-sequence batches run as parts of
+// whole sequences, each on one worker: its weights (a few MiB at most) stay
+// in cache, so every worker can read all of them, and a step needs no
+// barrier between kernels.
+const seqSplitMACs = 1 << 21
+
 // Engine runs llama-family models on the CPU. It implements engine.Engine.
 type Engine struct {
 	cfg  *config
@@ -65,8 +72,11 @@ type Engine struct {
 	hn, logits, probs []float32
 	tokens            []int32
 	order             []int32
+	partRow, partOut  []int // sequence-split parts of the current step
 	mm                matmulTask
 	at                attnTask
+	sp                seqTask
+	tokenMACs         int // weight multiply-adds per token
 	closed            bool
 }
 
@@ -146,6 +156,13 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	}
 	e.mm.e = e
 	e.at.e = e
+	e.sp.e = e
+	e.tokenMACs = c.vocab * c.dim
+	for _, ly := range w.layers {
+		for _, m := range []*matrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
+			e.tokenMACs += m.rows * m.cols
+		}
+	}
 	e.pool = newPool(threads)
 	return e, nil
 }

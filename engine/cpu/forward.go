@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/gguf"
@@ -47,9 +48,14 @@ type attnTask struct {
 }
 
 func (t *attnTask) do(worker, part int) {
-	e := t.e
-	c := e.cfg
 	lo, hi := t.units*part/t.parts, t.units*(part+1)/t.parts
+	t.e.attend(worker, t.layer, lo, hi)
+}
+
+// attend runs attention of layer l for units [lo, hi); unit u is row
+// u/kvHeads and kv head u%kvHeads.
+func (e *Engine) attend(worker, layer, lo, hi int) {
+	c := e.cfg
 	hd, qd := c.headDim, c.qDim()
 	group := c.heads / c.kvHeads
 	lf, kvd := e.kv.layerFloats, e.kv.kvDim
@@ -58,20 +64,17 @@ func (t *attnTask) do(worker, part int) {
 		r, g := u/c.kvHeads, u%c.kvHeads
 		s := e.rowSeq[r]
 		n := e.rowPos[r] + 1
-		kOff := t.layer*lf + g*hd
+		kOff := layer*lf + g*hd
 		vOff := kOff + blockTokens*kvd
 		for j := range group {
 			h := g*group + j
 			q := e.q[r*qd+h*hd : r*qd+(h+1)*hd]
 			sc := scores[:n]
+			mx := float32(math.Inf(-1))
 			for b := 0; b*blockTokens < n; b++ {
 				blk := e.kv.blocks[s.blocks[b]]
 				m := min(blockTokens, n-b*blockTokens)
-				attnScores(q, blk[kOff:], kvd, sc[b*blockTokens:b*blockTokens+m])
-			}
-			mx := sc[0]
-			for _, v := range sc[1:] {
-				mx = max(mx, v)
+				mx = attnScores(q, blk[kOff:], kvd, sc[b*blockTokens:b*blockTokens+m], mx)
 			}
 			sum := expShiftSum(sc, mx, e.scale)
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
@@ -145,15 +148,26 @@ func (e *Engine) rope(v []float32, n int, cs []float64) {
 
 // forward runs the model over the T rows of the admitted batch and leaves
 // the logits of its O output rows in e.logits.
+//
+// A batch of several sequences on a small model runs as independent parts,
+// each a run of whole sequences taken through every layer by one worker:
+// no barrier between kernels, and each part still reads every weight once
+// for all its rows. Otherwise each kernel is split over the pool by output
+// rows (matmuls) or by (row, kv head) units (attention).
 func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error {
-	c, w := e.cfg, e.w
+	c := e.cfg
 	e.ensure(T, O)
-	dim, qd, kvd, hid := c.dim, c.qDim(), c.kvDim(), c.hidden
+	dim := c.dim
 	half := c.ropeDim / 2
-	r := 0
+	r, o := 0, 0
 	work := 0
 	for i := range in {
 		s := e.batch[i]
+		n := len(in[i].Tokens)
+		first := n - 1
+		if in[i].Want&engine.WantAllTokens != 0 {
+			first = 0
+		}
 		for j, tok := range in[i].Tokens {
 			pos := s.n + j
 			e.rowSeq[r], e.rowPos[r] = s, pos
@@ -163,87 +177,195 @@ func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error
 				sin, cos := math.Sincos(float64(pos) * e.invFreq[k])
 				cs[2*k], cs[2*k+1] = cos, sin
 			}
+			if j >= first {
+				e.outRows[o] = r
+				o++
+			}
 			work += (pos + 1) * c.heads * c.headDim * 2
 			r++
 		}
+	}
+	if parts := e.planSeqParts(in, T); parts > 1 {
+		e.sp.cancelled.Store(false)
+		e.sp.ctx = ctx
+		e.pool.run(&e.sp, parts)
+		e.sp.ctx = nil
+		if e.sp.cancelled.Load() {
+			return fmt.Errorf("cpu: step cancelled: %w", ctx.Err())
+		}
+		return nil
 	}
 	attnParts := 1
 	if work >= parallelMACs {
 		attnParts = min(T*c.kvHeads, 4*e.pool.n)
 	}
-	for l := range w.layers {
+	for l := range e.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("cpu: step cancelled: %w", err)
 		}
-		ly := &w.layers[l]
-		for r := range T {
-			rmsnorm(e.xb[r*dim:(r+1)*dim], e.x[r*dim:(r+1)*dim], ly.attnNorm, c.eps)
-		}
-		e.matmul(&ly.wq, e.xb, T, e.q)
-		e.matmul(&ly.wk, e.xb, T, e.k)
-		e.matmul(&ly.wv, e.xb, T, e.v)
-		for r := range T {
-			q := e.q[r*qd : (r+1)*qd]
-			k := e.k[r*kvd : (r+1)*kvd]
-			v := e.v[r*kvd : (r+1)*kvd]
-			if ly.bq != nil {
-				axpy(1, ly.bq, q)
-			}
-			if ly.bk != nil {
-				axpy(1, ly.bk, k)
-			}
-			if ly.bv != nil {
-				axpy(1, ly.bv, v)
-			}
-			if ly.qNorm != nil {
-				for h := range c.heads {
-					x := q[h*c.headDim : (h+1)*c.headDim]
-					rmsnorm(x, x, ly.qNorm, c.eps)
-				}
-			}
-			if ly.kNorm != nil {
-				for h := range c.kvHeads {
-					x := k[h*c.headDim : (h+1)*c.headDim]
-					rmsnorm(x, x, ly.kNorm, c.eps)
-				}
-			}
-			cs := e.cosSin[r*c.ropeDim : (r+1)*c.ropeDim]
-			e.rope(q, c.heads, cs)
-			e.rope(k, c.kvHeads, cs)
-			s, pos := e.rowSeq[r], e.rowPos[r]
-			b := s.blocks[pos/blockTokens]
-			copy(e.kv.key(b, l, pos%blockTokens), k)
-			copy(e.kv.value(b, l, pos%blockTokens), v)
-		}
-		e.at.layer, e.at.units, e.at.parts = l, T*c.kvHeads, attnParts
-		e.pool.run(&e.at, attnParts)
-		e.matmul(&ly.wo, e.att, T, e.xo)
-		axpy(1, e.xo[:T*dim], e.x)
-		for r := range T {
-			rmsnorm(e.xb[r*dim:(r+1)*dim], e.x[r*dim:(r+1)*dim], ly.ffnNorm, c.eps)
-		}
-		e.matmul(&ly.gate, e.xb, T, e.hb)
-		e.matmul(&ly.up, e.xb, T, e.hb2)
-		swiglu(e.hb[:T*hid], e.hb2)
-		e.matmul(&ly.down, e.hb, T, e.xo)
-		axpy(1, e.xo[:T*dim], e.x)
+		e.layer(0, l, 0, T, attnParts)
 	}
-	o, r0 := 0, 0
+	e.head(0, 0, O, true)
+	return nil
+}
+
+// planSeqParts splits the batch into runs of whole sequences of about equal
+// cost when that pays (several sequences, a model small enough that its
+// weights stay in cache) and returns the number of parts (0 or 1: do not
+// split). Part p covers rows [e.partRow[p], e.partRow[p+1]) and outputs
+// [e.partOut[p], e.partOut[p+1]).
+func (e *Engine) planSeqParts(in []engine.Input, T int) int {
+	c := e.cfg
+	if e.pool.n < 2 || len(in) < 2 || e.tokenMACs > seqSplitMACs {
+		return 0
+	}
+	perPos := c.layers * c.heads * c.headDim * 2
+	total := 0
 	for i := range in {
 		n := len(in[i].Tokens)
-		first := r0 + n - 1
+		s := e.batch[i]
+		total += n*e.tokenMACs + perPos*(n*s.n+n*(n+1)/2)
+	}
+	if total < parallelMACs {
+		return 0
+	}
+	parts := min(len(in), 2*e.pool.n)
+	e.partRow = grow(e.partRow, parts+1)
+	e.partOut = grow(e.partOut, parts+1)
+	p, acc, r, o := 0, 0, 0, 0
+	e.partRow[0], e.partOut[0] = 0, 0
+	for i := range in {
+		n := len(in[i].Tokens)
+		s := e.batch[i]
+		acc += n*e.tokenMACs + perPos*(n*s.n+n*(n+1)/2)
+		r += n
 		if in[i].Want&engine.WantAllTokens != 0 {
-			first = r0
-		}
-		for r := first; r < r0+n; r++ {
-			e.outRows[o] = r
-			rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], w.outNorm, c.eps)
+			o += n
+		} else {
 			o++
 		}
-		r0 += n
+		// close part p once its share is reached, leaving at least one
+		// sequence for each later part
+		if p+1 < parts && acc*parts >= total*(p+1) && len(in)-1-i >= parts-1-p {
+			p++
+			e.partRow[p], e.partOut[p] = r, o
+		}
 	}
-	e.matmul(&w.output, e.hn, O, e.logits)
-	return nil
+	parts = p + 1
+	e.partRow[parts], e.partOut[parts] = r, o
+	return parts
+}
+
+// seqTask runs planned parts of a batch through the whole model.
+type seqTask struct {
+	e         *Engine
+	ctx       context.Context
+	cancelled atomic.Bool
+}
+
+func (t *seqTask) do(worker, part int) {
+	e := t.e
+	r0, r1 := e.partRow[part], e.partRow[part+1]
+	for l := range e.w.layers {
+		if t.cancelled.Load() || t.ctx.Err() != nil {
+			t.cancelled.Store(true)
+			return
+		}
+		e.layer(worker, l, r0, r1, 0)
+	}
+	e.head(worker, e.partOut[part], e.partOut[part+1], false)
+}
+
+// mul computes out[T][m.rows] = in[T][m.cols] · mᵀ: on the pool when
+// pooled, else on the given worker alone.
+func (e *Engine) mul(worker int, pooled bool, m *matrix, in []float32, T int, out []float32) {
+	if pooled {
+		e.matmul(m, in, T, out)
+		return
+	}
+	matmulRows(m, in, T, out, m.rows, 0, m.rows, e.scratch[worker].row)
+}
+
+// layer runs layer l over rows [r0, r1). With attnParts > 0 the kernels run
+// on the pool (attention in attnParts parts); with 0 everything runs on the
+// given worker.
+func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
+	c := e.cfg
+	ly := &e.w.layers[l]
+	dim, qd, kvd, hid := c.dim, c.qDim(), c.kvDim(), c.hidden
+	pooled := attnParts > 0
+	T := r1 - r0
+	x := e.x[r0*dim : r1*dim]
+	xb := e.xb[r0*dim : r1*dim]
+	xo := e.xo[r0*dim : r1*dim]
+	hb := e.hb[r0*hid : r1*hid]
+	hb2 := e.hb2[r0*hid : r1*hid]
+	for r := range T {
+		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.attnNorm, c.eps)
+	}
+	e.mul(worker, pooled, &ly.wq, xb, T, e.q[r0*qd:r1*qd])
+	e.mul(worker, pooled, &ly.wk, xb, T, e.k[r0*kvd:r1*kvd])
+	e.mul(worker, pooled, &ly.wv, xb, T, e.v[r0*kvd:r1*kvd])
+	for r := r0; r < r1; r++ {
+		q := e.q[r*qd : (r+1)*qd]
+		k := e.k[r*kvd : (r+1)*kvd]
+		v := e.v[r*kvd : (r+1)*kvd]
+		if ly.bq != nil {
+			axpy(1, ly.bq, q)
+		}
+		if ly.bk != nil {
+			axpy(1, ly.bk, k)
+		}
+		if ly.bv != nil {
+			axpy(1, ly.bv, v)
+		}
+		if ly.qNorm != nil {
+			for h := range c.heads {
+				x := q[h*c.headDim : (h+1)*c.headDim]
+				rmsnorm(x, x, ly.qNorm, c.eps)
+			}
+		}
+		if ly.kNorm != nil {
+			for h := range c.kvHeads {
+				x := k[h*c.headDim : (h+1)*c.headDim]
+				rmsnorm(x, x, ly.kNorm, c.eps)
+			}
+		}
+		cs := e.cosSin[r*c.ropeDim : (r+1)*c.ropeDim]
+		e.rope(q, c.heads, cs)
+		e.rope(k, c.kvHeads, cs)
+		s, pos := e.rowSeq[r], e.rowPos[r]
+		b := s.blocks[pos/blockTokens]
+		copy(e.kv.key(b, l, pos%blockTokens), k)
+		copy(e.kv.value(b, l, pos%blockTokens), v)
+	}
+	if pooled {
+		e.at.layer, e.at.units, e.at.parts = l, T*c.kvHeads, attnParts
+		e.pool.run(&e.at, attnParts)
+	} else {
+		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
+	}
+	e.mul(worker, pooled, &ly.wo, e.att[r0*qd:r1*qd], T, xo)
+	axpy(1, xo, x)
+	for r := range T {
+		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.ffnNorm, c.eps)
+	}
+	e.mul(worker, pooled, &ly.gate, xb, T, hb)
+	e.mul(worker, pooled, &ly.up, xb, T, hb2)
+	swiglu(hb, hb2)
+	e.mul(worker, pooled, &ly.down, hb, T, xo)
+	axpy(1, xo, x)
+}
+
+// head applies the final norm and the classifier to outputs [o0, o1).
+func (e *Engine) head(worker, o0, o1 int, pooled bool) {
+	c := e.cfg
+	dim := c.dim
+	for o := o0; o < o1; o++ {
+		r := e.outRows[o]
+		rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], e.w.outNorm, c.eps)
+	}
+	e.mul(worker, pooled, &e.w.output, e.hn[o0*dim:o1*dim], o1-o0, e.logits[o0*c.vocab:o1*c.vocab])
 }
 
 // finish samples tokens, fills the outputs and advances the sequences.

@@ -30,53 +30,92 @@ func dot(a, b []float32) float32 {
 // same bits whichever kernel, batch composition or thread computed it. They
 // get their speed from computing several independent outputs at once.
 
-// attnScores sets sc[o] = q·k[o*stride : o*stride+len(q)] for each o.
-func attnScores(q, k []float32, stride int, sc []float32) {
-	hd := len(q)
-	o := 0
-	for ; o+4 <= len(sc); o += 4 {
-		b := o * stride
-		sc[o], sc[o+1], sc[o+2], sc[o+3] = dot1x4(q, k[b:b+hd], k[b+stride:b+stride+hd], k[b+2*stride:b+2*stride+hd], k[b+3*stride:b+3*stride+hd])
+// attnScores sets sc[o] = dot(q, k[o*stride:o*stride+len(q)]) for each o
+// and returns the largest of them and mx (NaN scores are skipped here; they
+// still reach the softmax sum). Heads of width 8 have an unrolled version
+// that keeps q in registers and gives dot's exact bits.
+func attnScores(q, k []float32, stride int, sc []float32, mx float32) float32 {
+	switch len(q) {
+	case 8:
+		q := q[:8:8]
+		q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+		off := 0
+		for o := range sc {
+			kk := k[off : off+8 : off+8]
+			s := (float32(0) + (q0*kk[0] + q4*kk[4]) + (float32(0) + (q1*kk[1] + q5*kk[5]))) +
+				(float32(0) + (q2*kk[2] + q6*kk[6]) + (float32(0) + (q3*kk[3] + q7*kk[7])))
+			sc[o] = s
+			if s > mx {
+				mx = s
+			}
+			off += stride
+		}
+	default:
+		hd := len(q)
+		off := 0
+		for o := range sc {
+			s := dot(q, k[off:off+hd])
+			sc[o] = s
+			if s > mx {
+				mx = s
+			}
+			off += stride
+		}
 	}
-	for ; o < len(sc); o++ {
-		sc[o] = dot1(q, k[o*stride:o*stride+hd])
-	}
+	return mx
 }
 
-// attnValues adds Σ_o a[o]·v[o*stride : o*stride+len(out)] to out, keeping
-// eight (or four) output lanes in registers across positions.
+// attnValues adds Σ_o a[o]·v[o*stride : o*stride+len(out)] to out. Each
+// lane sums in position order; six lanes at a time stay in registers (eight
+// would spill on amd64), then four, two and one.
 func attnValues(a, v []float32, stride int, out []float32) {
 	hd := len(out)
 	i := 0
-	for ; i+8 <= hd; i += 8 {
-		o8 := out[i : i+8 : i+8]
-		s0, s1, s2, s3, s4, s5, s6, s7 := o8[0], o8[1], o8[2], o8[3], o8[4], o8[5], o8[6], o8[7]
-		for p, w := range a {
-			row := v[p*stride+i : p*stride+i+8 : p*stride+i+8]
+	for ; i+6 <= hd; i += 6 {
+		o6 := out[i : i+6 : i+6]
+		s0, s1, s2, s3, s4, s5 := o6[0], o6[1], o6[2], o6[3], o6[4], o6[5]
+		off := i
+		for _, w := range a {
+			row := v[off : off+6 : off+6]
 			s0 += w * row[0]
 			s1 += w * row[1]
 			s2 += w * row[2]
 			s3 += w * row[3]
 			s4 += w * row[4]
 			s5 += w * row[5]
-			s6 += w * row[6]
-			s7 += w * row[7]
+			off += stride
 		}
-		o8[0], o8[1], o8[2], o8[3], o8[4], o8[5], o8[6], o8[7] = s0, s1, s2, s3, s4, s5, s6, s7
+		o6[0], o6[1], o6[2], o6[3], o6[4], o6[5] = s0, s1, s2, s3, s4, s5
 	}
-	for ; i+4 <= hd; i += 4 {
+	if i+4 <= hd {
 		o4 := out[i : i+4 : i+4]
 		s0, s1, s2, s3 := o4[0], o4[1], o4[2], o4[3]
-		for p, w := range a {
-			row := v[p*stride+i : p*stride+i+4 : p*stride+i+4]
+		off := i
+		for _, w := range a {
+			row := v[off : off+4 : off+4]
 			s0 += w * row[0]
 			s1 += w * row[1]
 			s2 += w * row[2]
 			s3 += w * row[3]
+			off += stride
 		}
 		o4[0], o4[1], o4[2], o4[3] = s0, s1, s2, s3
+		i += 4
 	}
-	for ; i < hd; i++ {
+	if i+2 <= hd {
+		o2 := out[i : i+2 : i+2]
+		s0, s1 := o2[0], o2[1]
+		off := i
+		for _, w := range a {
+			row := v[off : off+2 : off+2]
+			s0 += w * row[0]
+			s1 += w * row[1]
+			off += stride
+		}
+		o2[0], o2[1] = s0, s1
+		i += 2
+	}
+	if i < hd {
 		s := out[i]
 		for p, w := range a {
 			s += w * v[p*stride+i]
@@ -149,62 +188,63 @@ func dot1x4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
 
 // matmulRows computes out[t*outStride+r] = W[r]·in[t*cols:(t+1)*cols] for
 // rows r in [lo, hi) and all T inputs. buf (len ≥ 8*cols) receives
-// dequantised weight rows.
+// dequantised weight rows. Inputs go four at a time through dot2x4 and
+// dot1x4; the last T%4 one at a time through matvecRows.
 func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi int, buf []float32) {
 	cols := m.cols
-	if T == 1 {
-		x := in[:cols]
-		r := lo
-		for ; r+8 <= hi; r += 8 {
-			var w []float32
-			if m.f32 != nil {
-				w = m.f32[r*cols : (r+8)*cols]
-			} else {
-				w = buf[:8*cols]
-				for j := range 8 {
-					m.row(r+j, w[j*cols:(j+1)*cols])
-				}
-			}
-			o := dotRows8(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
-				w[4*cols:5*cols], w[5*cols:6*cols], w[6*cols:7*cols], w[7*cols:])
-			copy(out[r:r+8], o[:])
-		}
-		for ; r < hi; r++ {
-			out[r] = dot1(m.row(r, buf[:cols]), x)
-		}
+	T4 := T &^ 3
+	for t := T4; t < T; t++ {
+		matvecRows(m, in[t*cols:(t+1)*cols], out[t*outStride:], lo, hi, buf)
+	}
+	if T4 == 0 {
 		return
 	}
 	r := lo
 	for ; r+2 <= hi; r += 2 {
 		w0 := m.row(r, buf[:cols])
 		w1 := m.row(r+1, buf[cols:2*cols])
-		t := 0
-		for ; t+4 <= T; t += 4 {
+		for t := 0; t < T4; t += 4 {
 			o := dot2x4(w0, w1, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
 			for j := range 4 {
 				out[(t+j)*outStride+r] = o[j]
 				out[(t+j)*outStride+r+1] = o[4+j]
 			}
 		}
-		for ; t < T; t++ {
-			x := in[t*cols : (t+1)*cols]
-			out[t*outStride+r] = dot1(w0, x)
-			out[t*outStride+r+1] = dot1(w1, x)
-		}
 	}
 	for ; r < hi; r++ {
 		w := m.row(r, buf[:cols])
-		t := 0
-		for ; t+4 <= T; t += 4 {
+		for t := 0; t < T4; t += 4 {
 			o0, o1, o2, o3 := dot1x4(w, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
 			out[t*outStride+r] = o0
 			out[(t+1)*outStride+r] = o1
 			out[(t+2)*outStride+r] = o2
 			out[(t+3)*outStride+r] = o3
 		}
-		for ; t < T; t++ {
-			out[t*outStride+r] = dot1(w, in[t*cols:(t+1)*cols])
+	}
+}
+
+// matvecRows computes out[r] = W[r]·x for rows r in [lo, hi), eight rows
+// at a time.
+func matvecRows(m *matrix, x, out []float32, lo, hi int, buf []float32) {
+	cols := m.cols
+	x = x[:cols]
+	r := lo
+	for ; r+8 <= hi; r += 8 {
+		var w []float32
+		if m.f32 != nil {
+			w = m.f32[r*cols : (r+8)*cols]
+		} else {
+			w = buf[:8*cols]
+			for j := range 8 {
+				m.row(r+j, w[j*cols:(j+1)*cols])
+			}
 		}
+		o := dotRows8(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
+			w[4*cols:5*cols], w[5*cols:6*cols], w[6*cols:7*cols], w[7*cols:])
+		copy(out[r:r+8], o[:])
+	}
+	for ; r < hi; r++ {
+		out[r] = dot1(m.row(r, buf[:cols]), x)
 	}
 }
 
@@ -219,10 +259,21 @@ func rmsnorm(out, x, w []float32, eps float32) {
 	}
 }
 
-// expf returns e^x in float32 with a relative error of about 1e-7:
+// expPoly is the degree-7 Taylor polynomial of e^r for |r| ≤ ln2/2,
+// evaluated by Estrin's scheme (a short dependency chain, so the CPU
+// overlaps consecutive elements).
+func expPoly(r float32) float32 {
+	r2 := r * r
+	p01 := 1 + r
+	p23 := float32(0.5) + float32(1.0/6)*r
+	p45 := float32(1.0/24) + float32(1.0/120)*r
+	p67 := float32(1.0/720) + float32(1.0/5040)*r
+	return (p01 + r2*p23) + (r2*r2)*(p45+r2*p67)
+}
+
+// expf returns e^x in float32 with a relative error below 2e-7:
 // n = round(x/ln2) by the 1.5·2^23 addition trick, r = x - n·ln2 in two
-// parts, a degree-7 Taylor polynomial for e^r and the exponent bits for
-// 2^n. Results below the smallest normal float32 flush to zero.
+// parts, expPoly for e^r and the exponent bits for 2^n. Results below the smallest normal float32 flush to zero.
 func expf(x float32) float32 {
 	switch {
 	case x != x:
@@ -237,7 +288,7 @@ func expf(x float32) float32 {
 	n := t - 12582912.0
 	r := x - n*0.693145751953125
 	r -= n * 1.428606765330187e-06
-	q := ((((((float32(1.0/5040)*r+float32(1.0/720))*r+float32(1.0/120))*r+float32(1.0/24))*r+float32(1.0/6))*r+0.5)*r+1)*r + 1
+	q := expPoly(r)
 	if ni > 127 {
 		return q * 2 * math.Float32frombits(uint32(ni-1+127)<<23)
 	}
@@ -265,7 +316,7 @@ func expShiftSum(x []float32, mx, scale float32) float32 {
 		n := t - 12582912.0
 		r := a - n*0.693145751953125
 		r -= n * 1.428606765330187e-06
-		q := ((((((float32(1.0/5040)*r+float32(1.0/720))*r+float32(1.0/120))*r+float32(1.0/24))*r+float32(1.0/6))*r+0.5)*r+1)*r + 1
+		q := expPoly(r)
 		e := q * math.Float32frombits(uint32(ni+127)<<23)
 		x[i] = e
 		sum += e

@@ -155,6 +155,40 @@ func checkKernels(t *testing.T, data []byte, rows, cols, T int, typ gguf.TensorT
 	}
 }
 
+// checkAttn compares the attention kernels with plain per-position loops,
+// bit for bit: scores are dot products and each output lane sums in
+// position order.
+func checkAttn(t *testing.T, data []byte, hd, n, stride int) {
+	k := floatsFrom(data, n*stride+hd)
+	q := floatsFrom(data[min(len(data), 5):], hd)
+	sc := make([]float32, n)
+	mx := attnScores(q, k, stride, sc, float32(math.Inf(-1)))
+	wantMx := float32(math.Inf(-1))
+	for o := range n {
+		want := dot(q, k[o*stride:o*stride+hd])
+		if math.Float32bits(sc[o]) != math.Float32bits(want) {
+			t.Fatalf("hd=%d n=%d: score %d = %v, dot gives %v", hd, n, o, sc[o], want)
+		}
+		if want > wantMx {
+			wantMx = want
+		}
+	}
+	if mx != wantMx {
+		t.Fatalf("hd=%d n=%d: max %v, want %v", hd, n, mx, wantMx)
+	}
+	out := floatsFrom(data[min(len(data), 11):], hd)
+	want := append([]float32(nil), out...)
+	attnValues(sc, k, stride, out)
+	for i := range want {
+		for o, a := range sc {
+			want[i] += a * k[o*stride+i]
+		}
+		if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("hd=%d n=%d: value lane %d = %v, plain loop %v", hd, n, i, out[i], want[i])
+		}
+	}
+}
+
 func TestKernelsAgainstReference(t *testing.T) {
 	data := make([]byte, 1<<16)
 	for i := range data {
@@ -164,6 +198,9 @@ func TestKernelsAgainstReference(t *testing.T) {
 		for _, shape := range [][3]int{{1, 32, 1}, {9, 32, 1}, {17, 64, 3}, {5, 96, 4}, {13, 32, 7}, {64, 64, 16}} {
 			checkKernels(t, data, shape[0], shape[1], shape[2], typ)
 		}
+	}
+	for _, shape := range [][3]int{{8, 1, 8}, {8, 16, 32}, {8, 13, 8}, {4, 7, 12}, {16, 16, 64}, {12, 5, 24}, {64, 9, 64}} {
+		checkAttn(t, data, shape[0], shape[1], shape[2])
 	}
 	if expf(-200) != 0 || !math.IsInf(float64(expf(100)), 1) || expf(0) != 1 {
 		t.Fatal("expf limits")
@@ -203,5 +240,7 @@ func FuzzKernels(f *testing.F) {
 		c := 32 * (int(blocks%4) + 1)
 		tt := int(T%20) + 1
 		checkKernels(t, data, r, c, tt, types[int(typ)%len(types)])
+		hd := []int{8, 4, 16, 12, 64}[int(blocks)%5]
+		checkAttn(t, data, hd, int(rows%40)+1, hd*(int(T%4)+1))
 	})
 }
