@@ -134,11 +134,16 @@ func dot1(w, x []float32) float32 {
 	return s
 }
 
-// dotRows8 returns the inner products of x with eight weight rows.
-func dotRows8(x, w0, w1, w2, w3, w4, w5, w6, w7 []float32) (o [8]float32) {
+// The tile shapes below keep at most six accumulators: with the inputs
+// and products they need, larger tiles exceed the fifteen XMM registers the
+// Go compiler allocates on amd64, and the spilled accumulators then go
+// through memory on every iteration (about half the speed).
+
+// dotRows6 returns the inner products of x with six weight rows.
+func dotRows6(x, w0, w1, w2, w3, w4, w5 []float32) (o [6]float32) {
 	n := len(x)
-	w0, w1, w2, w3, w4, w5, w6, w7 = w0[:n], w1[:n], w2[:n], w3[:n], w4[:n], w5[:n], w6[:n], w7[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	w0, w1, w2, w3, w4, w5 = w0[:n], w1[:n], w2[:n], w3[:n], w4[:n], w5[:n]
+	var s0, s1, s2, s3, s4, s5 float32
 	for i, v := range x {
 		s0 += w0[i] * v
 		s1 += w1[i] * v
@@ -146,30 +151,26 @@ func dotRows8(x, w0, w1, w2, w3, w4, w5, w6, w7 []float32) (o [8]float32) {
 		s3 += w3[i] * v
 		s4 += w4[i] * v
 		s5 += w5[i] * v
-		s6 += w6[i] * v
-		s7 += w7[i] * v
 	}
-	return [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+	return [6]float32{s0, s1, s2, s3, s4, s5}
 }
 
-// dot2x4 returns the inner products of two weight rows with four inputs.
-func dot2x4(w0, w1, x0, x1, x2, x3 []float32) (o [8]float32) {
+// dot3x2 returns the inner products of three weight rows with two inputs:
+// o[j] = w_j·x0 and o[3+j] = w_j·x1.
+func dot3x2(w0, w1, w2, x0, x1 []float32) (o [6]float32) {
 	n := len(w0)
-	w1, x0, x1, x2, x3 = w1[:n], x0[:n], x1[:n], x2[:n], x3[:n]
-	var a0, a1, a2, a3, b0, b1, b2, b3 float32
+	w1, w2, x0, x1 = w1[:n], w2[:n], x0[:n], x1[:n]
+	var a0, a1, a2, b0, b1, b2 float32
 	for i, u := range w0 {
-		v := w1[i]
-		y0, y1, y2, y3 := x0[i], x1[i], x2[i], x3[i]
-		a0 += u * y0
-		a1 += u * y1
-		a2 += u * y2
-		a3 += u * y3
-		b0 += v * y0
-		b1 += v * y1
-		b2 += v * y2
-		b3 += v * y3
+		y, z := x0[i], x1[i]
+		a0 += u * y
+		a1 += w1[i] * y
+		a2 += w2[i] * y
+		b0 += u * z
+		b1 += w1[i] * z
+		b2 += w2[i] * z
 	}
-	return [8]float32{a0, a1, a2, a3, b0, b1, b2, b3}
+	return [6]float32{a0, a1, a2, b0, b1, b2}
 }
 
 // dot1x4 returns the inner products of one weight row with four inputs.
@@ -188,60 +189,66 @@ func dot1x4(w, x0, x1, x2, x3 []float32) (float32, float32, float32, float32) {
 
 // matmulRows computes out[t*outStride+r] = W[r]·in[t*cols:(t+1)*cols] for
 // rows r in [lo, hi) and all T inputs. buf (len ≥ 8*cols) receives
-// dequantised weight rows. Inputs go four at a time through dot2x4 and
-// dot1x4; the last T%4 one at a time through matvecRows.
+// dequantised weight rows. Pairs of inputs go through dot3x2 (three rows at
+// a time, the last rows through dot1x4 or dot1); an odd last input goes
+// through matvecRows.
 func matmulRows(m *matrix, in []float32, T int, out []float32, outStride, lo, hi int, buf []float32) {
 	cols := m.cols
-	T4 := T &^ 3
-	for t := T4; t < T; t++ {
+	T2 := T &^ 1
+	if T2 < T {
+		t := T2
 		matvecRows(m, in[t*cols:(t+1)*cols], out[t*outStride:], lo, hi, buf)
 	}
-	if T4 == 0 {
+	if T2 == 0 {
 		return
 	}
 	r := lo
-	for ; r+2 <= hi; r += 2 {
+	for ; r+3 <= hi; r += 3 {
 		w0 := m.row(r, buf[:cols])
 		w1 := m.row(r+1, buf[cols:2*cols])
-		for t := 0; t < T4; t += 4 {
-			o := dot2x4(w0, w1, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
-			for j := range 4 {
-				out[(t+j)*outStride+r] = o[j]
-				out[(t+j)*outStride+r+1] = o[4+j]
-			}
+		w2 := m.row(r+2, buf[2*cols:3*cols])
+		for t := 0; t < T2; t += 2 {
+			o := dot3x2(w0, w1, w2, in[t*cols:], in[(t+1)*cols:])
+			a, b := out[t*outStride+r:t*outStride+r+3], out[(t+1)*outStride+r:(t+1)*outStride+r+3]
+			a[0], a[1], a[2] = o[0], o[1], o[2]
+			b[0], b[1], b[2] = o[3], o[4], o[5]
 		}
 	}
 	for ; r < hi; r++ {
 		w := m.row(r, buf[:cols])
-		for t := 0; t < T4; t += 4 {
+		t := 0
+		for ; t+4 <= T2; t += 4 {
 			o0, o1, o2, o3 := dot1x4(w, in[t*cols:], in[(t+1)*cols:], in[(t+2)*cols:], in[(t+3)*cols:])
 			out[t*outStride+r] = o0
 			out[(t+1)*outStride+r] = o1
 			out[(t+2)*outStride+r] = o2
 			out[(t+3)*outStride+r] = o3
 		}
+		for ; t < T2; t++ {
+			out[t*outStride+r] = dot1(w, in[t*cols:(t+1)*cols])
+		}
 	}
 }
 
-// matvecRows computes out[r] = W[r]·x for rows r in [lo, hi), eight rows
-// at a time.
+// matvecRows computes out[r] = W[r]·x for rows r in [lo, hi), six rows at
+// a time.
 func matvecRows(m *matrix, x, out []float32, lo, hi int, buf []float32) {
 	cols := m.cols
 	x = x[:cols]
 	r := lo
-	for ; r+8 <= hi; r += 8 {
+	for ; r+6 <= hi; r += 6 {
 		var w []float32
 		if m.f32 != nil {
-			w = m.f32[r*cols : (r+8)*cols]
+			w = m.f32[r*cols : (r+6)*cols]
 		} else {
-			w = buf[:8*cols]
-			for j := range 8 {
+			w = buf[:6*cols]
+			for j := range 6 {
 				m.row(r+j, w[j*cols:(j+1)*cols])
 			}
 		}
-		o := dotRows8(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
-			w[4*cols:5*cols], w[5*cols:6*cols], w[6*cols:7*cols], w[7*cols:])
-		copy(out[r:r+8], o[:])
+		o := dotRows6(x, w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols],
+			w[4*cols:5*cols], w[5*cols:])
+		copy(out[r:r+6], o[:])
 	}
 	for ; r < hi; r++ {
 		out[r] = dot1(m.row(r, buf[:cols]), x)
