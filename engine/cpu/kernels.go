@@ -3,8 +3,9 @@ package cpu
 import "math"
 
 // The fast kernels below unroll and keep several independent accumulators,
-// so the CPU overlaps the floating-point additions; kernels_ref.go has the
-// plain versions they are tested against.
+// so the CPU overlaps the floating-point additions; kernels_test.go has the
+// plain versions they are tested against (TestKernelsAgainstReference and
+// FuzzKernels).
 
 // dot returns the inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
