@@ -244,9 +244,9 @@ func (e *Engine) planSeqParts(in []engine.Input, T int) int {
 		} else {
 			o++
 		}
-		// close part p once its share is reached, leaving at least one
-		// sequence for each later part
-		if p+1 < parts && acc*parts >= total*(p+1) && len(in)-1-i >= parts-1-p {
+		// close part p once its share is reached, or when the sequences
+		// left are just enough to give each later part one
+		if left := len(in) - 1 - i; p+1 < parts && (acc*parts >= total*(p+1) || left == parts-1-p) {
 			p++
 			e.partRow[p], e.partOut[p] = r, o
 		}
