@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // Systems lists the serving systems Setup.Build knows, in report order.
@@ -52,23 +54,30 @@ type Setup struct {
 	// Registry resolves algorithms.
 	Registry *route.Registry
 	// Thresholds, one table per model, for "tokenrouter"; nil selects
-	// automatic thresholds through Auto.
+	// automatic thresholds (autotune).
 	Thresholds []sched.Table
 	// MaxWait is the max-wait guard of the routed systems.
 	MaxWait time.Duration
 	// LargeShare is the share of large-model tokens "query-level" targets
 	// (default: Params["p"], else 0.35).
 	LargeShare float64
-	// Auto, when Thresholds is nil, turns a router config into one with
-	// automatic thresholds.
-	Auto func(*router.Config)
+	// Observer, if set, watches the routed systems' sub-servers.
+	Observer subserver.Observer
+	// Agree makes model 0 sample model 1's token with this probability
+	// (sim.Config.Agree), as a real small model tracks its large one;
+	// speculative decoding accepts such tokens.
+	Agree float64
 }
 
 // engines builds fresh simulated engines for the preset.
 func (s Setup) engines() []engine.Engine {
 	es := make([]engine.Engine, len(s.Preset.Models))
 	for i, name := range s.Preset.Models {
-		es[i] = sim.New(sim.Config{Name: name, Profile: s.Preset.Profiles[i], Seed: uint64(i + 1)})
+		c := sim.Config{Name: name, Profile: s.Preset.Profiles[i], Seed: uint64(i + 1)}
+		if i == 0 && len(es) > 1 {
+			c.Agree, c.AgreeSeed = s.Agree, 2
+		}
+		es[i] = sim.New(c)
 	}
 	return es
 }
@@ -87,15 +96,12 @@ func (s Setup) Build(name string) (System, error) {
 		}
 		return ms
 	}
-	cfg := router.Config{Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry}
+	cfg := router.Config{Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer}
 	switch name {
 	case "tokenrouter":
 		cfg.Models = models(s.Thresholds)
 		if s.Thresholds == nil {
-			if s.Auto == nil {
-				return nil, fmt.Errorf("bench: tokenrouter: no thresholds and no automatic tuner")
-			}
-			s.Auto(&cfg)
+			cfg.Auto = &autotune.Options{}
 		}
 	case "tokenrouter-b1":
 		cfg.Models = models(nil)
@@ -120,6 +126,9 @@ func (s Setup) Build(name string) (System, error) {
 		}
 		cfg.Models, cfg.Algorithm, cfg.Params = models(nil), "single", map[string]string{"model": strconv.Itoa(m)}
 	default:
+		for _, e := range es {
+			_ = e.Close()
+		}
 		return nil, fmt.Errorf("bench: unknown system %q (have %v)", name, Systems())
 	}
 	cfg.Params = maps.Clone(cfg.Params)

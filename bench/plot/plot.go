@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -36,7 +37,16 @@ func Lines(path, title, xLabel, yLabel string, pts []Point, logX bool) error {
 	p.Y.Min = 0
 	if logX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		// Tick exactly the measured x values (concurrency levels).
+		seen := map[float64]bool{}
+		var ticks []plot.Tick
+		for _, q := range pts {
+			if !seen[q.X] {
+				seen[q.X] = true
+				ticks = append(ticks, plot.Tick{Value: q.X, Label: strconv.FormatFloat(q.X, 'g', -1, 64)})
+			}
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true

@@ -18,9 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tokenrouter/tokenrouter/autotune"
-	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/bench"
-	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -45,6 +43,8 @@ type benchFlags struct {
 	retries                                                int
 	maxLateness                                            time.Duration
 	maxStepDev                                             float64
+	agree                                                  float64
+	compare                                                benchCompareFlags
 }
 
 // benchRow is one measured configuration, as printed.
@@ -114,8 +114,13 @@ machine, never at the throughput.
 Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.validate {
+			switch {
+			case f.compare.calibrate:
+				return runCalibrate(cmd, f)
+			case f.validate:
 				return runValidate(cmd, f)
+			case f.compare.systems != "":
+				return runCompare(cmd, f)
 			}
 			return runBench(cmd, f)
 		},
@@ -129,13 +134,15 @@ Progress goes to stderr.`,
 	fl.IntSliceVar(&f.concurrency, "concurrency", []int{4}, "requests in flight (a list runs each)")
 	fl.StringVar(&f.thresholds, "thresholds", "auto", "batching thresholds: auto, or B per model (1,3)")
 	fl.DurationVar(&f.maxWait, "max-wait", 50*time.Millisecond, "launch anyway after this wait (0 disables the guard)")
-	fl.StringVar(&f.system, "system", "tokenrouter", "system: tokenrouter or lockstep")
+	fl.StringVar(&f.system, "system", "tokenrouter", "system: "+strings.Join(bench.Systems(), ", "))
 	fl.DurationVar(&f.duration, "duration", 15*time.Second, "measured window (per point with --validate, default 10s there)")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before the window (per slice with --validate, default 1s there)")
 	fl.IntVar(&f.maxTokens, "max-tokens", 4096, "output tokens per request")
 	fl.IntVar(&f.promptLen, "prompt-len", 16, "prompt tokens per request")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
+	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
+	addCompareFlags(fl, &f.compare)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
 	fl.IntVar(&f.rounds, "rounds", 2, "with --validate: interleaved slices per point")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
@@ -180,7 +187,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, err := sim.LookupPreset(f.profile)
+	preset, err := sim.LoadPreset(f.profile)
 	if err != nil {
 		return err
 	}
@@ -270,32 +277,13 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 // buildSystem wires the chosen serving system on fresh sim engines. Nil
 // tables select automatic thresholds.
 func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) (bench.System, error) {
-	engines := make([]engine.Engine, len(preset.Models))
-	for i, name := range preset.Models {
-		engines[i] = sim.New(sim.Config{Name: name, Profile: preset.Profiles[i], Seed: uint64(i + 1)})
-	}
-	switch f.system {
-	case "tokenrouter":
-		ms := make([]router.Model, len(engines))
-		for i := range engines {
-			pol := sched.Policy{B: sched.Static(1), MaxWait: f.maxWait}
-			if tables != nil {
-				pol.B = tables[i]
-			}
-			ms[i] = router.Model{Name: preset.Models[i], Engine: engines[i], Policy: pol}
-		}
-		cfg := router.Config{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(), Observer: obs}
-		if tables == nil {
-			cfg.Auto = &autotune.Options{}
-		}
-		return router.New(cfg)
-	case "lockstep":
-		return lockstep.New(lockstep.Config{Engines: engines, Names: preset.Models, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry()})
-	}
-	for _, e := range engines {
-		_ = e.Close()
-	}
-	return nil, fmt.Errorf("--system %q: want tokenrouter or lockstep", f.system)
+	return benchSetup(f, preset, params, tables, obs).Build(f.system)
+}
+
+// benchSetup describes the deployment every system of a run is built from.
+func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) bench.Setup {
+	return bench.Setup{Preset: preset, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
+		Thresholds: tables, MaxWait: f.maxWait, Observer: obs, Agree: f.agree}
 }
 
 // parseParams turns name=value pairs into a map.
@@ -384,7 +372,7 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	case f.format != "table" && f.format != "json":
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, err := sim.LookupPreset(f.profile)
+	preset, err := sim.LoadPreset(f.profile)
 	if err != nil {
 		return err
 	}
@@ -504,6 +492,9 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 		rep.PerConcurrency = append(rep.PerConcurrency, s)
 	}
 	rep.Points = pts
+	if err := plotValidate(cmd, f, rep); err != nil {
+		return err
+	}
 	out := cmd.OutOrStdout()
 	if f.format == "json" {
 		return json.NewEncoder(out).Encode(rep)

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/bench/plot"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+)
+
+// benchCompareFlags are bench's side-by-side, plotting and calibration
+// flags.
+type benchCompareFlags struct {
+	systems, csv, plotDir string
+	calibrate             bool
+	model, out            string
+	threads               int
+}
+
+func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
+	fl.StringVar(&c.systems, "systems", "", "compare serving systems side by side, interleaved: a comma list of "+
+		strings.Join(bench.Systems(), ", ")+", or all")
+	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
+	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
+	fl.BoolVar(&c.calibrate, "calibrate", false, "measure --model's step latency on the CPU engine and write a sim profile (see --out)")
+	fl.StringVar(&c.model, "model", "", "with --calibrate: the model file (GGUF or llama2.c .bin)")
+	fl.StringVar(&c.out, "out", "", "with --calibrate: the profile file to write (default: stdout)")
+	fl.IntVar(&c.threads, "threads", 0, "with --calibrate: CPU engine threads (0: all cores)")
+}
+
+// compareRow is one system at one concurrency, as printed.
+type compareRow struct {
+	System          string  `json:"system"`
+	Concurrency     int     `json:"concurrency"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Tokens          int     `json:"tokens"`
+	Seconds         float64 `json:"seconds"`
+	LargeShare      float64 `json:"large_model_share"`
+	TTFTp50MS       float64 `json:"ttft_p50_ms"`
+	TTFTp99MS       float64 `json:"ttft_p99_ms"`
+	TPOTp50MS       float64 `json:"tpot_p50_ms"`
+	TPOTp99MS       float64 `json:"tpot_p99_ms"`
+	Requests        int     `json:"requests_completed"`
+}
+
+// runCompare measures several systems at several concurrencies in one
+// invocation, interleaved.
+func runCompare(cmd *cobra.Command, f benchFlags) error {
+	if f.engine != "sim" {
+		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
+	}
+	if f.format != "table" && f.format != "json" {
+		return fmt.Errorf("--format %q: want table or json", f.format)
+	}
+	if !cmd.Flags().Changed("max-tokens") {
+		// Requests must finish and be replaced inside the window for
+		// time-to-first-token to be measured.
+		f.maxTokens = 256
+	}
+	systems := strings.Split(f.compare.systems, ",")
+	if f.compare.systems == "all" {
+		systems = bench.Systems()
+	}
+	for i, s := range systems {
+		systems[i] = strings.TrimSpace(s)
+		if bench.SystemAbout(systems[i]) == "" {
+			return fmt.Errorf("--systems: unknown system %q (have %s)", s, strings.Join(bench.Systems(), ", "))
+		}
+	}
+	preset, err := sim.LoadPreset(f.profile)
+	if err != nil {
+		return err
+	}
+	params, err := benchParams(f)
+	if err != nil {
+		return err
+	}
+	tables, err := parseThresholds(f.thresholds, len(preset.Models))
+	if err != nil {
+		return err
+	}
+	setup := benchSetup(f, preset, params, tables, nil)
+	errw := cmd.ErrOrStderr()
+	start := time.Now()
+	rows, err := bench.Compare(cmd.Context(), setup, systems, f.concurrency, bench.Options{
+		MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: f.duration, Seed: f.seed,
+	}, f.rounds, func(done, total int, r bench.Row) {
+		const width = 30
+		bar := strings.Repeat("=", width*done/total) + strings.Repeat(" ", width-width*done/total)
+		eta := time.Duration(float64(time.Since(start)) * float64(total-done) / float64(done)).Round(time.Second)
+		fmt.Fprintf(errw, "\r[%s] %d/%d %-14s N=%-3d %7.1f tok/s  eta %v   ", bar, done, total, r.System, r.Concurrency, r.TokensPerSecond, eta)
+		if done == total {
+			fmt.Fprintln(errw)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	out := make([]compareRow, len(rows))
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for i, r := range rows {
+		out[i] = compareRow{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
+			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
+			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
+			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
+	}
+	if f.compare.csv != "" {
+		if err := writeCompareCSV(f.compare.csv, out); err != nil {
+			return err
+		}
+	}
+	if f.compare.plotDir != "" {
+		var pts []plot.Point
+		for _, r := range out {
+			pts = append(pts, plot.Point{Series: r.System, X: float64(r.Concurrency), Y: r.TokensPerSecond})
+		}
+		path := filepath.Join(f.compare.plotDir, "throughput.png")
+		title := fmt.Sprintf("Throughput vs concurrency (%s, %s, profile %s)", f.algorithm, paramString(params), preset.Name)
+		if err := plot.Lines(path, title, "concurrent requests (N)", "committed tokens/s", pts, true); err != nil {
+			return err
+		}
+		fmt.Fprintln(errw, "wrote", path)
+	}
+	w := cmd.OutOrStdout()
+	if f.format == "json" {
+		return json.NewEncoder(w).Encode(out)
+	}
+	fmt.Fprintf(w, "%s, %s, profile %s, %v per point in %d interleaved rounds\n", f.algorithm, paramString(params), preset.Name, f.duration, max(f.rounds, 1))
+	fmt.Fprintf(w, "%-15s %4s %9s %9s %9s %9s %9s %9s %6s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done")
+	for i, r := range out {
+		lat := func(v float64, n int) string {
+			if n == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+		}
+		nt, np := len(rows[i].TTFT), len(rows[i].TPOT)
+		fmt.Fprintf(w, "%-15s %4d %9.1f %9.3f %9s %9s %9s %9s %6d\n", r.System, r.Concurrency, r.TokensPerSecond,
+			r.LargeShare, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests)
+	}
+	for _, s := range systems {
+		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
+	}
+	return nil
+}
+
+func paramString(p map[string]string) string {
+	var kv []string
+	for k, v := range p {
+		kv = append(kv, k+"="+v)
+	}
+	if len(kv) == 0 {
+		return "no parameters"
+	}
+	return strings.Join(kv, " ")
+}
+
+func writeCompareCSV(path string, rows []compareRow) (err error) {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--csv: %w", err)
+	}
+	defer func() {
+		if cerr := fh.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--csv: %w", cerr)
+		}
+	}()
+	w := csv.NewWriter(fh)
+	_ = w.Write([]string{"system", "concurrency", "tokens_per_second", "tokens", "seconds", "large_model_share",
+		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed"})
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	for _, r := range rows {
+		_ = w.Write([]string{r.System, strconv.Itoa(r.Concurrency), f(r.TokensPerSecond), strconv.Itoa(r.Tokens), f(r.Seconds),
+			f(r.LargeShare), f(r.TTFTp50MS), f(r.TTFTp99MS), f(r.TPOTp50MS), f(r.TPOTp99MS), strconv.Itoa(r.Requests)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("--csv: %w", err)
+	}
+	return nil
+}
+
+// plotValidate draws predicted against measured throughput per threshold.
+func plotValidate(cmd *cobra.Command, f benchFlags, rep validateReport) error {
+	if f.compare.plotDir == "" {
+		return nil
+	}
+	var pts []plot.Point
+	for _, p := range rep.Points {
+		pts = append(pts, plot.Point{Series: fmt.Sprintf("N=%d", p.Concurrency), X: p.Predicted, Y: p.TokensPerSecond,
+			Label: "B=" + perfmodel.FormatB(p.Thresholds)})
+	}
+	path := filepath.Join(f.compare.plotDir, "validate.png")
+	title := fmt.Sprintf("Throughput model vs runtime (%s p=%g, L=%v ms, max-wait %gms)", rep.Algorithm, rep.P, rep.LatencyMS, rep.MaxWaitMS)
+	if err := plot.Scatter(path, title, "predicted tokens/s (Markov chain)", "measured tokens/s", pts, true); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "wrote", path)
+	return nil
+}
+
+// runCalibrate measures a real model's step latency on the CPU engine and
+// writes a sim profile with one model, so its timing can be studied at any
+// concurrency: --profile FILE.json then runs the sim engine with it.
+func runCalibrate(cmd *cobra.Command, f benchFlags) error {
+	c := f.compare
+	if c.model == "" {
+		return fmt.Errorf("--calibrate: --model PATH is required")
+	}
+	eng, err := openEngine(c.model, c.threads)
+	if err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	defer eng.Close()
+	prof, ms, err := bench.Calibrate(cmd.Context(), eng, bench.CalibrateOptions{})
+	if err != nil {
+		return err
+	}
+	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
+	errw := cmd.ErrOrStderr()
+	fmt.Fprintf(errw, "%-6s %-7s %10s %10s\n", "batch", "tokens", "measured", "fitted")
+	for _, m := range ms {
+		fmt.Fprintf(errw, "%-6d %-7d %10v %10v\n", m.Batch, m.Tokens, m.Latency.Round(time.Microsecond), prof.Latency(m.Batch, m.Tokens).Round(time.Microsecond))
+	}
+	p := sim.Preset{Name: name, Models: []string{name}, Profiles: []sim.Profile{prof},
+		About: fmt.Sprintf("calibrated from %s on the CPU engine on %s", filepath.Base(c.model), time.Now().UTC().Format(time.DateOnly))}
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	if c.out == "" {
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+		return err
+	}
+	if err := os.WriteFile(c.out, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	fmt.Fprintf(errw, "wrote %s: base %v, per sequence %v, per extend token %v\n", c.out, prof.Base, prof.PerSeq, prof.PerToken)
+	return nil
+}
+
+// openEngine loads a model file (GGUF or llama2.c checkpoint) on the CPU
+// engine without a tokenizer.
+func openEngine(path string, threads int) (*cpu.Engine, error) {
+	return cpu.Open(path, cpu.Options{Threads: threads})
+}
