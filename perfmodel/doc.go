@@ -17,10 +17,19 @@
 // running batches lose that time; every idle model whose queue holds at least
 // B_i requests launches with all of them. The launch decision is
 // sched.Decide, the same function the runtime calls. The chain starts with
-// all N requests queued at model 0 and keeps the reachable states; its
-// stationary distribution π is computed by Gauss–Seidel iteration on the
-// sparse transition matrix until the residual ‖πP − π‖₁ is at most 1e-10
-// (or by dense LU for small chains), and
+// all N requests queued at model 0 and keeps the reachable states. Its
+// stationary distribution π is computed by dense LU for small chains; larger
+// chains are reduced to their recurrent class (found by a strongly connected
+// component search; transient states get π = 0) and solved by restarted
+// GMRES with an ILU(0) preconditioner on the balance equations with the
+// most probable state's probability pinned (a nonsingular M-matrix
+// system), which converges in a few dozen iterations also where
+// Gauss–Seidel stalls, as on the nearly periodic chains of R2R with p near
+// 1. Gauss–Seidel is the fallback. The residual
+// ‖πP − π‖₁ of the returned π is verified explicitly and must be at most
+// Options.Tolerance (default 1e-10); otherwise EvaluateExact returns the
+// best π's throughput and residual with an error wrapping ErrNotConverged,
+// and a Planner simulates instead. Then
 //
 //	throughput = Σ_s π(s)·E[tokens committed at s] / Σ_s π(s)·E[time to the next event at s].
 //

@@ -266,7 +266,10 @@ func buildChain(ctx context.Context, m Model, n int, pols []sched.Policy, maxSta
 // DESIGN §6 with sched.Decide as the launch rule. Policies must not use a
 // max-wait guard (the chain has no clock). It fails with ErrTooLarge when
 // the chain has more than opts.MaxStates states, and with ErrInfeasible
-// when a reachable state deadlocks.
+// when a reachable state deadlocks. When the stationary solver cannot reach
+// opts.Tolerance, the error wraps ErrNotConverged and the Result still holds
+// the throughput of the best distribution found together with its Residual,
+// for the caller to judge.
 func EvaluateExact(ctx context.Context, m Model, n int, pols []sched.Policy, opts Options) (Result, error) {
 	opts = opts.withDefaults()
 	if err := m.Validate(); err != nil {
@@ -288,17 +291,19 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []sched.Policy, opt
 	if err != nil {
 		return res, err
 	}
-	pi, r, sweeps, err := stationary(ctx, ch.p, opts.Tolerance)
-	res.States, res.Residual, res.Sweeps = ch.p.n, r, sweeps
+	sol, err := stationary(ctx, ch.p, opts.Tolerance)
+	res.States, res.Residual, res.Sweeps, res.Solver = ch.p.n, sol.residual, sol.iters, sol.solver
+	if sol.pi != nil {
+		num, den := 0.0, 0.0
+		for i, x := range sol.pi {
+			num += x * ch.tokens[i]
+			den += x * ch.dt[i]
+		}
+		res.TokensPerSecond = num / den * 1000
+	}
 	if err != nil {
 		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, res.B, ch.p.n, err)
 	}
-	num, den := 0.0, 0.0
-	for i, x := range pi {
-		num += x * ch.tokens[i]
-		den += x * ch.dt[i]
-	}
-	res.TokensPerSecond = num / den * 1000
 	return res, nil
 }
 

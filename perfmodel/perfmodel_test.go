@@ -53,14 +53,14 @@ func TestPaperBest(t *testing.T) {
 }
 
 func TestIterativeSolverResidual(t *testing.T) {
-	// N=4, B1=1 has 715 states: above the dense limit, so Gauss–Seidel
-	// runs.
+	// N=4, B1=1 has 715 states: above the dense limit, so the sparse
+	// iterative solver runs.
 	r, err := EvaluateExact(context.Background(), paperR2R(), 4, staticPolicies([]int{1, 1}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.States <= denseLimit || r.Sweeps == 0 {
-		t.Fatalf("states %d sweeps %d: want the iterative path", r.States, r.Sweeps)
+	if r.States <= denseLimit || r.Sweeps == 0 || r.Solver != SolverGMRES {
+		t.Fatalf("states %d solver %q iterations %d: want the iterative path", r.States, r.Solver, r.Sweeps)
 	}
 	if r.Residual > DefaultTolerance {
 		t.Errorf("residual %.3g", r.Residual)

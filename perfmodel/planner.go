@@ -66,7 +66,10 @@ func NewPlanner(o Options) *Planner {
 // Evaluate returns the predicted throughput of static thresholds b at
 // concurrency n. An infeasible b (Σ(B_i − 1) ≥ n) gives a Result with
 // Feasible false and Method MethodNone and no error. The exact chain is
-// used up to Options.MaxStates states, simulation beyond.
+// used up to Options.MaxStates states, simulation beyond; simulation is
+// also used (and named in Result.Method) if the exact stationary solve
+// cannot reach Options.Tolerance, so a result never rests on an
+// unconverged distribution.
 func (pl *Planner) Evaluate(ctx context.Context, m Model, n int, b []int) (Result, error) {
 	return pl.evaluate(ctx, m, n, b, false)
 }
@@ -95,7 +98,7 @@ func (pl *Planner) evaluate(ctx context.Context, m Model, n int, b []int, simOnl
 	if !simOnly {
 		r, err = EvaluateExact(ctx, m, n, pols, pl.opts)
 	}
-	if simOnly || errors.Is(err, ErrTooLarge) {
+	if simOnly || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNotConverged) {
 		r, err = Simulate(ctx, m, n, pols, pl.opts.Sim)
 	}
 	if err != nil {
@@ -326,10 +329,10 @@ func FormatB(b []int) string {
 
 // EvaluatePolicies returns the predicted throughput of arbitrary launch
 // policies (tables, Lookahead, max-wait): exact when no policy has a
-// max-wait guard and the chain has at most Options.MaxStates states,
-// simulated otherwise. It does not check static feasibility (a table or a
-// lookahead rule may never deadlock); a policy set that does deadlock
-// returns ErrInfeasible.
+// max-wait guard, the chain has at most Options.MaxStates states and its
+// stationary solve converges, simulated otherwise. It does not check
+// static feasibility (a table or a lookahead rule may never deadlock); a
+// policy set that does deadlock returns ErrInfeasible.
 func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []sched.Policy) (Result, error) {
 	exact := true
 	for _, p := range pols {
@@ -337,7 +340,7 @@ func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []
 	}
 	if exact {
 		r, err := EvaluateExact(ctx, m, n, pols, pl.opts)
-		if !errors.Is(err, ErrTooLarge) {
+		if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrNotConverged) {
 			return r, err
 		}
 	}

@@ -33,8 +33,12 @@ type Result struct {
 	States int
 	// Residual is ‖πP − π‖₁ of the exact stationary distribution.
 	Residual float64
-	// Sweeps is the number of Gauss–Seidel sweeps (0 for a dense solve).
+	// Sweeps is the number of iterations of the stationary solver: GMRES
+	// iterations plus any fallback Gauss–Seidel sweeps (0 for a dense solve).
 	Sweeps int
+	// Solver names the stationary solver that produced the distribution
+	// (SolverDense, SolverGMRES, SolverGaussSeidel or SolverTrivial).
+	Solver string
 	// Events is the number of simulated batch-completion events measured.
 	Events int
 }
