@@ -27,6 +27,8 @@ type benchCompareFlags struct {
 	calibrate             bool
 	model, out            string
 	threads               int
+	batches, extends      []int
+	repeats               int
 }
 
 func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
@@ -38,6 +40,9 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.StringVar(&c.model, "model", "", "with --calibrate: the model file (GGUF or llama2.c .bin)")
 	fl.StringVar(&c.out, "out", "", "with --calibrate: the profile file to write (default: stdout)")
 	fl.IntVar(&c.threads, "threads", 0, "with --calibrate: CPU engine threads (0: all cores)")
+	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 8, 16}, "with --calibrate: decode batch sizes to measure")
+	fl.IntSliceVar(&c.extends, "calibrate-extends", []int{8, 32, 64, 128}, "with --calibrate: extend lengths to measure")
+	fl.IntVar(&c.repeats, "calibrate-repeats", 7, "with --calibrate: repeats per point (the median counts)")
 }
 
 // compareRow is one system at one concurrency, as printed.
@@ -224,7 +229,7 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 		return fmt.Errorf("--calibrate: %w", err)
 	}
 	defer eng.Close()
-	prof, ms, err := bench.Calibrate(cmd.Context(), eng, bench.CalibrateOptions{})
+	prof, ms, err := bench.Calibrate(cmd.Context(), eng, bench.CalibrateOptions{Batches: c.batches, Extends: c.extends, Repeats: c.repeats})
 	if err != nil {
 		return err
 	}

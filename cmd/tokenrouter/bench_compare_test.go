@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fastProfile writes a two-model sim profile with short steps.
+func fastProfile(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "fast.json")
+	body := `{"name":"fast","models":[{"name":"slm","base_ms":0.5},{"name":"llm","base_ms":2}]}`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBenchSystemsSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runCmd(t, "bench", "--profile", fastProfile(t, dir), "--systems", "tokenrouter,lockstep,slm-only",
+		"--thresholds", "1,2", "--concurrency", "1,3", "--duration", "400ms", "--warmup", "50ms", "--rounds", "2",
+		"--max-tokens", "20", "--format", "json", "--csv", filepath.Join(dir, "rows.csv"), "--plot", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rows []compareRow
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "["):]), &rows); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(rows) != 6 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if r.Tokens == 0 || r.Requests == 0 || r.TTFTp50MS <= 0 || r.TPOTp99MS < r.TPOTp50MS {
+			t.Errorf("row %+v", r)
+		}
+		if r.System == "slm-only" && r.LargeShare != 0 {
+			t.Errorf("slm-only large share %v", r.LargeShare)
+		}
+	}
+	fh, err := os.Open(filepath.Join(dir, "rows.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(fh).ReadAll()
+	fh.Close()
+	if err != nil || len(recs) != 7 || recs[0][0] != "system" {
+		t.Fatalf("csv: %v, %d records", err, len(recs))
+	}
+	img, err := os.Open(filepath.Join(dir, "throughput.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if _, err := png.Decode(img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCmd(t, "bench", "--systems", "tokenrouter,nope"); err == nil || !strings.Contains(err.Error(), "unknown system") {
+		t.Fatalf("unknown system: %v", err)
+	}
+}
+
+// TestCalibrateWritesALoadableProfile calibrates the real stories260K model
+// and runs the sim engine from the profile it wrote.
+func TestCalibrateWritesALoadableProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "stories.json")
+	out, err := runCmd(t, "bench", "--calibrate", "--model", filepath.Join(modelsDir(t), "stories260K.gguf"), "--threads", "1",
+		"--calibrate-batches", "1,4,8", "--calibrate-extends", "16,48", "--calibrate-repeats", "3", "--out", prof)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var p struct {
+		Models []struct {
+			Name     string  `json:"name"`
+			BaseMS   float64 `json:"base_ms"`
+			PerSeqMS float64 `json:"per_seq_ms"`
+		} `json:"models"`
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &p); err != nil || len(p.Models) != 1 || p.Models[0].Name != "stories260K" || p.Models[0].BaseMS+p.Models[0].PerSeqMS <= 0 {
+		t.Fatalf("profile %s: %v", b, err)
+	}
+	out, err = runCmd(t, "bench", "--profile", prof, "--algorithm", "single", "--thresholds", "1", "--concurrency", "2",
+		"--duration", "200ms", "--warmup", "20ms", "--max-tokens", "16", "--format", "json")
+	if err != nil || !strings.Contains(out, `"tokens_per_second"`) {
+		t.Fatalf("bench on the calibrated profile: %v\n%s", err, out)
+	}
+}
