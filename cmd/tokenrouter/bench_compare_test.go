@@ -30,7 +30,7 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	var rows []compareRow
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "["):]), &rows); err != nil {
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(out, "[{"):]), &rows); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
 	if len(rows) != 6 {
