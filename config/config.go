@@ -8,9 +8,12 @@
 // A preset runs one routing algorithm over its models; the server builds
 // one router per preset, each with its own engines, so two presets over the
 // same model definitions load that model twice. Thresholds are explicit
-// ("1,3", or one value for every model) or "auto", which asks the
-// throughput model for the best threshold table (supported for r2r-random
-// over simulated engines, whose latencies are known up front).
+// ("1,3", or one value for every model) or "auto" (the default): in one
+// process the runtime estimates the routing probabilities and step
+// latencies from what it observes and applies the throughput model's best
+// table B*(n) (autotune); for sub-servers in other processes the table is
+// computed up front, which needs known inputs (r2r-random over simulated
+// engines).
 package config
 
 import (
@@ -138,7 +141,7 @@ type Preset struct {
 	// Params are the algorithm's parameters.
 	Params map[string]string `yaml:"params"`
 	// Thresholds is "auto", one B for every model ("1") or one per model
-	// ("1,3"). Empty means 1 everywhere.
+	// ("1,3"). Empty means "auto".
 	Thresholds string `yaml:"thresholds"`
 	// MaxWait launches a step anyway after this wait (0: the default;
 	// negative disables the guard).
@@ -161,7 +164,7 @@ func Default() Config {
 	}
 	c.Presets = []Preset{{
 		Name: DefaultAlgorithm, Algorithm: DefaultAlgorithm, Models: []string{"slm", "llm"},
-		Params: map[string]string{"p": DefaultP}, Thresholds: "1,1",
+		Params: map[string]string{"p": DefaultP}, Thresholds: AutoThresholds,
 	}}
 	c.FillDefaults()
 	return c
@@ -210,7 +213,7 @@ func (c *Config) FillDefaults() {
 	for i := range c.Presets {
 		p := &c.Presets[i]
 		if p.Thresholds == "" {
-			p.Thresholds = "1"
+			p.Thresholds = AutoThresholds
 		}
 		if p.MaxWait == 0 {
 			p.MaxWait = DefaultMaxWait

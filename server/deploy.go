@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/autotune"
+
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
@@ -239,7 +241,16 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 			engines = append(engines, o.eng)
 		}
 	}
-	if auto {
+	if auto && !remote {
+		// The runtime estimates the routing process and step latencies
+		// from what it observes and pushes B*(n) (autotune); every model
+		// starts at B = 1.
+		tables = make([]sched.Table, len(mcs))
+		for i := range tables {
+			tables[i] = sched.Static(1)
+		}
+	} else if auto {
+		// Sub-servers elsewhere get their tables up front.
 		profiles := make([]*sim.Profile, len(mcs))
 		for i, mc := range mcs {
 			if mc.Engine == config.EngineSim {
@@ -266,6 +277,9 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 	}
 	d.obs = m.observer(d)
 	rc := router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs}
+	if auto && !remote {
+		rc.Auto = &autotune.Options{}
+	}
 	if remote {
 		r, closer, err := deploy(ctx, p.Name, rc, mcs)
 		if err != nil {

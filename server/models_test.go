@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 )
 
@@ -60,28 +60,28 @@ func TestRealModels(t *testing.T) {
 	waitIdle(t, e.s)
 }
 
-// TestAutoThresholds builds the threshold table from the throughput model.
+// TestAutoThresholds: "auto" (the default) runs the runtime's tuner, for
+// any algorithm, starting every model at B = 1.
 func TestAutoThresholds(t *testing.T) {
-	e := start(t, func(c *config.Config) {
-		c.Presets[0].Thresholds = "auto"
-		c.Presets[0].AutoConcurrency = 6
-	})
-	want, err := perfmodel.Table(context.Background(), perfmodel.R2R(0.35, 6, 27.9), 6, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, sub := range e.s.deps[0].r.SubServers() {
-		if got := sub.Policy().B; jsonOf(got) != jsonOf(want[i]) {
-			t.Fatalf("model %d: B %v, want %v", i, got, want[i])
+	for _, alg := range []string{"r2r-random", "single"} {
+		e := start(t, func(c *config.Config) {
+			c.Presets[0].Algorithm = alg
+			c.Presets[0].Thresholds = "auto"
+		})
+		r := e.s.deps[0].r
+		if r.Tuner() == nil {
+			t.Fatalf("%s: auto thresholds without a tuner", alg)
 		}
+		for i, sub := range r.SubServers() {
+			if st := r.Tuner().Status(); st.Tables == nil && sub.Policy().B.At(4) != 1 {
+				t.Fatalf("%s: model %d starts at B %v before any estimate", alg, i, sub.Policy().B)
+			}
+		}
+		stillServes(t, e, "auto thresholds")
 	}
-	stillServes(t, e, "auto thresholds")
-
-	cfg := config.Default()
-	cfg.Presets[0].Algorithm = "single"
-	cfg.Presets[0].Thresholds = "auto"
-	if _, err := New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), `thresholds "auto"`) {
-		t.Fatalf("auto for another algorithm: %v", err)
+	e := start(t, func(c *config.Config) { c.Presets[0].Thresholds = "1,3" })
+	if e.s.deps[0].r.Tuner() != nil || jsonOf(e.s.deps[0].r.SubServers()[1].Policy().B) != jsonOf(sched.Static(3)) {
+		t.Fatal("explicit thresholds must not run the tuner")
 	}
 }
 

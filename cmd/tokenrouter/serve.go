@@ -92,7 +92,7 @@ embedded one.`,
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
-	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: \"auto\", one value, or one per model (\"1,3\")")
+	fl.StringVar(&f.thresholds, "thresholds", "auto", "batching thresholds B: \"auto\" (estimated at run time), one value, or one per model (\"1,3\")")
 	fl.DurationVar(&f.maxWait, "max-wait", config.DefaultMaxWait, "launch a step anyway after this wait")
 	fl.BoolVar(&f.processes, "processes", false, "run each model's sub-server in its own process over an embedded NATS server (loopback)")
 	fl.StringVar(&f.natsURL, "nats", "", "join this NATS server (nats://HOST:PORT); the sub-servers run elsewhere (tokenrouter subserver)")
