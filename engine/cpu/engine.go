@@ -158,7 +158,8 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	e.at.e = e
 	e.sp.e = e
 	e.tokenMACs = c.vocab * c.dim
-	for _, ly := range w.layers {
+	for i := range w.layers {
+		ly := &w.layers[i]
 		for _, m := range []*matrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
 			e.tokenMACs += m.rows * m.cols
 		}
