@@ -460,6 +460,19 @@ func (t *Tuner) plan(ctx context.Context, targets []Target, est Estimate, now ti
 	maxN := min(t.opts.MaxN, max(4, (est.Active+3)/4*4))
 	md := t.Model(est)
 	start := time.Now()
+	if n := est.Active; n > 1 && maxN > 8 {
+		// A full table costs about N⁵ chain states; the optimum at the
+		// current active count alone costs a few percent of that. Push it
+		// at once (as a static B, clamped to the active count by
+		// sched.Table.At), then refine the whole table.
+		if best, err := t.opts.Planner.Optimize(ctx, md, min(n, maxN), t.opts.Fixed); err == nil {
+			for i, tg := range targets {
+				p := t.base[i]
+				p.B = sched.Static(best.B[i])
+				tg.SetPolicy(p)
+			}
+		}
+	}
 	tabs, err := t.opts.Planner.Table(ctx, md, maxN, t.opts.Fixed)
 	took := time.Since(start)
 	t.lastPlan, t.driftSince = now, time.Time{}
