@@ -7,6 +7,7 @@ package plot
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,7 +35,19 @@ func Lines(path, title, xLabel, yLabel string, pts []Point, logX bool) error {
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
-	p.Y.Min = 0
+	lo, hi := math.Inf(1), 0.0
+	for _, q := range pts {
+		lo, hi = min(lo, q.Y), max(hi, q.Y)
+	}
+	if lo > 0 && hi/lo > 30 {
+		// Series an order of magnitude apart (a small model alone against
+		// routed systems) stay readable on a log scale.
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += " (log scale)"
+	} else {
+		p.Y.Min = 0
+	}
 	if logX {
 		p.X.Scale = plot.LogScale{}
 		// Tick exactly the measured x values (concurrency levels).
