@@ -88,7 +88,7 @@ func Scatter(path, title, xLabel, yLabel string, pts []Point, diagonal bool) err
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
-	p.Legend.Left = false
+	p.Legend.Left = diagonal // above the diagonal's top-left is empty
 	series, order := group(pts)
 	x0, x1, y0, y1 := pts[0].X, pts[0].X, pts[0].Y, pts[0].Y
 	for _, q := range pts {
