@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
@@ -118,12 +117,12 @@ func openCPUText(m config.Model, vocab int) (opened, error) {
 		if tok, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
 		}
-		if isGGUF(m.Path) {
+		if gguf.IsFile(m.Path) {
 			if f, err := gguf.Open(m.Path); err == nil {
 				o.template, _ = f.String("tokenizer.chat_template")
 			}
 		}
-	case isGGUF(m.Path):
+	case gguf.IsFile(m.Path):
 		f, err := gguf.Open(m.Path)
 		if err != nil {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
@@ -150,7 +149,7 @@ func openCPU(m config.Model) (opened, error) {
 		tok *tokenizer.Tokenizer
 		err error
 	)
-	if isGGUF(m.Path) {
+	if gguf.IsFile(m.Path) {
 		f, err := gguf.Open(m.Path)
 		if err != nil {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
@@ -189,17 +188,6 @@ func openCPU(m config.Model) (opened, error) {
 	}
 	o.text = realText(tok)
 	return o, nil
-}
-
-func isGGUF(path string) bool {
-	fh, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer fh.Close()
-	var magic [4]byte
-	n, _ := io.ReadFull(fh, magic[:])
-	return string(magic[:n]) == gguf.Magic
 }
 
 // buildDeployment opens a preset's engines and starts its router, or,

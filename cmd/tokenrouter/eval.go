@@ -12,6 +12,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
 	"github.com/tokenrouter/tokenrouter/eval"
+	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -93,7 +94,7 @@ func runEval(cmd *cobra.Command, f evalFlags) error {
 		var ms []router.Model
 		for i, s := range specs {
 			tp := f.tokenizer
-			if isGGUF(s.path) {
+			if gguf.IsFile(s.path) {
 				tp = ""
 			}
 			eng, t, err := openModel(s.path, tp, f.threads)

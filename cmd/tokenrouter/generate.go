@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -180,7 +179,7 @@ func openModel(path, tokenizerPath string, threads int) (*cpu.Engine, *tokenizer
 		return nil, nil, err
 	}
 	var err error
-	if isGGUF(path) {
+	if gguf.IsFile(path) {
 		f, err := gguf.Open(path)
 		if err != nil {
 			return nil, nil, err
@@ -213,15 +212,4 @@ func openModel(path, tokenizerPath string, threads int) (*cpu.Engine, *tokenizer
 		return nil, nil, fmt.Errorf("tokenizer has %d tokens but the model has %d", tok.VocabSize(), eng.Info().VocabSize)
 	}
 	return eng, tok, nil
-}
-
-func isGGUF(path string) bool {
-	fh, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer fh.Close()
-	var magic [4]byte
-	n, _ := io.ReadFull(fh, magic[:])
-	return string(magic[:n]) == gguf.Magic
 }

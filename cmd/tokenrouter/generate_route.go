@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -73,7 +74,7 @@ func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) e
 		}
 		names[name] = true
 		tp := cfg.tokenizer
-		if isGGUF(spec.path) {
+		if gguf.IsFile(spec.path) {
 			tp = "" // a GGUF file carries its own tokenizer
 		}
 		eng, t, err := openModel(spec.path, tp, cfg.threads)
