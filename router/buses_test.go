@@ -3,8 +3,9 @@ package router_test
 import (
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/bus/nats/natstest"
+
 	"github.com/tokenrouter/tokenrouter/bus"
-	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 )
 
 // busCase is one bus the router tests run on: every test body runs on the
@@ -27,28 +28,8 @@ func busCases() []busCase {
 	return []busCase{{name: "memory"}, {name: "nats", mk: natsBus}}
 }
 
-// natsBus starts an embedded NATS server and connects a bus to it; both
-// stop when the test ends.
-func natsBus(t *testing.T) bus.Bus {
-	t.Helper()
-	srv, err := busnats.StartServer(busnats.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "test"})
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if n := b.Errors(); n != 0 {
-			t.Errorf("NATS bus: %d events could not be carried", n)
-		}
-		_ = b.Close()
-		srv.Close()
-	})
-	return b
-}
+// natsBus returns a bus on an embedded NATS server for one test.
+func natsBus(t *testing.T) bus.Bus { return natstest.Bus(t, "test") }
 
 // forEachBus runs f as one subtest per bus.
 func forEachBus(t *testing.T, f func(t *testing.T, bc busCase)) {

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bus/nats/natstest"
+
 	"github.com/tokenrouter/tokenrouter/bus"
-	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
@@ -83,28 +84,8 @@ func runSim(t *testing.T, mkBus func(*testing.T) bus.Bus) {
 	})
 }
 
-// natsBus starts an embedded NATS server and connects a bus to it; both
-// stop when the test ends.
-func natsBus(t *testing.T) bus.Bus {
-	t.Helper()
-	srv, err := busnats.StartServer(busnats.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "conformance"})
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if n := b.Errors(); n != 0 {
-			t.Errorf("NATS bus: %d events could not be carried", n)
-		}
-		_ = b.Close()
-		srv.Close()
-	})
-	return b
-}
+// natsBus returns a bus on an embedded NATS server for one test.
+func natsBus(t *testing.T) bus.Bus { return natstest.Bus(t, "conformance") }
 
 func TestCPU(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf", "stories260K.bin"}
