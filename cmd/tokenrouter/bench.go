@@ -180,6 +180,24 @@ func parseThresholds(s string, models int) ([]sched.Table, error) {
 	return tables, nil
 }
 
+// benchDeployment reads the profile, the algorithm parameters and the
+// thresholds (nil tables: automatic) a run is built from.
+func benchDeployment(f benchFlags) (sim.Preset, map[string]string, []sched.Table, error) {
+	preset, err := sim.LoadPreset(f.profile)
+	if err != nil {
+		return sim.Preset{}, nil, nil, err
+	}
+	params, err := benchParams(f)
+	if err != nil {
+		return sim.Preset{}, nil, nil, err
+	}
+	tables, err := parseThresholds(f.thresholds, len(preset.Models))
+	if err != nil {
+		return sim.Preset{}, nil, nil, err
+	}
+	return preset, params, tables, nil
+}
+
 func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.engine != "sim" {
 		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
@@ -187,15 +205,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, err := sim.LoadPreset(f.profile)
-	if err != nil {
-		return err
-	}
-	params, err := benchParams(f)
-	if err != nil {
-		return err
-	}
-	tables, err := parseThresholds(f.thresholds, len(preset.Models))
+	preset, params, tables, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}

@@ -84,15 +84,7 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			return fmt.Errorf("--systems: unknown system %q (have %s)", s, strings.Join(bench.Systems(), ", "))
 		}
 	}
-	preset, err := sim.LoadPreset(f.profile)
-	if err != nil {
-		return err
-	}
-	params, err := benchParams(f)
-	if err != nil {
-		return err
-	}
-	tables, err := parseThresholds(f.thresholds, len(preset.Models))
+	preset, params, tables, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}

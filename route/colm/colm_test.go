@@ -1,11 +1,9 @@
 package colm_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/colm"
 	"github.com/tokenrouter/tokenrouter/route/conformance"
@@ -23,39 +21,7 @@ func routed(t *testing.T, bias float32, hidden bool) (n int, batchEqualsAlone bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := sim.New(sim.Config{Seed: 4, VocabSize: 512})
-	in := make([]engine.Input, 32)
-	reqs := make([]*route.Request, 32)
-	for i := range in {
-		in[i] = engine.Input{Seq: engine.SeqID(i + 1), Tokens: []int32{1, int32(i + 3)}, Want: a.(route.Wanter).Want(0, nil)}
-		reqs[i] = &route.Request{ID: uint64(i)}
-	}
-	out := make([]engine.Output, 32)
-	if err := e.Step(context.Background(), in, out); err != nil {
-		t.Fatal(err)
-	}
-	if !hidden {
-		out[0].Hidden = nil
-	}
-	dec := func(lo, hi int) []route.Decision {
-		d := make([]route.Decision, hi-lo)
-		for i := range d {
-			d[i] = route.Decision{Next: 0, Cut: -1, Token: out[lo+i].Token, Commit: true}
-		}
-		a.Route(&route.Step{Model: 0, Requests: reqs[lo:hi], Outputs: out[lo:hi]}, d)
-		return d
-	}
-	batchEqualsAlone = true
-	for i, d := range dec(0, 32) {
-		if d.Next == 1 {
-			n++
-			if d.Token != route.NoToken {
-				t.Fatalf("routed token kept: %+v", d)
-			}
-		}
-		batchEqualsAlone = batchEqualsAlone && dec(i, i+1)[0] == d
-	}
-	return n, batchEqualsAlone
+	return conformance.CountRouted(t, a, hidden)
 }
 
 func TestRouting(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -381,4 +382,52 @@ func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]stri
 		out[name] = path
 	}
 	return out, nil
+}
+
+// CountRouted runs one 32-request step of a simulated small model through
+// a's Route (a is the small model's instance of a router algorithm) and
+// counts the requests sent to the large model. It fails t when a routed
+// token is kept. batchEqualsAlone reports whether each request's decision
+// in the batch equals its decision when routed alone. With hidden false,
+// the first request's hidden state is removed, as from an engine that
+// could not provide it.
+func CountRouted(t testing.TB, a route.Algorithm, hidden bool) (n int, batchEqualsAlone bool) {
+	t.Helper()
+	e := sim.New(sim.Config{Seed: 4, VocabSize: 512})
+	in := make([]engine.Input, 32)
+	reqs := make([]*route.Request, 32)
+	var want engine.Want
+	if w, ok := a.(route.Wanter); ok {
+		want = w.Want(0, nil)
+	}
+	for i := range in {
+		in[i] = engine.Input{Seq: engine.SeqID(i + 1), Tokens: []int32{1, int32(i + 3)}, Want: want}
+		reqs[i] = &route.Request{ID: uint64(i)}
+	}
+	out := make([]engine.Output, 32)
+	if err := e.Step(context.Background(), in, out); err != nil {
+		t.Fatal(err)
+	}
+	if !hidden {
+		out[0].Hidden = nil
+	}
+	dec := func(lo, hi int) []route.Decision {
+		d := make([]route.Decision, hi-lo)
+		for i := range d {
+			d[i] = route.Decision{Next: 0, Cut: -1, Token: out[lo+i].Token, Commit: true}
+		}
+		a.Route(&route.Step{Model: 0, Requests: reqs[lo:hi], Outputs: out[lo:hi]}, d)
+		return d
+	}
+	batchEqualsAlone = true
+	for i, d := range dec(0, 32) {
+		if d.Next == 1 {
+			n++
+			if d.Token != route.NoToken {
+				t.Fatalf("routed token kept: %+v", d)
+			}
+		}
+		batchEqualsAlone = batchEqualsAlone && dec(i, i+1)[0] == d
+	}
+	return n, batchEqualsAlone
 }
