@@ -10,8 +10,12 @@
 // for every active count n up to the largest observed. It pushes the tables
 // with SetPolicy, keeping each model's max-wait guard.
 //
-// Until the first estimate is ready every model launches at B = 1. After
-// the first plan, the tuner re-plans when an estimate drifts by more than
+// Until the first estimate is ready every model launches at B = 1. The
+// first plan uses what a quarter of the window holds, so that delayed
+// batching starts early; it is provisional, and the tuner plans again once
+// the window is full (the first steps of a fresh process run slow, which
+// would otherwise stay in the plan). After that, it re-plans when an
+// estimate drifts by more than
 // Options.Drift (10%) and the drift is statistically clear and has lasted a
 // whole window (so a step change is planned once, on post-change data),
 // at most once per Options.MinInterval.
@@ -131,6 +135,8 @@ type Estimate struct {
 	Routed []uint64
 	// Active is the largest number of active requests seen in the window.
 	Active int
+	// Span is the time the window covers.
+	Span time.Duration
 }
 
 // Status is a snapshot of the tuner's state.
@@ -302,6 +308,8 @@ func (t *Tuner) tick(ctx context.Context, targets []Target, now time.Time) {
 		// First plan as soon as every reached model has been measured.
 	case est.Active > t.plannedN && t.plannedN < t.opts.MaxN:
 		// More requests than the table covers.
+	case t.planned.Span < t.opts.Window && est.Span >= t.opts.Window:
+		// The provisional first plan, now with a full window.
 	case t.drifted(est):
 		if t.driftSince.IsZero() {
 			t.driftSince = now
@@ -352,7 +360,7 @@ func (t *Tuner) estimate() (Estimate, bool) {
 	}
 	m := len(t.obs)
 	e := Estimate{L: make([]float64, m), P: make([][]float64, m), TokensPerStep: make([]float64, m),
-		Steps: make([]uint64, m), Routed: make([]uint64, m)}
+		Steps: make([]uint64, m), Routed: make([]uint64, m), Span: b.at.Sub(a.at)}
 	for _, s := range t.hist {
 		e.Active = max(e.Active, s.active)
 	}

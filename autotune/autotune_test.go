@@ -97,10 +97,15 @@ func TestEstimateAndOneReplanOnDrift(t *testing.T) {
 			tu.tick(ctx, targets, now)
 		}
 	}
-	step(35, 5*time.Second)
+	step(35, 1500*time.Millisecond)
+	if st := tu.Status(); st.Plans != 1 || st.Planned.Span >= 2*time.Second {
+		t.Fatalf("after 1.5s: %d plans over %v, want 1 provisional plan", st.Plans, st.Planned.Span)
+	}
+	step(35, 3500*time.Millisecond)
 	st := tu.Status()
-	if st.Plans != 1 || st.Err != nil {
-		t.Fatalf("after 5s of p=0.35: %d plans (err %v), want 1", st.Plans, st.Err)
+	if st.Plans != 2 || st.Err != nil || st.Planned.Span < 2*time.Second {
+		t.Fatalf("after 5s of p=0.35: %d plans (err %v) over %v, want the provisional one and one over the full window",
+			st.Plans, st.Err, st.Planned.Span)
 	}
 	est, ok := tu.estimate()
 	if !ok {
@@ -130,8 +135,8 @@ func TestEstimateAndOneReplanOnDrift(t *testing.T) {
 
 	step(10, 6*time.Second)
 	st = tu.Status()
-	if st.Plans != 2 {
-		t.Fatalf("after p moved to 0.10: %d plans, want exactly 2", st.Plans)
+	if st.Plans != 3 {
+		t.Fatalf("after p moved to 0.10: %d plans, want exactly 3", st.Plans)
 	}
 	near("planned P[0][1]", st.Planned.P[0][1], 0.10)
 	want = wantTables(t, 0.10, 8)
@@ -140,8 +145,8 @@ func TestEstimateAndOneReplanOnDrift(t *testing.T) {
 			t.Fatalf("model %d table %v, want %v", i, f.pol.B, want[i])
 		}
 	}
-	if fakes[0].sets != 2 || fakes[1].sets != 2 {
-		t.Fatalf("policies pushed %d and %d times, want 2", fakes[0].sets, fakes[1].sets)
+	if fakes[0].sets != 3 || fakes[1].sets != 3 {
+		t.Fatalf("policies pushed %d and %d times, want 3", fakes[0].sets, fakes[1].sets)
 	}
 }
 
@@ -158,8 +163,9 @@ func TestSmallDriftNoReplan(t *testing.T) {
 		tu.tick(ctx, targets, now)
 		now = now.Add(100 * time.Millisecond)
 	}
-	if st := tu.Status(); st.Plans != 1 {
-		t.Fatalf("%d plans, want 1", st.Plans)
+	// The provisional plan and the full-window one; no re-plan for 6%.
+	if st := tu.Status(); st.Plans != 2 {
+		t.Fatalf("%d plans, want 2", st.Plans)
 	}
 }
 
@@ -181,8 +187,9 @@ func TestMoreActiveReplans(t *testing.T) {
 		now = now.Add(100 * time.Millisecond)
 	}
 	st := tu.Status()
-	if st.Plans != 2 || st.MaxN != 8 {
-		t.Fatalf("%d plans up to n=%d, want 2 plans up to 8", st.Plans, st.MaxN)
+	// Provisional, full window, then more active requests.
+	if st.Plans != 3 || st.MaxN != 8 {
+		t.Fatalf("%d plans up to n=%d, want 3 plans up to 8", st.Plans, st.MaxN)
 	}
 }
 
@@ -215,7 +222,7 @@ func TestUnreachedModel(t *testing.T) {
 		now = now.Add(100 * time.Millisecond)
 	}
 	st := tu.Status()
-	if st.Plans != 1 || st.Err != nil {
+	if st.Plans != 2 || st.Err != nil {
 		t.Fatalf("%d plans, err %v", st.Plans, st.Err)
 	}
 	if st.Model.P[1][1] != 1 || st.Model.P[0][1] != 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestRunMeasuresTokensAndLatency(t *testing.T) {
 }
 
 func TestEverySystemServes(t *testing.T) {
-	rows, err := Compare(context.Background(), fastSetup(t), Systems(),
+	rows, err := Compare(context.Background(), fastSetup(t), append(Systems(), "tokenrouter-auto"),
 		[]int{2}, Options{MaxTokens: 30, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}, 2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,9 @@ func TestEverySystemServes(t *testing.T) {
 	for _, r := range rows {
 		if r.Tokens == 0 {
 			t.Errorf("%s: no tokens", r.System)
+		}
+		if len(r.PerRound) != 2 || math.Abs((r.PerRound[0]+r.PerRound[1])/2-r.TokensPerSecond) > 1e-9 {
+			t.Errorf("%s: per-round %v for %.3f tok/s overall", r.System, r.PerRound, r.TokensPerSecond)
 		}
 		switch r.System {
 		case "query-level":

@@ -17,7 +17,10 @@ import (
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
-// Systems lists the serving systems Setup.Build knows, in report order.
+// Systems lists the serving systems Setup.Build knows, in report order
+// ("all"). Setup.Build also knows "tokenrouter-auto", which is
+// "tokenrouter" with automatic thresholds whatever Setup.Thresholds says, to
+// measure automatic against static thresholds side by side.
 func Systems() []string {
 	return []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "query-level", "slm-only", "llm-only"}
 }
@@ -27,6 +30,8 @@ func SystemAbout(name string) string {
 	switch name {
 	case "tokenrouter":
 		return "sub-servers with delayed batching (thresholds as configured, auto by default)"
+	case "tokenrouter-auto":
+		return "sub-servers with delayed batching and automatic thresholds (whatever --thresholds says)"
 	case "tokenrouter-b1":
 		return "sub-servers without delayed batching (B = 1 everywhere)"
 	case "lockstep":
@@ -103,6 +108,8 @@ func (s Setup) Build(name string) (System, error) {
 		if s.Thresholds == nil {
 			cfg.Auto = &autotune.Options{}
 		}
+	case "tokenrouter-auto":
+		cfg.Models, cfg.Auto = models(nil), &autotune.Options{}
 	case "tokenrouter-b1":
 		cfg.Models = models(nil)
 	case "std-serving":
@@ -143,12 +150,17 @@ type Row struct {
 	Concurrency int
 	// Result accumulates every round.
 	Result
+	// PerRound holds each round's tokens per second, in round order.
+	PerRound []float64
 }
 
 // Compare measures several systems at several concurrencies. Each
 // (system, N) window is split into rounds run round-robin across the
-// systems, so machine drift hits all of them alike. progress, if set, is
-// called after each round.
+// systems, so machine drift hits all of them alike. Round r runs with seed
+// o.Seed + r for every system: the systems of one round see the same routing
+// draws (common random numbers), so their per-round results pair up, while
+// different rounds are independent samples. progress, if set, is called
+// after each round.
 func Compare(ctx context.Context, setup Setup, systems []string, concurrency []int, o Options, rounds int,
 	progress func(done, total int, r Row)) ([]Row, error) {
 	if rounds < 1 {
@@ -162,7 +174,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		for _, name := range systems {
 			rows = append(rows, Row{System: name, Concurrency: n})
 		}
-		for range rounds {
+		for round := range rounds {
 			for i, name := range systems {
 				sys, err := setup.Build(name)
 				if err != nil {
@@ -170,6 +182,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				}
 				oo := o
 				oo.Concurrency, oo.Duration, oo.Label = n, slice, fmt.Sprintf("%s N=%d", name, n)
+				oo.Seed = o.Seed + uint64(round)
 				res, err := Run(ctx, sys, oo)
 				cerr := sys.Close()
 				if err != nil {
@@ -179,6 +192,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 					return nil, fmt.Errorf("bench: closing %s: %w", name, cerr)
 				}
 				rows[base+i].Add(res)
+				rows[base+i].PerRound = append(rows[base+i].PerRound, res.TokensPerSecond)
 				done++
 				if progress != nil {
 					progress(done, total, rows[base+i])

@@ -26,6 +26,8 @@ import (
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // benchFlags are the bench command's flags.
@@ -43,6 +45,7 @@ type benchFlags struct {
 	retries                                                int
 	maxLateness                                            time.Duration
 	maxStepDev                                             float64
+	resolve                                                time.Duration
 	agree                                                  float64
 	compare                                                benchCompareFlags
 }
@@ -101,7 +104,10 @@ switches from --p to 0.10 20 s after the system starts (warm-up included).
 batch-independent profile, r2r-random, max-wait 0 (unless set), for each
 N in --concurrency (default 2..6) and every feasible B1 with B0 = 1, the
 measured and the predicted (exact Markov chain) throughput side by side, and
-whether the predicted best B1 is the measured best. Each point is measured
+whether the predicted best B1 is the measured best. The table also shows the
+model's prediction at the routed fraction the windows actually had: a
+finite run's routing draws stray from p, and throughput moves with them.
+Each point is measured
 for --duration (default 10s) in --rounds interleaved slices (the order of
 points is shuffled per round), each slice after its own --warmup (default 1s).
 The comparison assumes the runtime ran at the profile's step times on a
@@ -110,6 +116,16 @@ by more than --max-step-dev, or during which a probe's 1 ms sleeps woke more
 than --max-lateness late on average, is discarded and measured again (up to
 --retries times; the table reports the retries). The criterion looks at the
 machine, never at the throughput.
+
+All points of a round share one seed, so two points' slices of a round form a
+pair. The measured best is the point with the highest mean; it is told apart
+(resolved) when it leads every other point by more than the 95% Student-t
+confidence interval of the paired differences. Neighbouring B1 can differ by
+less than the noise of a short run (the model puts N=5's B1=3 and B1=4 0.17%
+apart), so --resolve gives each N a budget of further measuring: while the
+best is not resolved, it and the points it does not yet clearly lead are
+measured again in further rounds. The interval is checked after each round,
+so its error rate is somewhat above 5%.
 
 Progress goes to stderr.`,
 		Args: cobra.NoArgs,
@@ -144,11 +160,12 @@ Progress goes to stderr.`,
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
 	addCompareFlags(fl, &f.compare)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
-	fl.IntVar(&f.rounds, "rounds", 2, "with --validate: interleaved slices per point")
+	fl.IntVar(&f.rounds, "rounds", 2, "with --validate or --systems: interleaved slices per point (round r uses seed --seed + r)")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
 	fl.IntVar(&f.retries, "retries", 3, "with --validate: re-measure a slice the machine starved up to this many times")
 	fl.DurationVar(&f.maxLateness, "max-lateness", time.Millisecond, "with --validate: a slice whose mean timer lateness exceeds this was starved")
 	fl.Float64Var(&f.maxStepDev, "max-step-dev", 0.02, "with --validate: a slice whose mean step time is off the profile by more than this was starved")
+	fl.DurationVar(&f.resolve, "resolve", 0, "with --validate: measuring time per N to spend telling the best B1 apart from its runner-up (0: none)")
 	return cmd
 }
 
@@ -320,15 +337,26 @@ type validatePoint struct {
 	Predicted       float64 `json:"predicted_tokens_per_second"`
 	Method          string  `json:"method"`
 	ErrorPercent    float64 `json:"error_percent"`
-	Within          bool    `json:"within_tolerance"`
-	PredictedBest   bool    `json:"predicted_best"`
-	MeasuredBest    bool    `json:"measured_best"`
+	// PredictedAtRouted is the model's prediction at the routed fraction
+	// the measured windows actually had (a finite run's draws stray from p
+	// by about ±1%, which moves throughput by about as much), and
+	// ErrorAtRoutedPercent the measured value's error against it. The
+	// acceptance check (Within) uses Predicted.
+	PredictedAtRouted    float64 `json:"predicted_at_routed_fraction"`
+	ErrorAtRoutedPercent float64 `json:"error_at_routed_fraction_percent"`
+	Within               bool    `json:"within_tolerance"`
+	PredictedBest        bool    `json:"predicted_best"`
+	MeasuredBest         bool    `json:"measured_best"`
 	// Retries counts slices measured again because the machine starved;
 	// Starved counts slices kept although it still was.
 	Retries int `json:"retries"`
 	Starved int `json:"starved"`
+	// Slices is the number of slices measured (rounds, plus any the
+	// resolve step added).
+	Slices int `json:"slices"`
 
-	routed float64
+	routed  float64
+	byRound map[int]float64 // tok/s of the slice measured in each round
 }
 
 // validateN summarises one concurrency.
@@ -338,6 +366,77 @@ type validateN struct {
 	MeasuredBestB1  int     `json:"measured_best_b1"`
 	Match           bool    `json:"match"`
 	MaxErrorPercent float64 `json:"max_abs_error_percent"`
+	// RunnerUpB1 is the point closest to the measured best; Margin is the
+	// best's mean lead over it in paired slices (same round, same seed),
+	// MarginCI95 the half-width of its 95% confidence interval and Pairs
+	// the number of pairs.
+	RunnerUpB1 int     `json:"runner_up_b1,omitempty"`
+	Margin     float64 `json:"margin_tokens_per_second"`
+	MarginCI95 float64 `json:"margin_ci95"`
+	Pairs      int     `json:"pairs"`
+	// Resolved is true when the best leads every other point by more than
+	// the confidence interval: the measurement tells the best apart.
+	Resolved bool `json:"resolved"`
+	// ExtraSeconds is the measuring time the resolve step added.
+	ExtraSeconds float64 `json:"extra_seconds"`
+}
+
+// contest is where one concurrency's points stand: the measured best, the
+// points it is not yet ahead of by a 95% paired confidence interval, and its
+// lead over the closest point.
+type contest struct {
+	best, runnerUp int
+	open           []int
+	margin, half   float64
+	pairs          int
+}
+
+// decide finds the measured best of the points idx (highest mean slice
+// throughput) and compares every other point with it slice by slice.
+func decide(pts []validatePoint, idx []int) contest {
+	mean := func(k int) float64 {
+		s := 0.0
+		for _, v := range pts[k].byRound {
+			s += v
+		}
+		return s / float64(max(len(pts[k].byRound), 1))
+	}
+	c := contest{best: slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(mean(a), mean(b)) }), runnerUp: -1}
+	for _, k := range idx {
+		if k == c.best {
+			continue
+		}
+		m, h, n := pairedLead(pts[c.best].byRound, pts[k].byRound)
+		if n < 2 || m-h <= 0 {
+			c.open = append(c.open, k)
+		}
+		if c.runnerUp < 0 || m < c.margin {
+			c.runnerUp, c.margin, c.half, c.pairs = k, m, h, n
+		}
+	}
+	return c
+}
+
+// pairedLead returns the mean of a[r] − b[r] over the rounds r both have,
+// the half-width of its 95% Student-t confidence interval (0 with fewer
+// than two pairs) and the number of pairs.
+func pairedLead(a, b map[int]float64) (mean, half float64, n int) {
+	var d []float64
+	for r, x := range a {
+		if y, ok := b[r]; ok {
+			d = append(d, x-y)
+		}
+	}
+	n = len(d)
+	if n == 0 {
+		return 0, 0, 0
+	}
+	mean = stat.Mean(d, nil)
+	if n < 2 {
+		return mean, 0, n
+	}
+	se := stat.StdDev(d, nil) / math.Sqrt(float64(n))
+	return mean, distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975) * se, n
 }
 
 // validateReport is bench --validate's output.
@@ -354,6 +453,10 @@ type validateReport struct {
 	PerConcurrency   []validateN     `json:"per_concurrency"`
 	AllMatch         bool            `json:"all_match"`
 	AllWithin        bool            `json:"all_within_tolerance"`
+	// ResolveSeconds is the --resolve budget per concurrency; AllResolved
+	// says every concurrency's best was told apart.
+	ResolveSeconds float64 `json:"resolve_seconds"`
+	AllResolved    bool    `json:"all_resolved"`
 }
 
 func runValidate(cmd *cobra.Command, f benchFlags) error {
@@ -429,20 +532,20 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	total := time.Duration(len(pts)*f.rounds) * (slice + f.warmup)
 	fmt.Fprintf(cmd.ErrOrStderr(), "validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n",
 		len(pts), f.rounds, slice, f.warmup, total.Round(time.Second))
-	order := make([]int, len(pts))
-	for k := range order {
-		order[k] = k
-	}
 	done := 0
-	for round := range f.rounds {
+	// run measures the points idx in one round, in a shuffled order. Every
+	// point of a round uses the same seed (common random numbers), so two
+	// points' slices of one round form a pair.
+	run := func(round int, idx []int) error {
+		order := slices.Clone(idx)
 		rng := rand.New(rand.NewPCG(f.seed, uint64(round)))
 		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		for _, k := range order {
 			pt := &pts[k]
 			tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
-			// Every point of a round uses the same seed: common random numbers.
 			var sl sliceResult
 			for try := 0; ; try++ {
+				var err error
 				sl, err = measure(ctx, f, preset, params, tables, pt.Concurrency, slice, f.seed+uint64(round))
 				if err != nil {
 					return err
@@ -463,24 +566,30 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 			pt.Tokens += res.Tokens
 			pt.Seconds += res.Seconds
 			pt.routed += res.RoutedFraction * float64(res.Tokens)
+			if pt.byRound == nil {
+				pt.byRound = map[int]float64{}
+			}
+			pt.byRound[round] = res.TokensPerSecond
 			done++
-			fmt.Fprintf(cmd.ErrOrStderr(), "validate [%d/%d] round %d N=%d B=%s: %.1f tok/s (predicted %.2f)\n",
-				done, len(pts)*f.rounds, round+1, pt.Concurrency, perfmodel.FormatB(pt.Thresholds), res.TokensPerSecond, pt.Predicted)
+			fmt.Fprintf(cmd.ErrOrStderr(), "validate [%d] round %d N=%d B=%s: %.1f tok/s (predicted %.2f)\n",
+				done, round+1, pt.Concurrency, perfmodel.FormatB(pt.Thresholds), res.TokensPerSecond, pt.Predicted)
+		}
+		return nil
+	}
+	all := make([]int, len(pts))
+	for k := range all {
+		all[k] = k
+	}
+	for round := range f.rounds {
+		if err := run(round, all); err != nil {
+			return err
 		}
 	}
 	rep := validateReport{Profile: preset.Name, Algorithm: f.algorithm, P: p, LatencyMS: lat,
 		MaxWaitMS: float64(f.maxWait) / float64(time.Millisecond), SecondsPerPoint: f.duration.Seconds(),
-		Rounds: f.rounds, TolerancePercent: 100 * f.tolerance, AllMatch: true, AllWithin: true}
-	for k := range pts {
-		pt := &pts[k]
-		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
-		if pt.Tokens > 0 {
-			pt.RoutedFraction = pt.routed / float64(pt.Tokens)
-		}
-		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
-		pt.Within = math.Abs(pt.ErrorPercent) <= 100*f.tolerance
-		rep.AllWithin = rep.AllWithin && pt.Within
-	}
+		Rounds: f.rounds, TolerancePercent: 100 * f.tolerance, ResolveSeconds: f.resolve.Seconds(),
+		AllMatch: true, AllWithin: true, AllResolved: true}
+	next := f.rounds
 	for _, n := range f.concurrency {
 		var idx []int
 		for k := range pts {
@@ -491,15 +600,62 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 		if len(idx) == 0 {
 			continue
 		}
+		// Resolve: while the measured best is not ahead of every other
+		// point by a 95% paired confidence interval, measure it and the
+		// points it is not yet ahead of in further rounds, within the
+		// --resolve budget.
+		var spent time.Duration
+		var c contest
+		for {
+			c = decide(pts, idx)
+			if len(c.open) == 0 || spent+time.Duration(1+len(c.open))*slice > f.resolve {
+				break
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "validate: N=%d: B1=%d leads B1=%d by %.2f ± %.2f tok/s; measuring again\n",
+				n, pts[c.best].Thresholds[1], pts[c.runnerUp].Thresholds[1], c.margin, c.half)
+			if err := run(next, append([]int{c.best}, c.open...)); err != nil {
+				return err
+			}
+			next++
+			spent += time.Duration(1+len(c.open)) * slice
+		}
 		pb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(pts[a].Predicted, pts[b].Predicted) })
-		mb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(pts[a].TokensPerSecond, pts[b].TokensPerSecond) })
-		pts[pb].PredictedBest, pts[mb].MeasuredBest = true, true
-		s := validateN{Concurrency: n, PredictedBestB1: pts[pb].Thresholds[1], MeasuredBestB1: pts[mb].Thresholds[1], Match: pb == mb}
-		for _, k := range idx {
-			s.MaxErrorPercent = max(s.MaxErrorPercent, math.Abs(pts[k].ErrorPercent))
+		pts[pb].PredictedBest, pts[c.best].MeasuredBest = true, true
+		s := validateN{Concurrency: n, PredictedBestB1: pts[pb].Thresholds[1], MeasuredBestB1: pts[c.best].Thresholds[1],
+			Match: pb == c.best, Resolved: len(c.open) == 0, ExtraSeconds: spent.Seconds()}
+		if c.runnerUp >= 0 {
+			s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs = pts[c.runnerUp].Thresholds[1], c.margin, c.half, c.pairs
 		}
 		rep.AllMatch = rep.AllMatch && s.Match
+		rep.AllResolved = rep.AllResolved && s.Resolved
 		rep.PerConcurrency = append(rep.PerConcurrency, s)
+	}
+	for k := range pts {
+		pt := &pts[k]
+		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
+		if pt.Tokens > 0 {
+			pt.RoutedFraction = pt.routed / float64(pt.Tokens)
+		}
+		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
+		if pt.Tokens > 0 {
+			r, err := pl.Evaluate(ctx, perfmodel.R2R(pt.RoutedFraction, lat[0], lat[1]), pt.Concurrency, pt.Thresholds)
+			if err != nil {
+				return fmt.Errorf("--validate: %w", err)
+			}
+			pt.PredictedAtRouted = r.TokensPerSecond
+			pt.ErrorAtRoutedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
+		}
+		pt.Within = math.Abs(pt.ErrorPercent) <= 100*f.tolerance
+		pt.Slices = len(pt.byRound)
+		rep.AllWithin = rep.AllWithin && pt.Within
+	}
+	for i := range rep.PerConcurrency {
+		s := &rep.PerConcurrency[i]
+		for k := range pts {
+			if pts[k].Concurrency == s.Concurrency {
+				s.MaxErrorPercent = max(s.MaxErrorPercent, math.Abs(pts[k].ErrorPercent))
+			}
+		}
 	}
 	rep.Points = pts
 	if err := plotValidate(cmd, f, rep); err != nil {
@@ -626,7 +782,8 @@ func printValidate(w io.Writer, rep validateReport) {
 	fmt.Fprintf(w, "profile %s (L = %s ms), %s p = %g, max-wait %gms, %.0fs per point in %d rounds\n",
 		rep.Profile, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rep.LatencyMS)), ", "), "[]"),
 		rep.Algorithm, rep.P, rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds)
-	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed", "method", "retries", "best")
+	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %10s %8s %6s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed",
+		"at routed", "error", "method", "slices", "retries", "best")
 	for _, pt := range rep.Points {
 		best := ""
 		if pt.PredictedBest {
@@ -639,13 +796,21 @@ func printValidate(w io.Writer, rep validateReport) {
 		if !pt.Within {
 			mark = "!"
 		}
-		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %6s %7d%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
-			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.Method, pt.Retries, best)
+		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %10.2f %+7.2f%% %6s %6d %7d%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
+			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.PredictedAtRouted, pt.ErrorAtRoutedPercent,
+			pt.Method, pt.Slices, pt.Retries, best)
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.PerConcurrency {
-		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, max |error| %.2f%%\n",
-			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.MaxErrorPercent)
+		lead := "no other point"
+		switch {
+		case s.RunnerUpB1 > 0 && s.Pairs >= 2:
+			lead = fmt.Sprintf("leads B1=%d by %.2f ± %.2f tok/s (95%%, %d pairs)", s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs)
+		case s.RunnerUpB1 > 0:
+			lead = fmt.Sprintf("leads B1=%d by %.2f tok/s (%d pair: no interval)", s.RunnerUpB1, s.Margin, s.Pairs)
+		}
+		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, resolved=%v (%s), max |error| %.2f%%\n",
+			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.Resolved, lead, s.MaxErrorPercent)
 	}
-	fmt.Fprintf(w, "all match: %v; all within %.0f%%: %v\n", rep.AllMatch, rep.TolerancePercent, rep.AllWithin)
+	fmt.Fprintf(w, "all match: %v; all resolved: %v; all within %.0f%%: %v\n", rep.AllMatch, rep.AllResolved, rep.TolerancePercent, rep.AllWithin)
 }

@@ -33,7 +33,7 @@ type benchCompareFlags struct {
 
 func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.StringVar(&c.systems, "systems", "", "compare serving systems side by side, interleaved: a comma list of "+
-		strings.Join(bench.Systems(), ", ")+", or all")
+		strings.Join(bench.Systems(), ", ")+", or all (and tokenrouter-auto: automatic thresholds whatever --thresholds says)")
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
 	fl.BoolVar(&c.calibrate, "calibrate", false, "measure --model's step latency on the CPU engine and write a sim profile (see --out)")
@@ -58,6 +58,12 @@ type compareRow struct {
 	TPOTp50MS       float64 `json:"tpot_p50_ms"`
 	TPOTp99MS       float64 `json:"tpot_p99_ms"`
 	Requests        int     `json:"requests_completed"`
+	// VsFirst is the mean per-round difference from the first system at
+	// the same concurrency (rounds share seeds, so they pair up),
+	// VsFirstCI95 the half-width of its 95% confidence interval (0 with
+	// fewer than two rounds).
+	VsFirst     float64 `json:"vs_first_tokens_per_second"`
+	VsFirstCI95 float64 `json:"vs_first_ci95"`
 }
 
 // runCompare measures several systems at several concurrencies in one
@@ -112,6 +118,8 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
 			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
 			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
+		first := rows[i-i%len(systems)]
+		out[i].VsFirst, out[i].VsFirstCI95, _ = pairedLead(roundMap(r.PerRound), roundMap(first.PerRound))
 	}
 	if f.compare.csv != "" {
 		if err := writeCompareCSV(f.compare.csv, out); err != nil {
@@ -135,7 +143,8 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 		return json.NewEncoder(w).Encode(out)
 	}
 	fmt.Fprintf(w, "%s, %s, profile %s, %v per point in %d interleaved rounds\n", f.algorithm, paramString(params), preset.Name, f.duration, max(f.rounds, 1))
-	fmt.Fprintf(w, "%-15s %4s %9s %9s %9s %9s %9s %9s %6s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done")
+	fmt.Fprintf(w, "%-16s %4s %9s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done",
+		"vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
 		lat := func(v float64, n int) string {
 			if n == 0 {
@@ -144,13 +153,30 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
 		}
 		nt, np := len(rows[i].TTFT), len(rows[i].TPOT)
-		fmt.Fprintf(w, "%-15s %4d %9.1f %9.3f %9s %9s %9s %9s %6d\n", r.System, r.Concurrency, r.TokensPerSecond,
-			r.LargeShare, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests)
+		vs := "-"
+		switch {
+		case i%len(systems) == 0:
+		case len(rows[i].PerRound) >= 2:
+			vs = fmt.Sprintf("%+.1f ± %.1f", r.VsFirst, r.VsFirstCI95)
+		default:
+			vs = fmt.Sprintf("%+.1f", r.VsFirst)
+		}
+		fmt.Fprintf(w, "%-16s %4d %9.1f %9.3f %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
+			r.LargeShare, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
 	}
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
 	}
 	return nil
+}
+
+// roundMap indexes per-round results by round for pairedLead.
+func roundMap(v []float64) map[int]float64 {
+	m := make(map[int]float64, len(v))
+	for r, x := range v {
+		m[r] = x
+	}
+	return m
 }
 
 func paramString(p map[string]string) string {
@@ -176,11 +202,11 @@ func writeCompareCSV(path string, rows []compareRow) (err error) {
 	}()
 	w := csv.NewWriter(fh)
 	_ = w.Write([]string{"system", "concurrency", "tokens_per_second", "tokens", "seconds", "large_model_share",
-		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed"})
+		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed", "vs_first_tokens_per_second", "vs_first_ci95"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 	for _, r := range rows {
 		_ = w.Write([]string{r.System, strconv.Itoa(r.Concurrency), f(r.TokensPerSecond), strconv.Itoa(r.Tokens), f(r.Seconds),
-			f(r.LargeShare), f(r.TTFTp50MS), f(r.TTFTp99MS), f(r.TPOTp50MS), f(r.TPOTp99MS), strconv.Itoa(r.Requests)})
+			f(r.LargeShare), f(r.TTFTp50MS), f(r.TTFTp99MS), f(r.TPOTp50MS), f(r.TPOTp99MS), strconv.Itoa(r.Requests), f(r.VsFirst), f(r.VsFirstCI95)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,15 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 	if len(rows) != 6 {
 		t.Fatalf("%d rows", len(rows))
 	}
-	for _, r := range rows {
+	for i, r := range rows {
 		if r.Tokens == 0 || r.Requests == 0 || r.TTFTp50MS <= 0 || r.TPOTp99MS < r.TPOTp50MS {
 			t.Errorf("row %+v", r)
+		}
+		// Equal slices: the mean per-round difference from the first
+		// system is the difference of the overall rates.
+		first := rows[i-i%3]
+		if math.Abs(r.VsFirst-(r.TokensPerSecond-first.TokensPerSecond)) > 1e-6 || r.VsFirstCI95 < 0 || (i%3 == 0 && r.VsFirstCI95 != 0) {
+			t.Errorf("row %+v: vs first %v ± %v", r, r.VsFirst, r.VsFirstCI95)
 		}
 		if r.System == "slm-only" && r.LargeShare != 0 {
 			t.Errorf("slm-only large share %v", r.LargeShare)
