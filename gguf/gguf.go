@@ -1,6 +1,7 @@
 // Package gguf reads GGUF model files (versions 2 and 3): the header, every
 // metadata value type, tensor infos and the aligned tensor data, and
-// dequantises the tensor types F32, F16, BF16, Q8_0 and Q4_0. Parsing is
+// dequantises the tensor types F32, F16, BF16, Q8_0 and Q4_0. OpenMeta reads
+// the header alone, for callers that need metadata but not weights. Parsing is
 // bounded by hard limits on counts and sizes, so a corrupt or hostile file
 // yields an error rather than a panic or a huge allocation. A minimal Writer
 // is included for producing small files (tests and tools).
@@ -162,10 +163,97 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
+// OpenMeta reads the header of the GGUF file at path: its metadata and
+// tensor infos, without the tensor data (Data is nil). It reads only as
+// much of the file as the header takes, so looking up a tokenizer or a chat
+// template in a multi-gigabyte model costs a few megabytes. The tensor
+// infos are checked against the file's size as Open checks them against
+// the data it read.
+func OpenMeta(path string) (*File, error) {
+	return openMeta(path, 4<<20)
+}
+
+// openMeta is OpenMeta reading first bytes at first and twice as many each
+// time the header runs past them.
+func openMeta(path string, first int64) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	size := st.Size()
+	for n := min(max(first, 16), size); ; n = min(2*n, size) {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(io.NewSectionReader(fh, 0, n), b); err != nil {
+			return nil, fmt.Errorf("gguf: %s: %w", path, err)
+		}
+		f, r, err := parse(b, false)
+		if err == nil {
+			if f.DataOffset > uint64(size) {
+				if len(f.Tensors) > 0 {
+					return nil, fmt.Errorf("%s: %w: truncated before tensor data", path, ErrFormat)
+				}
+				f.DataOffset = uint64(size) // as Parse has it
+			}
+			if err := f.checkExtents(uint64(size) - min(f.DataOffset, uint64(size))); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			return f, nil
+		}
+		if !r.short || n >= size {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
+
 // Parse parses a whole GGUF file held in memory. The returned File refers to
 // b's tensor data without copying.
 func Parse(b []byte) (*File, error) {
+	f, _, err := parse(b, true)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parse parses the header in b and, with data, takes the rest of b as the
+// tensor data and checks every tensor against it. The reader is returned so
+// that a caller holding only a prefix of the file can tell a header that
+// ran past b (reader.short) from a malformed one.
+func parse(b []byte, data bool) (*File, *reader, error) {
 	r := &reader{b: b}
+	f, err := r.header()
+	if err != nil {
+		return nil, r, err
+	}
+	off := uint64(r.off)
+	if rem := off % f.Alignment; rem != 0 {
+		off += f.Alignment - rem
+	}
+	f.DataOffset = off
+	if !data {
+		return f, r, nil
+	}
+	if len(f.Tensors) > 0 && off > uint64(len(b)) {
+		return nil, r, fmt.Errorf("%w: truncated before tensor data", ErrFormat)
+	}
+	if off > uint64(len(b)) {
+		off = uint64(len(b))
+	}
+	f.DataOffset = off
+	f.Data = b[off:]
+	if err := f.checkExtents(uint64(len(f.Data))); err != nil {
+		return nil, r, err
+	}
+	return f, r, nil
+}
+
+// header reads the magic, version, metadata and tensor infos.
+func (r *reader) header() (*File, error) {
 	magic, err := r.bytes(4)
 	if err != nil {
 		return nil, err
@@ -262,35 +350,29 @@ func Parse(b []byte) (*File, error) {
 		f.tensorIndex[ti.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, ti)
 	}
-	off := uint64(r.off)
-	if rem := off % f.Alignment; rem != 0 {
-		off += f.Alignment - rem
-	}
-	if len(f.Tensors) > 0 && off > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: truncated before tensor data", ErrFormat)
-	}
-	if off > uint64(len(b)) {
-		off = uint64(len(b))
-	}
-	f.DataOffset = off
-	f.Data = b[off:]
+	return f, nil
+}
+
+// checkExtents checks every tensor's alignment, row length and extent
+// against a data section of dataLen bytes.
+func (f *File) checkExtents(dataLen uint64) error {
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
 		if ti.Offset%f.Alignment != 0 {
-			return nil, fmt.Errorf("%w: tensor %q offset %d not aligned to %d", ErrFormat, ti.Name, ti.Offset, f.Alignment)
+			return fmt.Errorf("%w: tensor %q offset %d not aligned to %d", ErrFormat, ti.Name, ti.Offset, f.Alignment)
 		}
 		bs, _ := ti.Type.blockInfo()
 		if bs == 0 {
 			continue // reported when the tensor is read
 		}
 		if ti.Dims[0]%uint64(bs) != 0 {
-			return nil, fmt.Errorf("%w: tensor %q row length %d not a multiple of %s block size %d", ErrFormat, ti.Name, ti.Dims[0], ti.Type, bs)
+			return fmt.Errorf("%w: tensor %q row length %d not a multiple of %s block size %d", ErrFormat, ti.Name, ti.Dims[0], ti.Type, bs)
 		}
-		if end := ti.Offset + ti.Size(); end < ti.Offset || end > uint64(len(f.Data)) {
-			return nil, fmt.Errorf("%w: tensor %q data [%d, %d) beyond the %d data bytes", ErrFormat, ti.Name, ti.Offset, end, len(f.Data))
+		if end := ti.Offset + ti.Size(); end < ti.Offset || end > dataLen {
+			return fmt.Errorf("%w: tensor %q data [%d, %d) beyond the %d data bytes", ErrFormat, ti.Name, ti.Offset, end, dataLen)
 		}
 	}
-	return f, nil
+	return nil
 }
 
 // Get returns the metadata value for key.
@@ -467,13 +549,15 @@ func (f *File) Describe() string {
 }
 
 type reader struct {
-	b    []byte
-	off  int
-	meta int // decoded metadata bytes so far
+	b     []byte
+	off   int
+	meta  int  // decoded metadata bytes so far
+	short bool // a read ran past the end of b
 }
 
 func (r *reader) bytes(n int) ([]byte, error) {
 	if n < 0 || n > len(r.b)-r.off {
+		r.short = n >= 0
 		return nil, fmt.Errorf("%w: truncated at byte %d (need %d more)", ErrFormat, r.off, n)
 	}
 	s := r.b[r.off : r.off+n]

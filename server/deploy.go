@@ -118,12 +118,12 @@ func openCPUText(m config.Model, vocab int) (opened, error) {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
 		}
 		if gguf.IsFile(m.Path) {
-			if f, err := gguf.Open(m.Path); err == nil {
+			if f, err := gguf.OpenMeta(m.Path); err == nil {
 				o.template, _ = f.String("tokenizer.chat_template")
 			}
 		}
 	case gguf.IsFile(m.Path):
-		f, err := gguf.Open(m.Path)
+		f, err := gguf.OpenMeta(m.Path)
 		if err != nil {
 			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
 		}

@@ -23,7 +23,7 @@ func Open(path string, vocabSize int) (*Tokenizer, error) {
 	fh.Close()
 	switch {
 	case bytes.Equal(magic[:n], []byte(gguf.Magic)):
-		f, err := gguf.Open(path)
+		f, err := gguf.OpenMeta(path)
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
