@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // beatVersion is the heartbeat encoding's version.
@@ -62,6 +63,17 @@ type Beat struct {
 	Records, KV, Goroutines int
 	// Steps and Tokens are the member's counters.
 	Steps, Tokens uint64
+	// Runnable and Pending count requests queued and parked at the member;
+	// LastBatch and LastStep describe its last step and Busy is its total
+	// time in engine steps (for the front end's metrics).
+	Runnable, Pending, LastBatch int
+	LastStep, Busy               time.Duration
+}
+
+// Stats returns the member's counters as a sub-server reports them.
+func (b Beat) Stats() subserver.Stats {
+	return subserver.Stats{Records: b.Records, Runnable: b.Runnable, Pending: b.Pending, KVSequences: b.KV,
+		Steps: b.Steps, Tokens: b.Tokens, LastBatch: b.LastBatch, LastStep: b.LastStep, BusyTime: b.Busy}
 }
 
 func (b *Beat) encode() []byte {

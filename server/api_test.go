@@ -253,6 +253,7 @@ func TestMetrics(t *testing.T) {
 		`tokenrouter_model_queue_length{model="slm",preset="r2r-random"} 0`,
 		`tokenrouter_model_requests{model="llm",preset="r2r-random",state="pending"} 0`,
 		`tokenrouter_model_simulated{model="llm",preset="r2r-random"} 1`,
+		`tokenrouter_model_up{model="slm",preset="r2r-random"} 1`,
 		`tokenrouter_model_step_latency_seconds_bucket{model="llm",preset="r2r-random",le=`,
 		`tokenrouter_model_batch_size_count{model="slm",preset="r2r-random"}`,
 		`tokenrouter_model_tokens_committed_total{model="slm",preset="r2r-random"}`,

@@ -51,6 +51,25 @@ type deployment struct {
 	closer    io.Closer // what a Deployer returned to close after r, or nil
 }
 
+// stats returns every model's counters in index order: the in-process
+// sub-servers' own, or what remote ones last reported when the Deployer's
+// closer is a RemoteStatser; nil when neither is available.
+func (d *deployment) stats() []RemoteStat {
+	if subs := d.r.SubServers(); len(subs) == len(d.models) {
+		out := make([]RemoteStat, len(subs))
+		for i, s := range subs {
+			out[i] = RemoteStat{Up: true, Stats: s.Stats()}
+		}
+		return out
+	}
+	if rs, ok := d.closer.(RemoteStatser); ok {
+		if out := rs.RemoteStats(); len(out) == len(d.models) {
+			return out
+		}
+	}
+	return nil
+}
+
 // names returns the model names in index order.
 func (d *deployment) names() []string {
 	out := make([]string, len(d.models))

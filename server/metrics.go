@@ -27,9 +27,9 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 
 	// per-model gauges read from the sub-servers at scrape time
-	queue, requestsBy, kv, lastBatch, lastStep, simulated *prometheus.Desc
-	steps, tokens, busy                                   *prometheus.Desc
-	active, routedFrac, largeRatio, inFlight              *prometheus.Desc
+	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
+	steps, tokens, busy                                       *prometheus.Desc
+	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
@@ -73,6 +73,7 @@ func newMetrics(s *Server) *metrics {
 	m.lastBatch = d("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
 	m.lastStep = d("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
 	m.simulated = d("tokenrouter_model_simulated", "1 when the model is simulated (no weights).", pm...)
+	m.up = d("tokenrouter_model_up", "1 when the model serves requests (a sub-server in another process reports by heartbeat; its other figures are as of its last one).", pm...)
 	m.steps = d("tokenrouter_model_steps_total", "Engine steps run by the model.", pm...)
 	m.tokens = d("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
 	m.busy = d("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
@@ -118,7 +119,7 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated,
+	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.active, m.routedFrac, m.largeRatio, m.inFlight} {
 		ch <- d
 	}
@@ -136,9 +137,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	g(m.inFlight, float64(m.s.inFlight.Load()))
 	for _, dep := range m.s.deps {
 		var total, large uint64
-		for i, sub := range dep.r.SubServers() {
-			st := sub.Stats()
+		for i, rs := range dep.stats() {
+			st := rs.Stats
 			p, name := dep.name, dep.models[i].name
+			up := 0.0
+			if rs.Up {
+				up = 1
+			}
+			g(m.up, up, p, name)
 			g(m.queue, float64(st.Runnable), p, name)
 			g(m.requestsBy, float64(st.Runnable), p, name, "runnable")
 			g(m.requestsBy, float64(st.Pending), p, name, "pending")

@@ -37,6 +37,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // Options configure a Server beyond its configuration.
@@ -63,6 +64,21 @@ type Options struct {
 // closes the router, then closer (which may be nil), on Close. ctx bounds
 // the start-up.
 type Deployer func(ctx context.Context, preset string, rc router.Config, models []config.Model) (r *router.Router, closer io.Closer, err error)
+
+// RemoteStatser is an optional capability of the closer a Deployer
+// returns: the counters its sub-servers last reported, in model order.
+// /metrics reports them as it reports sub-servers running in process.
+type RemoteStatser interface {
+	RemoteStats() []RemoteStat
+}
+
+// RemoteStat is what one remote sub-server last reported.
+type RemoteStat struct {
+	// Up says whether the model serves requests.
+	Up bool
+	// Stats are its counters as of its last heartbeat.
+	Stats subserver.Stats
+}
 
 // Server serves the HTTP API over one router per preset.
 type Server struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/server"
 )
 
 // clusterDeploy runs serve's presets outside the serving process: with
@@ -47,7 +48,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 		if err != nil {
 			return nil, nil, err
 		}
-		return f.Router(), f, nil
+		return f.Router(), remoteCloser{f, f}, nil
 	}
 	args := make([][]string, len(models))
 	for i, m := range models {
@@ -66,7 +67,24 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Router(), l, nil
+	return l.Router(), remoteCloser{l, l.Front()}, nil
+}
+
+// remoteCloser closes a deployment and reports its sub-servers' last
+// heartbeats to the server's metrics (server.RemoteStatser).
+type remoteCloser struct {
+	io.Closer
+	front *cluster.Front
+}
+
+// RemoteStats implements server.RemoteStatser.
+func (r remoteCloser) RemoteStats() []server.RemoteStat {
+	ms := r.front.Members()
+	out := make([]server.RemoteStat, len(ms))
+	for i, m := range ms {
+		out[i] = server.RemoteStat{Up: m.Up, Stats: m.Last.Stats()}
+	}
+	return out
 }
 
 // subserverArgs are the subserver flags that run model m with policy pol.

@@ -267,6 +267,17 @@ func TestServeProcesses(t *testing.T) {
 	if !res.done {
 		t.Fatalf("stream without [DONE]: %+v", res)
 	}
+	// /metrics reports the children's counters from their heartbeats.
+	waitFor(t, 5*time.Second, "/metrics to report both children's steps", func() bool {
+		body := f.get(t, "/metrics")
+		for _, m := range []string{"slm", "llm"} {
+			if metricValue(body, "tokenrouter_model_up", m) != 1 || metricValue(body, "tokenrouter_model_steps_total", m) <= 0 ||
+				metricValue(body, "tokenrouter_model_tokens_committed_total", m) <= 0 {
+				return false
+			}
+		}
+		return true
+	})
 
 	// Load: streaming and non-streaming requests far longer than the test.
 	const streams, plain = 6, 2
@@ -451,4 +462,40 @@ func TestSubserverArgs(t *testing.T) {
 	if got := strings.Join(a, " "); err != nil || !strings.Contains(got, "--engine cpu --path /") || !strings.Contains(got, "--threads 2") {
 		t.Errorf("cpu: %q, %v", got, err)
 	}
+}
+
+// get returns the body of a GET of path on the front end.
+func (f *front) get(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := f.client.Get(f.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// metricValue returns the value of the Prometheus sample name{...model="model"...}
+// in a text exposition, or -1 when there is none.
+func metricValue(body, name, model string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok || !strings.Contains(rest, `model="`+model+`"`) {
+			continue
+		}
+		_, val, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	return -1
 }
