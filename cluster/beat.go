@@ -30,7 +30,7 @@ import (
 )
 
 // beatVersion is the heartbeat encoding's version.
-const beatVersion = 1
+const beatVersion = 2
 
 // Defaults of the liveness settings.
 const (
@@ -58,22 +58,11 @@ type Beat struct {
 	Front uint64 `json:"front,omitempty"`
 	// Info are the member's model facts.
 	Info engine.Info `json:"info"`
-	// Records and KV count the requests the member holds and those with
-	// KV; Goroutines is its process's goroutine count.
-	Records, KV, Goroutines int
-	// Steps and Tokens are the member's counters.
-	Steps, Tokens uint64
-	// Runnable and Pending count requests queued and parked at the member;
-	// LastBatch and LastStep describe its last step and Busy is its total
-	// time in engine steps (for the front end's metrics).
-	Runnable, Pending, LastBatch int
-	LastStep, Busy               time.Duration
-}
-
-// Stats returns the member's counters as a sub-server reports them.
-func (b Beat) Stats() subserver.Stats {
-	return subserver.Stats{Records: b.Records, Runnable: b.Runnable, Pending: b.Pending, KVSequences: b.KV,
-		Steps: b.Steps, Tokens: b.Tokens, LastBatch: b.LastBatch, LastStep: b.LastStep, BusyTime: b.Busy}
+	// Stats are the member's sub-server counters (requests held, KV
+	// sequences, steps, tokens, last step, busy time).
+	subserver.Stats
+	// Goroutines is the member process's goroutine count.
+	Goroutines int
 }
 
 func (b *Beat) encode() []byte {

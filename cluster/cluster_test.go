@@ -153,7 +153,7 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 	waitMembers(t, l, 5*time.Second, func(m []cluster.Member) bool {
-		return m[0].Last.Records == 0 && m[1].Last.Records == 0 && m[0].Last.KV == 0 && m[1].Last.KV == 0
+		return m[0].Last.Records == 0 && m[1].Last.Records == 0 && m[0].Last.KVSequences == 0 && m[1].Last.KVSequences == 0
 	})
 	// A frozen sub-server (SIGSTOP: no crash, no exit) misses its
 	// heartbeats: its requests end with a clear error within Misses
@@ -305,7 +305,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 	// before the kill.
 	waitMembers(t, l, 5*time.Second, func(m []cluster.Member) bool {
 		s := m[0].Last
-		return s.Incarnation == before[0].Last.Incarnation && s.Records == 0 && s.KV == 0 && s.Goroutines <= before[0].Last.Goroutines
+		return s.Incarnation == before[0].Last.Incarnation && s.Records == 0 && s.KVSequences == 0 && s.Goroutines <= before[0].Last.Goroutines
 	})
 	// The supervisor restarts the victim; it rejoins with a new incarnation.
 	after := waitMembers(t, l, 10*time.Second, func(m []cluster.Member) bool { return m[1].Up })

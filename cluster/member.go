@@ -185,10 +185,7 @@ func (m *member) restart() error {
 
 // beat publishes a heartbeat.
 func (m *member) beat(front uint64) {
-	st := m.s.Stats()
 	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Front: front,
-		Info: m.cfg.Engine.Info(), Records: st.Records, KV: st.KVSequences, Goroutines: runtime.NumGoroutine(),
-		Steps: st.Steps, Tokens: st.Tokens, Runnable: st.Runnable, Pending: st.Pending, LastBatch: st.LastBatch,
-		LastStep: st.LastStep, Busy: st.BusyTime}
+		Info: m.cfg.Engine.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine()}
 	_ = m.bus.Conn().Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
 }

@@ -164,9 +164,9 @@ func Open(path string) (*File, error) {
 }
 
 // OpenMeta reads the header of the GGUF file at path: its metadata and
-// tensor infos, without the tensor data (Data is nil). It reads only as
-// much of the file as the header takes, so looking up a tokenizer or a chat
-// template in a multi-gigabyte model costs a few megabytes. The tensor
+// tensor infos, without the tensor data (Data is nil). It reads the first
+// 4 MiB, and twice as much each time the header runs past what it read, so
+// looking up a tokenizer or a chat template does not read the weights. The tensor
 // infos are checked against the file's size as Open checks them against
 // the data it read.
 func OpenMeta(path string) (*File, error) {

@@ -633,11 +633,12 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	for k := range pts {
 		pt := &pts[k]
 		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
+		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
+		pt.Within = math.Abs(pt.ErrorPercent) <= 100*f.tolerance
+		pt.Slices = len(pt.byRound)
+		rep.AllWithin = rep.AllWithin && pt.Within
 		if pt.Tokens > 0 {
 			pt.RoutedFraction = pt.routed / float64(pt.Tokens)
-		}
-		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
-		if pt.Tokens > 0 {
 			r, err := pl.Evaluate(ctx, perfmodel.R2R(pt.RoutedFraction, lat[0], lat[1]), pt.Concurrency, pt.Thresholds)
 			if err != nil {
 				return fmt.Errorf("--validate: %w", err)
@@ -645,9 +646,6 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 			pt.PredictedAtRouted = r.TokensPerSecond
 			pt.ErrorAtRoutedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
 		}
-		pt.Within = math.Abs(pt.ErrorPercent) <= 100*f.tolerance
-		pt.Slices = len(pt.byRound)
-		rep.AllWithin = rep.AllWithin && pt.Within
 	}
 	for i := range rep.PerConcurrency {
 		s := &rep.PerConcurrency[i]

@@ -27,19 +27,7 @@ func TestParseThresholds(t *testing.T) {
 // TestValidateJSON runs a tiny validation and checks the report's shape
 // (no throughput assertions: timing on shared machines is noisy).
 func TestValidateJSON(t *testing.T) {
-	cmd := newBenchCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"--validate", "--concurrency", "2", "--duration", "300ms", "--warmup", "50ms", "--rounds", "1",
-		"--retries", "0", "--format", "json"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	var rep validateReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep := validateJSON(t, "--duration", "300ms")
 	if len(rep.Points) != 2 || len(rep.PerConcurrency) != 1 || rep.P != 0.35 || !slices.Equal(rep.LatencyMS, []float64{6, 27.9}) {
 		t.Fatalf("report %+v", rep)
 	}
@@ -106,19 +94,7 @@ func TestDecide(t *testing.T) {
 // best and its runner-up are measured again until they are told apart or
 // the budget runs out.
 func TestValidateResolve(t *testing.T) {
-	cmd := newBenchCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"--validate", "--concurrency", "2", "--duration", "200ms", "--warmup", "50ms", "--rounds", "1",
-		"--retries", "0", "--resolve", "1s", "--format", "json"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	var rep validateReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep := validateJSON(t, "--duration", "200ms", "--resolve", "1s")
 	s := rep.PerConcurrency[0]
 	// Each extra round measures both points for 200 ms: 0.4 s.
 	if s.ExtraSeconds < 0.4-1e-9 || s.ExtraSeconds > 1+1e-9 || s.RunnerUpB1 == 0 || s.Pairs < 2 {
@@ -133,4 +109,24 @@ func TestValidateResolve(t *testing.T) {
 	if s.Resolved != (s.Margin-s.MarginCI95 > 0) {
 		t.Fatalf("resolved=%v with margin %v ± %v", s.Resolved, s.Margin, s.MarginCI95)
 	}
+}
+
+// validateJSON runs a one-round validation at N = 2 with extra flags and
+// returns its JSON report.
+func validateJSON(t *testing.T, extra ...string) validateReport {
+	t.Helper()
+	cmd := newBenchCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(append([]string{"--validate", "--concurrency", "2", "--warmup", "50ms", "--rounds", "1", "--retries", "0",
+		"--format", "json"}, extra...))
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var rep validateReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return rep
 }

@@ -82,7 +82,7 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	ms := r.front.Members()
 	out := make([]server.RemoteStat, len(ms))
 	for i, m := range ms {
-		out[i] = server.RemoteStat{Up: m.Up, Stats: m.Last.Stats()}
+		out[i] = server.RemoteStat{Up: m.Up, Stats: m.Last.Stats}
 	}
 	return out
 }
