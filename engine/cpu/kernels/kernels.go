@@ -1,0 +1,152 @@
+// Package kernels holds the CPU engine's weight-times-activation kernels:
+// for each GGUF weight type, a function that multiplies rows of quantised
+// weights, read in place, against activations quantised per block.
+//
+// Every kernel has a plain pure-Go reference version and, where the CPU
+// allows, fast versions in assembly, one file per instruction set. A Set
+// binds each weight type to the fastest kernel of one Level; Detect picks
+// the Level from the CPU's features at start-up.
+//
+// Kernels are exact with respect to batching: the value written for one
+// (weight row, activation row) pair has the same bits whatever the number of
+// rows and columns of the call, their strides, and the pair's place in it.
+// So a sequence's outputs do not depend on what it is batched with or how
+// rows are split across threads.
+package kernels
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+// Level is an instruction-set level kernels are written for.
+type Level uint8
+
+// Levels, from the portable reference up.
+const (
+	// Generic is pure Go: the reference kernels.
+	Generic Level = iota
+	// AVX2 needs AVX2, FMA and F16C.
+	AVX2
+	// AVX512 needs AVX-512 F, BW, VL and VNNI on top of AVX2.
+	AVX512
+)
+
+var levelNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512"}
+
+// String names the level as ParseLevel accepts it.
+func (l Level) String() string {
+	if int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return fmt.Sprintf("level(%d)", uint8(l))
+}
+
+// ParseLevel reads a level name ("generic", "avx2", "avx512").
+func ParseLevel(s string) (Level, error) {
+	for l, n := range levelNames {
+		if n == s {
+			return Level(l), nil
+		}
+	}
+	return 0, fmt.Errorf("kernels: unknown level %q (want generic, avx2 or avx512)", s)
+}
+
+// Detect returns the highest level this CPU supports.
+func Detect() Level {
+	x := cpu.X86
+	if !(x.HasAVX2 && x.HasFMA && x.HasOSXSAVE) {
+		return Generic
+	}
+	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
+		return AVX512
+	}
+	return AVX2
+}
+
+// Act is the form activations take for one weight type's kernel.
+type Act uint8
+
+// Activation forms. A row of n activations is stored as one byte slice of
+// RowBytes(n) bytes, structure of arrays, quantised values first:
+//
+//	ActF32: f [n]float32 (little-endian)
+//	ActQ8:  q [n]int8 | d [n/32]float32 | s [n/32]float32   (s[b] = d[b]·Σ q of block b)
+//	ActQ8K: q [n]int8 | d [n/256]float32 | bsums [n/16]int16 (Σ q of each 16 values)
+//
+// x ≈ d[b]·q for each value of block b.
+const (
+	ActF32 Act = iota
+	ActQ8
+	ActQ8K
+)
+
+// Block is the number of values one scale covers (1 for ActF32).
+func (a Act) Block() int {
+	switch a {
+	case ActQ8:
+		return 32
+	case ActQ8K:
+		return 256
+	}
+	return 1
+}
+
+// RowBytes is the size of a row of n activations (n a multiple of Block).
+func (a Act) RowBytes(n int) int {
+	switch a {
+	case ActQ8:
+		return n + 8*(n/32)
+	case ActQ8K:
+		return n + 4*(n/256) + 2*(n/16)
+	}
+	return 4 * n
+}
+
+// MulFunc computes, for r < rows and c < cols,
+//
+//	out[c*outStride+r] = Σ_i W[r][i]·A[c][i]   (i < n)
+//
+// where weight row r is the n values of one GGUF type at w[r*wStride:] and
+// activation row c is in the kernel's Act form at a[c*aStride:]. n is a
+// multiple of the weight type's block size and of the Act's block.
+type MulFunc func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int)
+
+// Kernel multiplies one weight type against activations in one form.
+type Kernel struct {
+	// Act is the form Mul wants its activations in.
+	Act Act
+	// Mul is the multiplication.
+	Mul MulFunc
+}
+
+// Set binds weight types to the kernels of one level.
+type Set struct {
+	level   Level
+	kernels map[gguf.TensorType]Kernel
+}
+
+// NewSet returns the kernels of level l, falling back to lower levels (and
+// finally the reference) for types without a kernel at l. A level above what
+// Detect reports must not be requested: its instructions would fault.
+func NewSet(l Level) *Set {
+	s := &Set{level: l, kernels: make(map[gguf.TensorType]Kernel)}
+	for lv := Generic; lv <= l; lv++ {
+		for t, k := range levelKernels(lv) {
+			s.kernels[t] = k
+		}
+	}
+	return s
+}
+
+// Level reports the level the set was built for.
+func (s *Set) Level() Level { return s.level }
+
+// For returns the kernel for weight type t.
+func (s *Set) For(t gguf.TensorType) (Kernel, bool) {
+	k, ok := s.kernels[t]
+	return k, ok
+}
