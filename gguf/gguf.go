@@ -14,7 +14,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"strings"
 )
 
 // Magic is the four bytes every GGUF file starts with.
@@ -43,6 +42,9 @@ var (
 	ErrUnsupported = errors.New("gguf: unsupported")
 	// ErrLimit reports a count or size above the reader's hard limits.
 	ErrLimit = errors.New("gguf: limit exceeded")
+	// ErrNoData reports tensor data asked of a file that has none: one from
+	// OpenMeta, or one closed.
+	ErrNoData = errors.New("gguf: no tensor data")
 )
 
 // ValueType is the type tag of a metadata value.
@@ -135,7 +137,9 @@ func (t *TensorInfo) Size() uint64 {
 	return t.Elems() / uint64(bs) * uint64(ts)
 }
 
-// File is a parsed GGUF file. Tensor data are kept in memory (Data).
+// File is a parsed GGUF file. Its metadata are decoded into Go values; its
+// tensor data (Data) are the mapped file for Open, the caller's bytes for
+// Parse, and absent for OpenMeta.
 type File struct {
 	Version   uint32
 	KVs       []KV
@@ -143,24 +147,60 @@ type File struct {
 	Alignment uint64
 	// DataOffset is the file offset of the tensor data section.
 	DataOffset uint64
-	// Data is the tensor data section.
+	// Data is the tensor data section. After Close it is nil, and slices
+	// taken from it before (TensorData) must no longer be used.
 	Data []byte
 
 	kvIndex     map[string]int
 	tensorIndex map[string]int
+	unmap       func() error // releases the mapping behind Data; nil if none
 }
 
-// Open reads and parses the GGUF file at path.
+// Open maps the GGUF file at path read-only and parses it. The tensor data
+// are not copied: pages are read from the page cache as they are touched
+// and shared by every process mapping the same file. On platforms without
+// mmap the file is read into memory instead. The caller must Close the
+// File when it no longer uses the tensor data.
 func Open(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
+	defer fh.Close() // the mapping outlives the descriptor
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	b, unmap, err := mapFile(fh, st.Size())
+	if err != nil {
+		return nil, err
+	}
 	f, err := Parse(b)
 	if err != nil {
+		_ = unmap()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	f.unmap = unmap
 	return f, nil
+}
+
+// Close releases the tensor data of a File from Open (it unmaps the file)
+// and sets Data to nil; every slice of the data taken before, such as those
+// TensorData returns, is invalid afterwards and reading one faults. Metadata
+// and tensor infos stay usable. Close is a no-op for files from Parse or
+// OpenMeta, and closing twice is harmless. It must not run concurrently with
+// readers of the data.
+func (f *File) Close() error {
+	f.Data = nil
+	if f.unmap == nil {
+		return nil
+	}
+	unmap := f.unmap
+	f.unmap = nil
+	if err := unmap(); err != nil {
+		return fmt.Errorf("gguf: unmap: %w", err)
+	}
+	return nil
 }
 
 // OpenMeta reads the header of the GGUF file at path: its metadata and
@@ -515,37 +555,24 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 	return &f.Tensors[i], true
 }
 
-// TensorData returns the raw bytes of a tensor, or an error for an
-// unsupported tensor type.
+// TensorData returns the raw bytes of a tensor (a slice of Data, valid until
+// Close), or an error for an unsupported tensor type or a file whose data
+// are absent (OpenMeta) or closed.
 func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 	if !t.Type.Supported() {
 		return nil, fmt.Errorf("%w: tensor %q has type %s", ErrUnsupported, t.Name, t.Type)
 	}
-	return f.Data[t.Offset : t.Offset+t.Size()], nil
+	end := t.Offset + t.Size()
+	if end < t.Offset || end > uint64(len(f.Data)) {
+		return nil, fmt.Errorf("%w: tensor %q: no data (file closed or opened without data)", ErrNoData, t.Name)
+	}
+	return f.Data[t.Offset:end], nil
 }
 
 // Arch returns general.architecture.
 func (f *File) Arch() string {
 	s, _ := f.String("general.architecture")
 	return s
-}
-
-// Describe summarises the file in one line per metadata key and tensor
-// (arrays are abbreviated), for diagnostics.
-func (f *File) Describe() string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "GGUF v%d, %d metadata, %d tensors, alignment %d\n", f.Version, len(f.KVs), len(f.Tensors), f.Alignment)
-	for _, kv := range f.KVs {
-		if kv.Value.Type == TypeArray {
-			fmt.Fprintf(&sb, "  %s: array<%s>\n", kv.Key, kv.Value.ElemType)
-			continue
-		}
-		fmt.Fprintf(&sb, "  %s: %s = %v\n", kv.Key, kv.Value.Type, kv.Value.V)
-	}
-	for _, t := range f.Tensors {
-		fmt.Fprintf(&sb, "  tensor %s %s %v @%d\n", t.Name, t.Type, t.Dims, t.Offset)
-	}
-	return sb.String()
 }
 
 type reader struct {
@@ -772,16 +799,4 @@ func (r *reader) array(et ValueType, n, depth int) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: array element type %s", ErrFormat, et)
-}
-
-// ReadAll parses a GGUF file from r, reading at most limit bytes.
-func ReadAll(r io.Reader, limit int64) (*File, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: file larger than %d bytes", ErrLimit, limit)
-	}
-	return Parse(b)
 }

@@ -1,0 +1,19 @@
+//go:build !unix
+
+package gguf
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// mapFile reads the first size bytes of fh into memory on platforms without
+// mmap; the returned function releases nothing.
+func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
+	b := make([]byte, size)
+	if _, err := io.ReadFull(fh, b); err != nil {
+		return nil, nil, fmt.Errorf("gguf: %w", err)
+	}
+	return b, func() error { return nil }, nil
+}
