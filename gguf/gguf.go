@@ -1,10 +1,13 @@
-// Package gguf reads GGUF model files (versions 2 and 3): the header, every
-// metadata value type, tensor infos and the aligned tensor data, and
-// dequantises the tensor types F32, F16, BF16, Q8_0 and Q4_0. OpenMeta reads
-// the header alone, for callers that need metadata but not weights. Parsing is
-// bounded by hard limits on counts and sizes, so a corrupt or hostile file
-// yields an error rather than a panic or a huge allocation. A minimal Writer
-// is included for producing small files (tests and tools).
+// Package gguf reads and writes GGUF model files (versions 2 and 3): the
+// header, every metadata value type, tensor infos and the aligned tensor
+// data. Open maps a file read-only so weights are never copied; OpenMeta
+// reads the header alone, for callers that need metadata but not weights.
+// Parsing is bounded by hard limits on counts and sizes, so a corrupt or
+// hostile file yields an error rather than a panic or a huge allocation.
+//
+// The tensor types F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K decode (Dequantize) exactly as the
+// ggml block layouts define them. A Writer produces small files in memory.
 package gguf
 
 import (

@@ -172,8 +172,8 @@ func TestDequantizeKnownBlocks(t *testing.T) {
 	if err := Dequantize(BF16, o2, bf); err != nil || o2[0] != 1 || o2[1] != -5 {
 		t.Fatalf("BF16: %v %v", o2, err)
 	}
-	if err := Dequantize(Q4_K, out, make([]byte, 1000)); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Q4_K") {
-		t.Fatalf("Q4_K: %v", err)
+	if err := Dequantize(IQ4_NL, out, make([]byte, 1000)); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "IQ4_NL") {
+		t.Fatalf("IQ4_NL: %v", err)
 	}
 	if err := Dequantize(Q8_0, out, q8[:20]); !errors.Is(err, ErrFormat) {
 		t.Fatalf("short Q8_0 data: %v", err)
@@ -338,15 +338,15 @@ func TestBrokenFilesGiveErrors(t *testing.T) {
 
 func TestUnsupportedTensorTypeIsNamed(t *testing.T) {
 	w := NewWriter()
-	w.AddTensor("q", Q4_K, []uint64{256}, make([]byte, 144))
+	w.AddTensor("q", IQ4_NL, []uint64{256}, make([]byte, 144))
 	b, _ := w.Bytes()
 	f, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ti, _ := f.Tensor("q")
-	if _, err := f.TensorData(ti); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Q4_K") {
-		t.Fatalf("error %v should name Q4_K", err)
+	if _, err := f.TensorData(ti); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "IQ4_NL") {
+		t.Fatalf("error %v should name IQ4_NL", err)
 	}
 }
 

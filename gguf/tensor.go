@@ -1,16 +1,12 @@
 package gguf
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // TensorType is a ggml tensor data type.
 type TensorType uint32
 
-// Tensor types. Only F32, F16, BF16, Q8_0 and Q4_0 can be read; the others
-// are named so errors can say what a file holds.
+// Tensor types. Those with a block layout below (Supported) can be read and
+// written; the others are named so errors can say what a file holds.
 const (
 	F32  TensorType = 0
 	F16  TensorType = 1
@@ -26,7 +22,9 @@ const (
 	Q5_K TensorType = 13
 	Q6_K TensorType = 14
 	Q8_K TensorType = 15
-	BF16 TensorType = 30
+	// IQ4_NL is named for errors only: it cannot be read or written.
+	IQ4_NL TensorType = 20
+	BF16   TensorType = 30
 )
 
 var tensorTypeNames = map[TensorType]string{
@@ -58,6 +56,12 @@ func (t TensorType) BlockSize() int {
 	return bs
 }
 
+// BlockBytes is the number of bytes per block (0 for unsupported types).
+func (t TensorType) BlockBytes() int {
+	_, ts := t.blockInfo()
+	return ts
+}
+
 // RowBytes is the size in bytes of n elements (n a multiple of BlockSize).
 func (t TensorType) RowBytes(n int) int {
 	bs, ts := t.blockInfo()
@@ -67,202 +71,41 @@ func (t TensorType) RowBytes(n int) int {
 	return n / bs * ts
 }
 
-// blockInfo returns elements per block and bytes per block.
+// QK is the number of elements in a K-quant super-block (Q2_K … Q8_K).
+const QK = 256
+
+// blockInfo returns elements per block and bytes per block, as the ggml
+// block structs lay them out (little-endian, no padding).
 func (t TensorType) blockInfo() (int, int) {
 	switch t {
 	case F32:
 		return 1, 4
 	case F16, BF16:
 		return 1, 2
-	case Q8_0:
-		return 32, 34
 	case Q4_0:
-		return 32, 18
+		return 32, 2 + 16 // d, 32 nibbles
+	case Q4_1:
+		return 32, 2 + 2 + 16 // d, m, 32 nibbles
+	case Q5_0:
+		return 32, 2 + 4 + 16 // d, 32 fifth bits, 32 nibbles
+	case Q5_1:
+		return 32, 2 + 2 + 4 + 16 // d, m, 32 fifth bits, 32 nibbles
+	case Q8_0:
+		return 32, 2 + 32 // d, 32 int8
+	case Q8_1:
+		return 32, 2 + 2 + 32 // d, s = d·Σq, 32 int8
+	case Q2_K:
+		return QK, 16 + 64 + 2 + 2 // 16 scale|min nibble pairs, 256 crumbs, d, dmin
+	case Q3_K:
+		return QK, 32 + 64 + 12 + 2 // high bits, 256 crumbs, 16 6-bit scales, d
+	case Q4_K:
+		return QK, 2 + 2 + 12 + 128 // d, dmin, 8 6-bit scale/min pairs, 256 nibbles
+	case Q5_K:
+		return QK, 2 + 2 + 12 + 32 + 128 // d, dmin, scales/mins, fifth bits, nibbles
+	case Q6_K:
+		return QK, 128 + 64 + 16 + 2 // low nibbles, high crumbs, 16 int8 scales, d
+	case Q8_K:
+		return QK, 4 + 256 + 32 // float32 d, 256 int8, 16 int16 group sums
 	}
 	return 0, 0
-}
-
-// Dequantize converts n = len(dst) elements of type t from src into dst.
-// len(dst) must be a multiple of the block size and src must hold at least
-// RowBytes(len(dst)) bytes.
-func Dequantize(t TensorType, dst []float32, src []byte) error {
-	need := t.RowBytes(len(dst))
-	if !t.Supported() {
-		return fmt.Errorf("%w: tensor type %s", ErrUnsupported, t)
-	}
-	if len(dst)%t.BlockSize() != 0 || len(src) < need {
-		return fmt.Errorf("%w: %d %s elements need %d bytes, have %d", ErrFormat, len(dst), t, need, len(src))
-	}
-	switch t {
-	case F32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		}
-	case F16:
-		for i := range dst {
-			dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case BF16:
-		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
-		}
-	case Q8_0:
-		for b := 0; b < len(dst)/32; b++ {
-			blk := src[b*34 : b*34+34]
-			d := F16ToF32(binary.LittleEndian.Uint16(blk))
-			out := dst[b*32 : b*32+32]
-			for j := range 32 {
-				out[j] = float32(int8(blk[2+j])) * d
-			}
-		}
-	case Q4_0:
-		for b := 0; b < len(dst)/32; b++ {
-			blk := src[b*18 : b*18+18]
-			d := F16ToF32(binary.LittleEndian.Uint16(blk))
-			out := dst[b*32 : b*32+32]
-			for j := range 16 {
-				q := blk[2+j]
-				out[j] = float32(int(q&0x0f)-8) * d
-				out[j+16] = float32(int(q>>4)-8) * d
-			}
-		}
-	}
-	return nil
-}
-
-// F16ToF32 converts an IEEE 754 half-precision value to float32.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		e := uint32(127 - 15 + 1)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		mant &= 0x3ff
-		return math.Float32frombits(sign | e<<23 | mant<<13)
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
-
-// F32ToF16 converts a float32 to half precision, rounding to nearest even.
-func F32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff { // inf or nan
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - e)
-		half := uint32(1) << (shift - 1)
-		r := mant >> shift
-		rem := mant & (1<<shift - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++
-	}
-	return sign | uint16(r)
-}
-
-// F32ToBF16 converts a float32 to bfloat16, rounding to nearest even.
-func F32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
-
-// Quantize encodes src (len a multiple of the block size) as type t, the
-// way ggml's reference quantisers do. It is meant for tests and tools.
-func Quantize(t TensorType, src []float32) ([]byte, error) {
-	if !t.Supported() {
-		return nil, fmt.Errorf("%w: tensor type %s", ErrUnsupported, t)
-	}
-	if len(src)%t.BlockSize() != 0 {
-		return nil, fmt.Errorf("%w: %d elements not a multiple of %d", ErrFormat, len(src), t.BlockSize())
-	}
-	out := make([]byte, t.RowBytes(len(src)))
-	switch t {
-	case F32:
-		for i, v := range src {
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-		}
-	case F16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(out[2*i:], F32ToF16(v))
-		}
-	case BF16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(out[2*i:], F32ToBF16(v))
-		}
-	case Q8_0:
-		for b := 0; b < len(src)/32; b++ {
-			x := src[b*32 : b*32+32]
-			amax := float32(0)
-			for _, v := range x {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			d := amax / 127
-			id := float32(0)
-			if d != 0 {
-				id = 1 / d
-			}
-			blk := out[b*34:]
-			binary.LittleEndian.PutUint16(blk, F32ToF16(d))
-			for j, v := range x {
-				blk[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
-			}
-		}
-	case Q4_0:
-		for b := 0; b < len(src)/32; b++ {
-			x := src[b*32 : b*32+32]
-			amax, mx := float32(0), float32(0)
-			for _, v := range x {
-				if a := float32(math.Abs(float64(v))); a > amax {
-					amax, mx = a, v
-				}
-			}
-			d := mx / -8
-			id := float32(0)
-			if d != 0 {
-				id = 1 / d
-			}
-			blk := out[b*18:]
-			binary.LittleEndian.PutUint16(blk, F32ToF16(d))
-			for j := range 16 {
-				q0 := min(15, int(x[j]*id+8.5))
-				q1 := min(15, int(x[j+16]*id+8.5))
-				blk[2+j] = byte(q0) | byte(q1)<<4
-			}
-		}
-	}
-	return out, nil
 }
