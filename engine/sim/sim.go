@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -126,16 +127,18 @@ type Config struct {
 
 // Engine is a simulated engine. It is not safe for concurrent use.
 type Engine struct {
-	cfg   Config
-	seqs  map[engine.SeqID]*seq
-	free  []*seq
-	toks  []int32
-	logit []float32
-	hid   []float32
-	timer *time.Timer
-	spin  time.Duration // current spin window
-	late  time.Duration // average timer lateness
-	debt  time.Duration // overshoot not yet paid back
+	cfg    Config
+	seqs   map[engine.SeqID]*seq
+	free   []*seq
+	inStep map[engine.SeqID]struct{} // the current step's sequences
+	old    []int                     // per input: length before the step, -1 if new
+	toks   []int32
+	logit  []float32
+	hid    []float32
+	timer  *time.Timer
+	spin   time.Duration // current spin window
+	late   time.Duration // average timer lateness
+	debt   time.Duration // overshoot not yet paid back
 }
 
 // seq holds one sequence's prefix hashes: h[i] is the hash of the first i+1
@@ -161,7 +164,7 @@ func New(cfg Config) *Engine {
 	if cfg.Name == "" {
 		cfg.Name = "sim"
 	}
-	return &Engine{cfg: cfg, seqs: map[engine.SeqID]*seq{}, spin: time.Millisecond}
+	return &Engine{cfg: cfg, seqs: map[engine.SeqID]*seq{}, inStep: map[engine.SeqID]struct{}{}, spin: time.Millisecond}
 }
 
 // Info reports the simulated model's facts.
@@ -176,18 +179,27 @@ func (e *Engine) Info() engine.Info {
 func (e *Engine) Profile() Profile { return e.cfg.Profile }
 
 // Step appends tokens, computes the deterministic next tokens and returns
-// once the profile's step time has elapsed since the call began.
+// once the profile's step time has elapsed since the call began. When ctx
+// ends first, the step is undone and ctx's error returned.
 func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
 	start := time.Now()
 	if len(out) < len(in) {
 		return fmt.Errorf("sim: %d outputs for %d inputs: %w", len(out), len(in), engine.ErrBadInput)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sim: step: %w", err)
+	}
 	total, nAll, nLogit, nHid := 0, 0, 0, 0
+	clear(e.inStep)
 	for i := range in {
 		n := len(in[i].Tokens)
 		if n == 0 {
 			return fmt.Errorf("sim: sequence %d: no tokens: %w", in[i].Seq, engine.ErrBadInput)
 		}
+		if _, dup := e.inStep[in[i].Seq]; dup {
+			return fmt.Errorf("sim: sequence %d appears twice in one step: %w", in[i].Seq, engine.ErrBadInput)
+		}
+		e.inStep[in[i].Seq] = struct{}{}
 		if s := e.seqs[in[i].Seq]; s != nil && len(s.h)+n > e.cfg.ContextLength ||
 			n > e.cfg.ContextLength {
 			return fmt.Errorf("sim: sequence %d: %w (limit %d)", in[i].Seq, engine.ErrContextFull, e.cfg.ContextLength)
@@ -207,11 +219,15 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	e.logit = growF(e.logit, nLogit*e.cfg.VocabSize)
 	e.hid = growF(e.hid, nHid*e.cfg.HiddenSize)
 	var ta, tl, th int
+	e.old = slices.Grow(e.old[:0], len(in))[:len(in)]
 	for i := range in {
 		s := e.seqs[in[i].Seq]
+		e.old[i] = -1
 		if s == nil {
 			s = e.newSeq()
 			e.seqs[in[i].Seq] = s
+		} else {
+			e.old[i] = len(s.h)
 		}
 		o := engine.Output{}
 		all := in[i].Want&engine.WantAllTokens != 0
@@ -251,6 +267,7 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	// times are accurate on average even when the OS wakes us late.
 	pay := min(e.debt, target/10)
 	if err := e.wait(ctx, start.Add(target-pay)); err != nil {
+		e.undo(in)
 		return err
 	}
 	if target > 0 {
@@ -258,6 +275,18 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 		e.debt = max(e.debt, 0)
 	}
 	return nil
+}
+
+// undo takes back the tokens the current step appended.
+func (e *Engine) undo(in []engine.Input) {
+	for i := range in {
+		if e.old[i] >= 0 {
+			s := e.seqs[in[i].Seq]
+			s.h = s.h[:e.old[i]]
+			continue
+		}
+		e.Release(in[i].Seq)
+	}
 }
 
 // wait sleeps until deadline and spins the last stretch. Timer wake-ups on
