@@ -14,21 +14,31 @@ import (
 // could not carry an event.
 func Bus(t testing.TB, prefix string) bus.Bus {
 	t.Helper()
+	return Buses(t, prefix, 1)[0]
+}
+
+// Buses is Bus with n connections to one server under one prefix, as n
+// processes of one deployment hold.
+func Buses(t testing.TB, prefix string, n int) []bus.Bus {
+	t.Helper()
 	srv, err := busnats.StartServer(busnats.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: prefix})
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if n := b.Errors(); n != 0 {
-			t.Errorf("NATS bus: %d events could not be carried", n)
+	t.Cleanup(srv.Close)
+	bs := make([]bus.Bus, n)
+	for i := range bs {
+		b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_ = b.Close()
-		srv.Close()
-	})
-	return b
+		t.Cleanup(func() {
+			if n := b.Errors(); n != 0 {
+				t.Errorf("NATS bus: %d events could not be carried", n)
+			}
+			_ = b.Close()
+		})
+		bs[i] = b
+	}
+	return bs
 }
