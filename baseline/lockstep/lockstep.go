@@ -192,6 +192,9 @@ func (s *System) loop(ctx context.Context) {
 			}
 			out = slices.Grow(out[:0], len(batch))[:len(batch)]
 			if err := e.Step(ctx, in, out); err != nil {
+				if ctx.Err() != nil {
+					break // closing: the open requests end as cancelled
+				}
 				for _, r := range batch {
 					s.end(r, stream.Error, fmt.Errorf("lockstep: model %d: %w", m, err))
 				}
