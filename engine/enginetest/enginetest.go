@@ -260,15 +260,7 @@ func maxDiff(a, b []float32) (d float32, ok bool) {
 func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
 
 // argmax returns the index of the first largest value.
-func argmax(x []float32) int32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
+func argmax(x []float32) int32 { return int32(slices.Index(x, slices.Max(x))) }
 
 // seeded is a sampling setting with randomness.
 func seeded(seed uint64) engine.Sampling {
