@@ -86,26 +86,179 @@ func f16At(b []byte, off int) float32 {
 	return gguf.F16ToF32(binary.LittleEndian.Uint16(b[off:]))
 }
 
-// mulQ8_0Ref is the reference Q8_0 kernel: per block, the integer dot
-// product of the 32 weights and activations, scaled by the weight and
-// activation scales, summed over blocks in order.
-func mulQ8_0Ref(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
-	nb := n / 32
-	for c := range cols {
-		act := a[c*aStride:]
-		for r := range rows {
-			wr := w[r*wStride:]
-			var acc float32
-			for b := range nb {
-				blk := wr[b*34 : b*34+34]
-				q := act[b*32 : b*32+32]
-				var isum int32
-				for j := range 32 {
-					isum += int32(int8(blk[2+j])) * int32(int8(q[j]))
+// fma32 returns x·y+z rounded once to float32, as a fused multiply-add
+// instruction computes it. The product is exact in float64; the sum is
+// rounded to float64 and then to float32, which only goes wrong when the
+// float64 sum lands exactly halfway between two float32 values while the
+// exact sum does not: then the exact sum's side decides.
+func fma32(x, y, z float32) float32 {
+	p := float64(x) * float64(y)
+	s := p + float64(z)
+	r := float32(s)
+	if math.IsInf(s, 0) || math.IsNaN(s) || float64(r) == s {
+		return r
+	}
+	bp := s - float64(z)
+	e := (p - bp) + (float64(z) - (s - bp)) // exact sum = s + e
+	if e == 0 {
+		return r
+	}
+	// the other float32 neighbour of s
+	o := math.Nextafter32(r, float32(math.Inf(1)))
+	if float64(r) > s {
+		o = math.Nextafter32(r, float32(math.Inf(-1)))
+	}
+	if (float64(r)+float64(o))/2 != s {
+		return r // not a tie: rounding twice gave the right value
+	}
+	lo, hi := min(r, o), max(r, o)
+	if e > 0 {
+		return hi
+	}
+	return lo
+}
+
+// reduce sums L = len(acc) lanes (8 or 16) in the order the assembly does:
+// halves first (lane i with i+L/2), down to one.
+func reduce(acc []float32) float32 {
+	var s8 [8]float32
+	if len(acc) == 16 {
+		for i := range 8 {
+			s8[i] = acc[i] + acc[i+8]
+		}
+	} else {
+		copy(s8[:], acc)
+	}
+	var s4 [4]float32
+	for i := range 4 {
+		s4[i] = s8[i] + s8[i+4]
+	}
+	return (s4[0] + s4[2]) + (s4[1] + s4[3])
+}
+
+// legacyBlock decodes one block of a 32-value type: the integer weights
+// (offset removed for types without a min, raw for types with one), the
+// scale d and the min m (0 for types without one).
+func legacyBlock(t gguf.TensorType, blk []byte, q *[32]int32) (d, m float32) {
+	d = f16At(blk, 0)
+	switch t {
+	case gguf.Q8_0:
+		for j := range 32 {
+			q[j] = int32(int8(blk[2+j]))
+		}
+	case gguf.Q4_0, gguf.Q4_1:
+		off, bias := 2, int32(8)
+		if t == gguf.Q4_1 {
+			off, bias, m = 4, 0, f16At(blk, 2)
+		}
+		for j := range 16 {
+			q[j] = int32(blk[off+j]&0x0f) - bias
+			q[j+16] = int32(blk[off+j]>>4) - bias
+		}
+	case gguf.Q5_0, gguf.Q5_1:
+		hOff, off, bias := 2, 6, int32(16)
+		if t == gguf.Q5_1 {
+			hOff, off, bias, m = 4, 8, 0, f16At(blk, 2)
+		}
+		qh := binary.LittleEndian.Uint32(blk[hOff:])
+		for j := range 16 {
+			q[j] = int32(blk[off+j]&0x0f|byte(qh>>j&1)<<4) - bias
+			q[j+16] = int32(blk[off+j]>>4|byte(qh>>(j+16)&1)<<4) - bias
+		}
+	}
+	return d, m
+}
+
+// legacyBlockBytes is the size of one 32-value block of type t (0 if t is
+// not one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
+func legacyBlockBytes(t gguf.TensorType) int {
+	switch t {
+	case gguf.Q4_0:
+		return 18
+	case gguf.Q4_1:
+		return 20
+	case gguf.Q5_0:
+		return 22
+	case gguf.Q5_1:
+		return 24
+	case gguf.Q8_0:
+		return 34
+	}
+	return 0
+}
+
+// refLegacy returns the reference kernel for a 32-value block type with
+// accumulators of L lanes (8 or 16). Per (row, column) pair it computes, for
+// each block b, the integer sums of the eight groups of four products,
+// scales them by d_b·da_b with one fused multiply-add per lane into lane
+// group b mod L/8, adds m_b·s_b into the group's first lane for types with
+// a min, and sums the lanes with reduce. The assembly kernels compute the
+// same operations, so their results are equal bit for bit.
+func refLegacy(t gguf.TensorType, L int) MulFunc {
+	bb := legacyBlockBytes(t)
+	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+		nb := n / 32
+		var q [32]int32
+		acc := make([]float32, L)
+		for c := range cols {
+			act := a[c*aStride:]
+			for r := range rows {
+				wr := w[r*wStride:]
+				clear(acc)
+				for b := range nb {
+					d, m := legacyBlock(t, wr[b*bb:(b+1)*bb], &q)
+					sc := d * f32At(act[n:], b)
+					g := (b % (L / 8)) * 8
+					for i := range 8 {
+						var s int32
+						for j := 4 * i; j < 4*i+4; j++ {
+							s += q[j] * int32(int8(act[b*32+j]))
+						}
+						acc[g+i] = fma32(float32(s), sc, acc[g+i])
+					}
+					if t == gguf.Q4_1 || t == gguf.Q5_1 {
+						acc[g] = fma32(m, f32At(act[n+4*nb:], b), acc[g])
+					}
 				}
-				acc += f16At(blk, 0) * f32At(act[n:], b) * float32(isum)
+				out[c*outStride+r] = reduce(acc)
 			}
-			out[c*outStride+r] = acc
+		}
+	}
+}
+
+// floatAt reads value i of a row of float type t.
+func floatAt(t gguf.TensorType, row []byte, i int) float32 {
+	switch t {
+	case gguf.F16:
+		return f16At(row, 2*i)
+	case gguf.BF16:
+		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(row[2*i:])) << 16)
+	}
+	return f32At(row, i)
+}
+
+// refFloat returns the reference kernel for F32, F16 or BF16 weights with L
+// lanes: value i of the first n - n%L goes to lane i mod L by a fused
+// multiply-add, the lanes are summed with reduce, and the last n%L values
+// are added one by one by fused multiply-adds.
+func refFloat(t gguf.TensorType, L int) MulFunc {
+	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+		body := n - n%L
+		acc := make([]float32, L)
+		for c := range cols {
+			act := a[c*aStride:]
+			for r := range rows {
+				wr := w[r*wStride:]
+				clear(acc)
+				for i := range body {
+					acc[i%L] = fma32(floatAt(t, wr, i), f32At(act, i), acc[i%L])
+				}
+				s := reduce(acc)
+				for i := body; i < n; i++ {
+					s = fma32(floatAt(t, wr, i), f32At(act, i), s)
+				}
+				out[c*outStride+r] = s
+			}
 		}
 	}
 }

@@ -1,0 +1,291 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+// availableLevels lists the levels this CPU runs.
+func availableLevels() []Level {
+	var ls []Level
+	for l := Generic; l <= Detect(); l++ {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// randomWeights returns rows of n values of type t: random quant bytes and
+// float values, scales that are finite half-precision numbers of random
+// magnitude (the extremes included when extreme is set).
+func randomWeights(rng *rand.Rand, t gguf.TensorType, rows, n int, extreme bool) ([]byte, int) {
+	half := func() uint16 {
+		if extreme && rng.IntN(4) == 0 {
+			return []uint16{0x7bff, 0xfbff, 0x0001, 0x8001, 0x0000, 0x0400}[rng.IntN(6)]
+		}
+		return uint16(0x2000+rng.IntN(0x2400)) | uint16(rng.IntN(2))<<15
+	}
+	if bb := legacyBlockBytes(t); bb != 0 {
+		rb := n / 32 * bb
+		w := make([]byte, rows*rb)
+		for i := range w {
+			w[i] = byte(rng.Uint32())
+		}
+		for r := range rows {
+			for b := range n / 32 {
+				blk := w[r*rb+b*bb:]
+				binary.LittleEndian.PutUint16(blk, half())
+				if t == gguf.Q4_1 || t == gguf.Q5_1 {
+					binary.LittleEndian.PutUint16(blk[2:], half())
+				}
+			}
+		}
+		return w, rb
+	}
+	size := 4
+	if t != gguf.F32 {
+		size = 2
+	}
+	w := make([]byte, rows*n*size)
+	for i := 0; i < rows*n; i++ {
+		v := float32(rng.NormFloat64())
+		if extreme && rng.IntN(50) == 0 {
+			v *= 1e30
+		}
+		switch t {
+		case gguf.F32:
+			binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(v))
+		case gguf.F16:
+			binary.LittleEndian.PutUint16(w[2*i:], half())
+		case gguf.BF16:
+			binary.LittleEndian.PutUint16(w[2*i:], gguf.F32ToBF16(v))
+		}
+	}
+	return w, n * size
+}
+
+// randomActs quantises cols random rows of n values into form a.
+func randomActs(rng *rand.Rand, a Act, cols, n int) ([]byte, int) {
+	rb := a.RowBytes(n)
+	out := make([]byte, cols*rb)
+	x := make([]float32, n)
+	for c := range cols {
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+			if rng.IntN(40) == 0 {
+				x[i] = 0
+			}
+		}
+		QuantizeRow(a, out[c*rb:], x)
+	}
+	return out, rb
+}
+
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
+}
+
+// checkLevel runs kernel t of level l on one random shape and compares it
+// with the reference of the same lane count bit for bit, and checks that
+// every output equals the one computed alone (one row, one column).
+func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows, cols, n int, extreme bool) {
+	t.Helper()
+	k, ok := NewSet(l).For(typ)
+	if !ok {
+		t.Fatalf("%s: no %s kernel", l, typ)
+	}
+	ref, _ := RefKernel(typ, Lanes(l))
+	w, wStride := randomWeights(rng, typ, rows, n, extreme)
+	a, aStride := randomActs(rng, k.Act, cols, n)
+	outStride := rows + rng.IntN(3)
+	got := make([]float32, cols*outStride)
+	want := make([]float32, cols*outStride)
+	k.Mul(n, w, wStride, rows, a, aStride, cols, got, outStride)
+	ref.Mul(n, w, wStride, rows, a, aStride, cols, want, outStride)
+	for c := range cols {
+		for r := range rows {
+			g, wv := got[c*outStride+r], want[c*outStride+r]
+			if !sameBits(g, wv) {
+				t.Fatalf("%s %s %dx%d n=%d: out[%d][%d] = %v (%#x), reference %v (%#x)", l, typ, rows, cols, n, c, r, g, math.Float32bits(g), wv, math.Float32bits(wv))
+			}
+		}
+	}
+	one := make([]float32, 1)
+	for range 3 {
+		c, r := rng.IntN(cols), rng.IntN(rows)
+		k.Mul(n, w[r*wStride:], wStride, 1, a[c*aStride:], aStride, 1, one, 1)
+		if !sameBits(one[0], got[c*outStride+r]) {
+			t.Fatalf("%s %s: out[%d][%d] alone %v, in the %dx%d call %v", l, typ, c, r, one[0], rows, cols, got[c*outStride+r])
+		}
+	}
+}
+
+func TestLegacyKernelsMatchReferenceBitForBit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, l := range availableLevels() {
+		for _, typ := range legacyTypes {
+			for _, sh := range [][3]int{{1, 1, 32}, {4, 1, 64}, {5, 3, 96}, {9, 7, 32}, {13, 13, 160}, {3, 2, 256}, {17, 6, 64}} {
+				n := sh[2]
+				if typ == gguf.F32 || typ == gguf.F16 || typ == gguf.BF16 {
+					n += rng.IntN(20) // float rows need not be whole blocks
+				}
+				checkLevel(t, rng, l, typ, sh[0], sh[1], n, false)
+				checkLevel(t, rng, l, typ, sh[0], sh[1], n, true)
+			}
+		}
+	}
+}
+
+// TestReferenceMatchesFloat64 checks the reference kernels against a
+// float64 dot product of the dequantised weights and activations, within a
+// relative tolerance of the sum of magnitudes (the float32 accumulation).
+func TestReferenceMatchesFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range legacyTypes {
+		for _, L := range []int{8, 16} {
+			ref, _ := RefKernel(typ, L)
+			const rows, cols, n = 5, 3, 160
+			w, ws := randomWeights(rng, typ, rows, n, false)
+			a, as := randomActs(rng, ref.Act, cols, n)
+			out := make([]float32, rows*cols)
+			ref.Mul(n, w, ws, rows, a, as, cols, out, rows)
+			for c := range cols {
+				x := dequantAct(ref.Act, a[c*as:], n)
+				for r := range rows {
+					wv := dequantWeights(typ, w[r*ws:], n)
+					var want, mag float64
+					for i := range n {
+						want += wv[i] * x[i]
+						mag += math.Abs(wv[i] * x[i])
+					}
+					if got := float64(out[c*rows+r]); math.Abs(got-want) > 1e-5*mag+1e-30 {
+						t.Errorf("%s L=%d out[%d][%d] = %v, float64 %v (magnitude %v)", typ, L, c, r, got, want, mag)
+					}
+				}
+			}
+		}
+	}
+}
+
+// dequantWeights returns the values a row of type t stands for, decoded
+// from the GGUF block layout independently of the kernels.
+func dequantWeights(t gguf.TensorType, row []byte, n int) []float64 {
+	out := make([]float64, n)
+	half := func(off int) float64 { return float64(gguf.F16ToF32(binary.LittleEndian.Uint16(row[off:]))) }
+	switch t {
+	case gguf.F32:
+		for i := range out {
+			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])))
+		}
+	case gguf.F16:
+		for i := range out {
+			out[i] = half(2 * i)
+		}
+	case gguf.BF16:
+		for i := range out {
+			out[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(row[2*i:])) << 16))
+		}
+	default:
+		bb := legacyBlockBytes(t)
+		for b := range n / 32 {
+			o := b * bb
+			d := half(o)
+			var m float64
+			var qs []byte
+			var qh uint32
+			switch t {
+			case gguf.Q8_0:
+				for j := range 32 {
+					out[b*32+j] = d * float64(int8(row[o+2+j]))
+				}
+				continue
+			case gguf.Q4_0:
+				qs = row[o+2 : o+18]
+			case gguf.Q4_1:
+				m, qs = half(o+2), row[o+4:o+20]
+			case gguf.Q5_0:
+				qh, qs = binary.LittleEndian.Uint32(row[o+2:]), row[o+6:o+22]
+			case gguf.Q5_1:
+				m, qh, qs = half(o+2), binary.LittleEndian.Uint32(row[o+4:]), row[o+8:o+24]
+			}
+			for j := range 32 {
+				v := float64(qs[j%16] & 0x0f)
+				if j >= 16 {
+					v = float64(qs[j%16] >> 4)
+				}
+				v += float64(qh>>j&1) * 16
+				switch t {
+				case gguf.Q4_0:
+					out[b*32+j] = d * (v - 8)
+				case gguf.Q5_0:
+					out[b*32+j] = d * (v - 16)
+				default:
+					out[b*32+j] = d*v + m
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestFMA32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range 200000 {
+		x := math.Float32frombits(rng.Uint32())
+		y := math.Float32frombits(rng.Uint32())
+		z := math.Float32frombits(rng.Uint32())
+		if rng.IntN(2) == 0 { // cancellation-prone cases
+			z = -float32(float64(x) * float64(y))
+		}
+		got := fma32(x, y, z)
+		// exact reference: big-float sum rounded once
+		want := exactFMA32(x, y, z)
+		if !sameBits(got, want) {
+			t.Fatalf("fma32(%v, %v, %v) = %v, want %v", x, y, z, got, want)
+		}
+	}
+}
+
+func FuzzLegacyKernels(f *testing.F) {
+	f.Add(uint64(1), uint8(0), uint8(3), uint8(2), uint8(1), false)
+	f.Add(uint64(2), uint8(3), uint8(9), uint8(5), uint8(7), true)
+	levels := availableLevels()
+	f.Fuzz(func(t *testing.T, seed uint64, typ, rows, cols, blocks uint8, extreme bool) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		tt := legacyTypes[int(typ)%len(legacyTypes)]
+		n := 32 * (1 + int(blocks%12))
+		if legacyBlockBytes(tt) == 0 {
+			n -= rng.IntN(32)
+		}
+		for _, l := range levels {
+			t.Run(fmt.Sprint(l), func(t *testing.T) {
+				checkLevel(t, rng, l, tt, 1+int(rows%24), 1+int(cols%16), n, extreme)
+			})
+		}
+	})
+}
+
+// exactFMA32 computes x·y+z exactly with big floats and rounds once.
+func exactFMA32(x, y, z float32) float32 {
+	if isNaN32(x) || isNaN32(y) || isNaN32(z) {
+		return float32(math.NaN())
+	}
+	p := float64(x) * float64(y)
+	if math.IsInf(p, 0) || math.IsInf(float64(z), 0) || math.IsNaN(p) {
+		return float32(p + float64(z))
+	}
+	bx := new(big.Float).SetPrec(200).SetFloat64(p)
+	bx.Add(bx, new(big.Float).SetPrec(200).SetFloat64(float64(z)))
+	r, _ := bx.Float32()
+	if r == 0 && p+float64(z) == 0 {
+		return float32(p + float64(z)) // sign of an exact zero
+	}
+	return r
+}
+
+func isNaN32(v float32) bool { return v != v }
