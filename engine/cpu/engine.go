@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
-	"github.com/tokenrouter/tokenrouter/llama2c"
 )
 
 // Options configure an Engine.
@@ -31,6 +31,10 @@ type Options struct {
 	KVBudgetBytes int64
 	// ContextLength caps the sequence length below the model's; 0 keeps it.
 	ContextLength int
+	// Kernels names the kernel level ("generic", "avx2", "avx512"); empty
+	// means the highest level the CPU supports. A level the CPU lacks is an
+	// error.
+	Kernels string
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -74,6 +78,7 @@ type Engine struct {
 	order             []int32
 	partRow, partOut  []int // sequence-split parts of the current step
 	mm                matmulTask
+	set               *kernels.Set
 	at                attnTask
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
@@ -81,8 +86,9 @@ type Engine struct {
 }
 
 type workerScratch struct {
-	row    []float32 // a dequantised weight row
-	scores []float32 // attention scores
+	act    [3][]byte  // activations quantised per Act form
+	mm     matmulTask // the worker's own multiplications (sequence-split steps)
+	scores []float32  // attention scores
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -108,12 +114,6 @@ func NewFromGGUF(f *gguf.File, opts Options) (*Engine, error) {
 	return newEngine(c, w, opts)
 }
 
-// NewFromCheckpoint builds an engine from a llama2.c checkpoint.
-func NewFromCheckpoint(ck *llama2c.Checkpoint, opts Options) (*Engine, error) {
-	c, w := fromCheckpoint(ck)
-	return newEngine(c, w, opts)
-}
-
 func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -125,12 +125,31 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
+	level := kernels.Detect()
+	if opts.Kernels != "" {
+		l, err := kernels.ParseLevel(opts.Kernels)
+		if err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+		if l > level {
+			return nil, fmt.Errorf("cpu: kernel level %s needs CPU features this machine lacks (it has %s)", l, level)
+		}
+		level = l
+	}
+	set := kernels.NewSet(level)
+	for _, m := range w.matrices() {
+		k, ok := set.For(m.typ)
+		if !ok {
+			return nil, fmt.Errorf("cpu: no kernel for weight type %s: %w", m.typ, gguf.ErrUnsupported)
+		}
+		m.k = k
+	}
 	budget := opts.KVBudgetBytes
 	if budget <= 0 {
 		budget = DefaultKVBudget
 	}
 	e := &Engine{
-		cfg: c, w: w,
+		cfg: c, w: w, set: set,
 		info: engine.Info{
 			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
 			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
@@ -149,20 +168,11 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 			e.invFreq[j] /= float64(w.ropeFreqs[j])
 		}
 	}
-	maxCols := max(c.dim, c.hidden, c.qDim())
 	e.scratch = make([]workerScratch, threads)
-	for i := range e.scratch {
-		e.scratch[i].row = make([]float32, 8*maxCols)
-	}
-	e.mm.e = e
 	e.at.e = e
 	e.sp.e = e
-	e.tokenMACs = c.vocab * c.dim
-	for i := range w.layers {
-		ly := &w.layers[i]
-		for _, m := range []*matrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
-			e.tokenMACs += m.rows * m.cols
-		}
+	for _, m := range w.matrices() {
+		e.tokenMACs += m.rows * m.cols
 	}
 	e.pool = newPool(threads)
 	return e, nil
@@ -173,6 +183,9 @@ func (e *Engine) Info() engine.Info { return e.info }
 
 // Threads reports the number of kernel threads.
 func (e *Engine) Threads() int { return e.pool.n }
+
+// KernelLevel reports the level of the kernels the engine runs.
+func (e *Engine) KernelLevel() kernels.Level { return e.set.Level() }
 
 // Len reports how many tokens seq holds.
 func (e *Engine) Len(seq engine.SeqID) int {

@@ -5,36 +5,96 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 )
 
-// matmulTask multiplies T input rows by a weight matrix, split by output rows.
+// mmJob is one weight matrix of a multiplication and where its outputs go
+// (out[t*m.rows+r] for input row t and weight row r).
+type mmJob struct {
+	m   *matrix
+	out []float32
+}
+
+// matmulTask multiplies T activation rows (in one Act form) by up to three
+// weight matrices, each split by output rows into parts.
 type matmulTask struct {
-	e     *Engine
-	m     *matrix
-	in    []float32
-	T     int
-	out   []float32
-	parts int
+	jobs    [3]mmJob
+	nj      int
+	a       []byte
+	aStride int
+	T       int
+	parts   int
 }
 
-func (t *matmulTask) do(worker, part int) {
-	rows := t.m.rows
-	lo, hi := rows*part/t.parts, rows*(part+1)/t.parts
-	matmulRows(t.m, t.in, t.T, t.out, rows, lo, hi, t.e.scratch[worker].row)
-}
-
-// matmul computes out[T][m.rows] = in[T][m.cols] · mᵀ on the pool.
-func (e *Engine) matmul(m *matrix, in []float32, T int, out []float32) {
-	parts := 1
-	if T*m.rows*m.cols >= parallelMACs {
-		parts = e.pool.n
+func (t *matmulTask) do(_, part int) {
+	for _, j := range t.jobs[:t.nj] {
+		m := j.m
+		lo, hi := splitRows(m.rows, part, t.parts)
+		if lo < hi {
+			m.k.Mul(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.aStride, t.T, j.out[lo:], m.rows)
+		}
 	}
-	e.mm.m, e.mm.in, e.mm.T, e.mm.out, e.mm.parts = m, in, T, out, parts
-	e.pool.run(&e.mm, parts)
-	e.mm.m, e.mm.in, e.mm.out = nil, nil, nil
+}
+
+// tileRows is the row granularity of a split (the kernels' largest tile).
+const tileRows = 4
+
+// splitRows returns part p of parts of [0, rows), in whole tiles.
+func splitRows(rows, p, parts int) (lo, hi int) {
+	tiles := (rows + tileRows - 1) / tileRows
+	lo = min(rows, tiles*p/parts*tileRows)
+	hi = min(rows, tiles*(p+1)/parts*tileRows)
+	return lo, hi
+}
+
+// actRows returns the T rows of x (cols values each) in form a and the
+// stride between them, quantised into the worker's scratch (F32
+// activations are x itself, seen as bytes).
+func (e *Engine) actRows(worker int, x []float32, T, cols int, a kernels.Act) ([]byte, int) {
+	x = x[:T*cols]
+	if a == kernels.ActF32 {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), 4 * cols
+	}
+	rb := a.RowBytes(cols)
+	sc := &e.scratch[worker]
+	sc.act[a] = grow(sc.act[a], T*rb)
+	buf := sc.act[a]
+	for r := range T {
+		kernels.QuantizeRow(a, buf[r*rb:(r+1)*rb], x[r*cols:(r+1)*cols])
+	}
+	return buf, rb
+}
+
+// mul multiplies the T rows of x (cols values each) by the jobs' matrices:
+// on the pool when pooled, else on the given worker alone. Jobs whose
+// kernels take the same activation form share one quantisation of x.
+func (e *Engine) mul(worker int, pooled bool, x []float32, T, cols int, jobs ...mmJob) {
+	for i := 0; i < len(jobs); {
+		act := jobs[i].m.k.Act
+		j, macs := i, 0
+		for j < len(jobs) && jobs[j].m.k.Act == act {
+			macs += T * jobs[j].m.rows * cols
+			j++
+		}
+		a, stride := e.actRows(worker, x, T, cols, act)
+		t := &e.scratch[worker].mm
+		if pooled {
+			t = &e.mm
+		}
+		t.nj = copy(t.jobs[:], jobs[i:j])
+		t.a, t.aStride, t.T, t.parts = a, stride, T, 1
+		if pooled && macs >= parallelMACs {
+			t.parts = e.pool.n
+			e.pool.run(t, t.parts)
+		} else {
+			t.do(worker, 0)
+		}
+		t.jobs, t.a = [3]mmJob{}, nil
+		i = j
+	}
 }
 
 // attnTask runs causal attention for (row, kv head) units of one layer; the
@@ -119,12 +179,7 @@ func (e *Engine) ensure(T, O int) {
 }
 
 func (e *Engine) embed(tok int32, dst []float32) {
-	m := &e.w.embd
-	if m.typ == gguf.F32 {
-		copy(dst, m.f32[int(tok)*m.cols:(int(tok)+1)*m.cols])
-		return
-	}
-	_ = gguf.Dequantize(m.typ, dst, m.q[int(tok)*m.rowBytes:(int(tok)+1)*m.rowBytes])
+	e.w.embd.row(int(tok), dst)
 }
 
 // rope rotates the first ropeDim dimensions of each head of v (n heads).
@@ -276,16 +331,6 @@ func (t *seqTask) do(worker, part int) {
 	e.head(worker, e.partOut[part], e.partOut[part+1], false)
 }
 
-// mul computes out[T][m.rows] = in[T][m.cols] · mᵀ: on the pool when
-// pooled, else on the given worker alone.
-func (e *Engine) mul(worker int, pooled bool, m *matrix, in []float32, T int, out []float32) {
-	if pooled {
-		e.matmul(m, in, T, out)
-		return
-	}
-	matmulRows(m, in, T, out, m.rows, 0, m.rows, e.scratch[worker].row)
-}
-
 // layer runs layer l over rows [r0, r1). With attnParts > 0 the kernels run
 // on the pool (attention in attnParts parts); with 0 everything runs on the
 // given worker.
@@ -303,9 +348,8 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 	for r := range T {
 		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.attnNorm, c.eps)
 	}
-	e.mul(worker, pooled, &ly.wq, xb, T, e.q[r0*qd:r1*qd])
-	e.mul(worker, pooled, &ly.wk, xb, T, e.k[r0*kvd:r1*kvd])
-	e.mul(worker, pooled, &ly.wv, xb, T, e.v[r0*kvd:r1*kvd])
+	e.mul(worker, pooled, xb, T, dim, mmJob{&ly.wq, e.q[r0*qd : r1*qd]},
+		mmJob{&ly.wk, e.k[r0*kvd : r1*kvd]}, mmJob{&ly.wv, e.v[r0*kvd : r1*kvd]})
 	for r := r0; r < r1; r++ {
 		q := e.q[r*qd : (r+1)*qd]
 		k := e.k[r*kvd : (r+1)*kvd]
@@ -345,15 +389,14 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 	} else {
 		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
 	}
-	e.mul(worker, pooled, &ly.wo, e.att[r0*qd:r1*qd], T, xo)
+	e.mul(worker, pooled, e.att[r0*qd:r1*qd], T, qd, mmJob{&ly.wo, xo})
 	axpy(1, xo, x)
 	for r := range T {
 		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.ffnNorm, c.eps)
 	}
-	e.mul(worker, pooled, &ly.gate, xb, T, hb)
-	e.mul(worker, pooled, &ly.up, xb, T, hb2)
+	e.mul(worker, pooled, xb, T, dim, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
 	swiglu(hb, hb2)
-	e.mul(worker, pooled, &ly.down, hb, T, xo)
+	e.mul(worker, pooled, hb, T, hid, mmJob{&ly.down, xo})
 	axpy(1, xo, x)
 }
 
@@ -365,7 +408,9 @@ func (e *Engine) head(worker, o0, o1 int, pooled bool) {
 		r := e.outRows[o]
 		rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], e.w.outNorm, c.eps)
 	}
-	e.mul(worker, pooled, &e.w.output, e.hn[o0*dim:o1*dim], o1-o0, e.logits[o0*c.vocab:o1*c.vocab])
+	if o1 > o0 {
+		e.mul(worker, pooled, e.hn[o0*dim:o1*dim], o1-o0, dim, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
+	}
 }
 
 // finish samples tokens, fills the outputs and advances the sequences.

@@ -1,11 +1,12 @@
 package cpu
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/llama2c"
 )
@@ -31,22 +32,20 @@ func (c *config) qDim() int  { return c.heads * c.headDim }
 func (c *config) kvDim() int { return c.kvHeads * c.headDim }
 
 // matrix is a weight matrix of rows × cols (ggml ne1 × ne0) in one of the
-// supported storage types. F32 weights are kept as float32 values.
+// GGUF storage types, read in place: data is the tensor's bytes in the file
+// (or a checkpoint's float32 values seen as bytes), never copied.
 type matrix struct {
 	typ        gguf.TensorType
 	rows, cols int
-	f32        []float32 // when typ == F32
-	q          []byte    // otherwise: rows × rowBytes
+	data       []byte // rows × rowBytes
 	rowBytes   int
+	k          kernels.Kernel // set by the engine
 }
 
-// row returns row r as float32, dequantising into buf when needed.
+// row dequantises row r into buf[:cols] and returns it.
 func (m *matrix) row(r int, buf []float32) []float32 {
-	if m.typ == gguf.F32 {
-		return m.f32[r*m.cols : (r+1)*m.cols]
-	}
 	buf = buf[:m.cols]
-	_ = gguf.Dequantize(m.typ, buf, m.q[r*m.rowBytes:(r+1)*m.rowBytes]) // sizes checked at load
+	_ = gguf.Dequantize(m.typ, buf, m.data[r*m.rowBytes:(r+1)*m.rowBytes]) // sizes checked at load
 	return buf
 }
 
@@ -64,6 +63,17 @@ type weights struct {
 	output    matrix
 	ropeFreqs []float32 // optional per-pair frequency divisors (Llama 3.1)
 	layers    []layer
+}
+
+// matrices lists the matrices that multiply activations (all but the
+// token embedding, whose rows are only looked up).
+func (w *weights) matrices() []*matrix {
+	ms := []*matrix{&w.output}
+	for i := range w.layers {
+		ly := &w.layers[i]
+		ms = append(ms, &ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down)
+	}
+	return ms
 }
 
 // Limits on model hyperparameters accepted from files.
@@ -124,8 +134,13 @@ func loadFile(path string) (*config, *weights, error) {
 	return c, w, nil
 }
 
+// f32Matrix wraps float32 weights, seen as their little-endian bytes.
 func f32Matrix(rows, cols int, v []float32) matrix {
-	return matrix{typ: gguf.F32, rows: rows, cols: cols, f32: v}
+	var b []byte
+	if len(v) > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	}
+	return matrix{typ: gguf.F32, rows: rows, cols: cols, data: b, rowBytes: 4 * cols}
 }
 
 func fromCheckpoint(ck *llama2c.Checkpoint) (*config, *weights) {
@@ -256,8 +271,7 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 		if err != nil {
 			return nil
 		}
-		t, ok := f.Tensor(name)
-		if !ok {
+		if _, ok := f.Tensor(name); !ok {
 			if !optional {
 				err = fmt.Errorf("cpu: GGUF lacks tensor %s", name)
 			}
@@ -268,7 +282,6 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 		if err != nil {
 			return nil
 		}
-		_ = t
 		return m.row(0, make([]float32, n))
 	}
 	qd, kvd := c.qDim(), c.kvDim()
@@ -329,15 +342,9 @@ func ggufMatrix(f *gguf.File, name string, rows, cols int) (matrix, error) {
 	if err != nil {
 		return matrix{}, fmt.Errorf("cpu: %w", err)
 	}
-	m := matrix{typ: t.Type, rows: rows, cols: cols}
-	if t.Type == gguf.F32 {
-		m.f32 = make([]float32, rows*cols)
-		for i := range m.f32 {
-			m.f32[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-		return m, nil
+	rb := t.Type.RowBytes(cols)
+	if rb == 0 || len(data) < rows*rb {
+		return matrix{}, fmt.Errorf("cpu: tensor %s of type %s: %w", name, t.Type, gguf.ErrUnsupported)
 	}
-	m.q = data
-	m.rowBytes = t.Type.RowBytes(cols)
-	return m, nil
+	return matrix{typ: t.Type, rows: rows, cols: cols, data: data[:rows*rb], rowBytes: rb}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
 )
 
@@ -145,6 +146,40 @@ func mv(w []float64, x []float64) []float64 {
 	return out
 }
 
+// mv multiplies weight matrix name by x. For weight types whose kernels
+// take activations quantised to 8 bits per block, x is first quantised the
+// way the engine does it (scale = largest magnitude / 127 in float32, values
+// rounded to the nearest integer): that rounding is part of the computation
+// the engine defines, not an error of it.
+func (m *refModel) mv(t testing.TB, name string, x []float64) []float64 {
+	w, _ := m.tensor(t, name)
+	ti, _ := m.f.Tensor(name)
+	k, ok := kernels.NewSet(kernels.Generic).For(ti.Type)
+	if !ok {
+		t.Fatalf("no kernel for %s", ti.Type)
+	}
+	if bs := k.Act.Block(); k.Act != kernels.ActF32 {
+		xq := make([]float64, len(x))
+		for b := 0; b < len(x); b += bs {
+			var amax float32
+			for _, v := range x[b : b+bs] {
+				amax = max(amax, float32(math.Abs(float64(float32(v)))))
+			}
+			if amax == 0 {
+				continue
+			}
+			d := amax / 127
+			id := 1 / d
+			for i, v := range x[b : b+bs] {
+				q := max(-127, min(127, math.Round(float64(float32(v)*id))))
+				xq[b+i] = float64(d) * q
+			}
+		}
+		x = xq
+	}
+	return mv(w, x)
+}
+
 func refNorm(x, w []float64, eps float64) []float64 {
 	ss := 0.0
 	for _, v := range x {
@@ -178,9 +213,9 @@ func (m *refModel) rope(x []float64, pos int) {
 func (m *refModel) logits(t testing.TB, tokens []int32) [][]float64 {
 	get := func(name string) []float64 { v, _ := m.tensor(t, name); return v }
 	emb := get("token_embd.weight")
-	out := get("output.weight")
-	if out == nil {
-		out = emb
+	outName := "output.weight"
+	if _, ok := m.f.Tensor(outName); !ok {
+		outName = "token_embd.weight"
 	}
 	nl := 0
 	for ; ; nl++ {
@@ -196,7 +231,7 @@ func (m *refModel) logits(t testing.TB, tokens []int32) [][]float64 {
 		for l := range nl {
 			p := fmt.Sprintf("blk.%d.", l)
 			xn := refNorm(x, get(p+"attn_norm.weight"), m.eps)
-			q, k, v := mv(get(p+"attn_q.weight"), xn), mv(get(p+"attn_k.weight"), xn), mv(get(p+"attn_v.weight"), xn)
+			q, k, v := m.mv(t, p+"attn_q.weight", xn), m.mv(t, p+"attn_k.weight", xn), m.mv(t, p+"attn_v.weight", xn)
 			for _, bv := range []struct {
 				dst  []float64
 				name string
@@ -244,21 +279,21 @@ func (m *refModel) logits(t testing.TB, tokens []int32) [][]float64 {
 					}
 				}
 			}
-			o := mv(get(p+"attn_output.weight"), att)
+			o := m.mv(t, p+"attn_output.weight", att)
 			for i := range x {
 				x[i] += o[i]
 			}
 			xn = refNorm(x, get(p+"ffn_norm.weight"), m.eps)
-			g, u := mv(get(p+"ffn_gate.weight"), xn), mv(get(p+"ffn_up.weight"), xn)
+			g, u := m.mv(t, p+"ffn_gate.weight", xn), m.mv(t, p+"ffn_up.weight", xn)
 			for i := range g {
 				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
 			}
-			d := mv(get(p+"ffn_down.weight"), g)
+			d := m.mv(t, p+"ffn_down.weight", g)
 			for i := range x {
 				x[i] += d[i]
 			}
 		}
-		res = append(res, mv(out, refNorm(x, get("output_norm.weight"), m.eps)))
+		res = append(res, m.mv(t, outName, refNorm(x, get("output_norm.weight"), m.eps)))
 	}
 	return res
 }
