@@ -381,3 +381,14 @@ func (e *Engine) Embed(tok int32, dst []float32) {
 }
 
 var _ engine.Embedder = (*Engine)(nil)
+
+// WeightBytesPerToken reports the bytes of weights one decoded token reads:
+// every matrix that multiplies activations (the token embedding is only
+// looked up, one row per token).
+func (e *Engine) WeightBytesPerToken() int64 {
+	var n int64
+	for _, m := range e.w.matrices() {
+		n += int64(len(m.data))
+	}
+	return n
+}

@@ -117,19 +117,44 @@ func X(i int) string { return fmt.Sprintf("X%d", i) }
 // DI activations, R9 column stride, R11 3×column stride, R10 activation
 // scales, DX out, R12 out column stride, CX loop count, R13 offset of the
 // activation sums, AX scratch.
-func rowAddr(r, off int) string {
+func rowAddr(r, off int) string { return rowAddrOf("SI", r, off) }
+
+func rowAddrOf(base string, r, off int) string {
 	switch r {
 	case 0:
-		return fmt.Sprintf("%d(SI)", off)
+		return fmt.Sprintf("%d(%s)", off, base)
 	case 1:
-		return fmt.Sprintf("%d(SI)(BX*1)", off)
+		return fmt.Sprintf("%d(%s)(BX*1)", off, base)
 	case 2:
-		return fmt.Sprintf("%d(SI)(BX*2)", off)
+		return fmt.Sprintf("%d(%s)(BX*2)", off, base)
 	case 3:
-		return fmt.Sprintf("%d(SI)(R8*1)", off)
+		return fmt.Sprintf("%d(%s)(R8*1)", off, base)
 	}
 	log.Fatalf("row %d", r)
 	return ""
+}
+
+// prefetchTiles is how many tiles ahead the weight rows are prefetched.
+// A tile's rows are short streams (a row is a few hundred bytes to a few
+// KiB), too short for the hardware prefetcher to learn, so each step
+// prefetches the same bytes of the rows of the tile prefetchTiles ahead.
+const prefetchTiles = 2
+
+// setupPrefetch points R13 at the rows prefetchTiles tiles ahead.
+func (g *gen) setupPrefetch(R int) {
+	g.p("MOVQ BX, R13")
+	g.p("IMULQ $%d, R13", R*prefetchTiles)
+	g.p("ADDQ SI, R13")
+}
+
+// prefetch issues the prefetches of one step of stepBytes per row.
+func (g *gen) prefetch(R, stepBytes int) {
+	for r := range R {
+		for off := 0; off < stepBytes; off += 64 {
+			g.p("PREFETCHT0 %s", rowAddrOf("R13", r, off))
+		}
+	}
+	g.p("ADDQ $%d, R13", stepBytes)
 }
 
 func colAddr(base string, c, off int) string {
@@ -223,9 +248,11 @@ func (g *gen) floatTile(k kind, R, C int) {
 		as[c] = g.vreg()
 	}
 	w := g.vreg()
+	g.setupPrefetch(R)
 	g.p("TESTQ CX, CX")
 	g.p("JZ done")
 	fmt.Fprintf(&g.b, "loop:\n")
+	g.prefetch(R, L*k.elemSize)
 	for c := range C {
 		g.p("VMOVUPS %s, %s", colAddr("DI", c, 0), g.V(as[c]))
 	}
@@ -278,9 +305,11 @@ func (g *gen) intTileAVX2(k kind, R, C int) {
 	}
 	t, s := g.vreg(), g.vreg()
 	g.p("LEAQ (R10)(R13*1), AX") // activation sums
+	g.setupPrefetch(R)
 	g.p("TESTQ CX, CX")
 	g.p("JZ done")
 	fmt.Fprintf(&g.b, "loop:\n")
+	g.prefetch(R, k.blk)
 	for c := range C {
 		g.p("VMOVDQU %s, Y%d", colAddr("DI", c, 0), a[c])
 		g.p("VBROADCASTSS %s, Y%d", colAddr("R10", c, 0), da[c])
@@ -489,9 +518,11 @@ func (g *gen) intTileAVX512(k kind, R, C int) {
 			}
 		}
 	}
+	g.setupPrefetch(R)
 	g.p("SHRQ $1, CX")
 	g.p("JZ tail")
 	fmt.Fprintf(&g.b, "loop:\n")
+	g.prefetch(R, 2*k.blk)
 	step(true)
 	g.p("ADDQ $%d, SI", 2*k.blk)
 	g.p("ADDQ $64, DI")

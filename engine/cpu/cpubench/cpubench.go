@@ -1,0 +1,296 @@
+// Package cpubench measures the CPU engine on model files: decode speed at
+// batch 1, prompt speed, aggregate decode speed of several sequences, peak
+// resident memory, and, in the same run, the machine's read bandwidth and
+// the decode bound it implies (bytes of weights read per token divided by
+// bandwidth). Run gives a Report; WriteText and encoding/json print it.
+package cpubench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
+)
+
+// Options select what Run measures. Zero fields take the defaults.
+type Options struct {
+	// Files are the model files (GGUF or llama2.c checkpoints).
+	Files []string
+	// Threads are the thread counts to measure; default 1 and GOMAXPROCS.
+	Threads []int
+	// Prompt is the prompt length of the prompt measurement; default 128.
+	Prompt int
+	// Decode is the number of decode steps timed; default 32.
+	Decode int
+	// Seqs are the sequence counts of the aggregate measurements; default 4
+	// and 16. Each sequence first holds a prompt of Prompt tokens.
+	Seqs []int
+	// Repeat is the number of runs of each measurement (the median is
+	// reported); default 3.
+	Repeat int
+	// Kernels forces a kernel level (see cpu.Options.Kernels).
+	Kernels string
+	// BandwidthBytes is the size of the buffer the read-bandwidth kernel
+	// streams over; default 1 GiB (far beyond any last-level cache).
+	BandwidthBytes int
+}
+
+func (o *Options) defaults() {
+	if len(o.Threads) == 0 {
+		o.Threads = []int{1, runtime.GOMAXPROCS(0)}
+		if o.Threads[1] == 1 {
+			o.Threads = o.Threads[:1]
+		}
+	}
+	if o.Prompt <= 0 {
+		o.Prompt = 128
+	}
+	if o.Decode <= 0 {
+		o.Decode = 32
+	}
+	if o.Seqs == nil {
+		o.Seqs = []int{4, 16}
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 3
+	}
+	if o.BandwidthBytes <= 0 {
+		o.BandwidthBytes = 1 << 30
+	}
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	// Bandwidth is the measured read bandwidth in GB/s per thread count.
+	Bandwidth map[int]float64 `json:"bandwidth_gbs"`
+	// Results has one entry per file and thread count.
+	Results []Result `json:"results"`
+}
+
+// Result holds the measurements of one file at one thread count.
+type Result struct {
+	File      string `json:"file"`
+	FileBytes int64  `json:"file_bytes"`
+	Threads   int    `json:"threads"`
+	Kernels   string `json:"kernels"`
+	// DecodeTokS is tokens per second of one sequence decoding.
+	DecodeTokS float64 `json:"decode_tok_s"`
+	// PromptTokS is tokens per second of one Prompt-token extend.
+	PromptTokS float64 `json:"prompt_tok_s"`
+	// Aggregate has the summed decode tokens per second of Seqs sequences.
+	Aggregate []Aggregate `json:"aggregate"`
+	// PeakRSS is the process's peak resident memory while the file was
+	// loaded and measured, in bytes.
+	PeakRSS int64 `json:"peak_rss_bytes"`
+	// WeightBytes is the bytes of weights one decoded token reads.
+	WeightBytes int64 `json:"weight_bytes_per_token"`
+	// BoundTokS is Bandwidth[Threads] / WeightBytes: the decode speed at
+	// which the weight reads alone use the measured bandwidth.
+	BoundTokS float64 `json:"bound_tok_s"`
+}
+
+// Aggregate is the aggregate decode speed of several sequences.
+type Aggregate struct {
+	Seqs int     `json:"seqs"`
+	TokS float64 `json:"tok_s"`
+}
+
+// Run measures every file at every thread count.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	rep := &Report{Bandwidth: map[int]float64{}}
+	buf := make([]byte, o.BandwidthBytes)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for _, th := range o.Threads {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("cpubench: %w", err)
+		}
+		rep.Bandwidth[th] = ReadBandwidth(buf, th, o.Repeat)
+	}
+	buf = nil
+	for _, f := range o.Files {
+		for _, th := range o.Threads {
+			r, err := runFile(ctx, o, f, th)
+			if err != nil {
+				return nil, err
+			}
+			if r.WeightBytes > 0 {
+				r.BoundTokS = rep.Bandwidth[th] * 1e9 / float64(r.WeightBytes)
+			}
+			rep.Results = append(rep.Results, *r)
+		}
+	}
+	return rep, nil
+}
+
+func runFile(ctx context.Context, o Options, path string, threads int) (*Result, error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeakRSS()
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpubench: %w", err)
+	}
+	e, err := cpu.Open(path, cpu.Options{Threads: threads, Kernels: o.Kernels, ContextLength: o.Prompt + o.Decode + 8})
+	if err != nil {
+		return nil, fmt.Errorf("cpubench: %s: %w", path, err)
+	}
+	defer e.Close()
+	r := &Result{File: path, FileBytes: st.Size(), Threads: threads, Kernels: e.KernelLevel().String(), WeightBytes: e.WeightBytesPerToken()}
+	rng := rand.New(rand.NewPCG(1, uint64(threads)))
+	vocab := e.Info().VocabSize
+	prompt := func(n int) []int32 {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32(3 + rng.IntN(vocab-3))
+		}
+		return p
+	}
+	seq := engine.SeqID(0)
+	// decode at batch 1: one token of context, then Decode steps
+	r.DecodeTokS, err = median(o.Repeat, func() (float64, error) {
+		seq++
+		defer e.Release(seq)
+		return decode(ctx, e, []engine.SeqID{seq}, [][]int32{prompt(1)}, o.Decode)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.PromptTokS, err = median(o.Repeat, func() (float64, error) {
+		seq++
+		defer e.Release(seq)
+		p := prompt(o.Prompt)
+		out := make([]engine.Output, 1)
+		t0 := time.Now()
+		if err := e.Step(ctx, []engine.Input{{Seq: seq, Tokens: p}}, out); err != nil {
+			return 0, fmt.Errorf("cpubench: %w", err)
+		}
+		return float64(len(p)) / time.Since(t0).Seconds(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, B := range o.Seqs {
+		tps, err := median(o.Repeat, func() (float64, error) {
+			ids := make([]engine.SeqID, B)
+			ps := make([][]int32, B)
+			for i := range ids {
+				seq++
+				ids[i] = seq
+				ps[i] = prompt(o.Prompt)
+			}
+			defer func() {
+				for _, id := range ids {
+					e.Release(id)
+				}
+			}()
+			return decode(ctx, e, ids, ps, o.Decode)
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.Aggregate = append(r.Aggregate, Aggregate{Seqs: B, TokS: tps})
+	}
+	r.PeakRSS = peakRSS()
+	return r, nil
+}
+
+// decode extends each sequence with its prompt (untimed), then times
+// steps decode steps of all of them and returns tokens per second.
+func decode(ctx context.Context, e *cpu.Engine, ids []engine.SeqID, prompts [][]int32, steps int) (float64, error) {
+	in := make([]engine.Input, len(ids))
+	out := make([]engine.Output, len(ids))
+	for i, id := range ids {
+		in[i] = engine.Input{Seq: id, Tokens: prompts[i]}
+	}
+	if err := e.Step(ctx, in, out); err != nil {
+		return 0, fmt.Errorf("cpubench: %w", err)
+	}
+	toks := make([]int32, len(ids))
+	t0 := time.Now()
+	for range steps {
+		for i := range in {
+			toks[i] = out[i].Token
+			in[i].Tokens = toks[i : i+1]
+		}
+		if err := e.Step(ctx, in, out); err != nil {
+			return 0, fmt.Errorf("cpubench: %w", err)
+		}
+	}
+	return float64(steps*len(ids)) / time.Since(t0).Seconds(), nil
+}
+
+func median(n int, f func() (float64, error)) (float64, error) {
+	v := make([]float64, n)
+	for i := range v {
+		x, err := f()
+		if err != nil {
+			return 0, err
+		}
+		v[i] = x
+	}
+	slices.Sort(v)
+	return v[n/2], nil
+}
+
+// resetPeakRSS resets the kernel's peak-RSS counter of this process
+// (Linux; elsewhere it does nothing and peaks are process-wide).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS reads the process's peak resident memory (VmHWM) in bytes, or 0.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// WriteText prints the report as a table.
+func WriteText(w io.Writer, r *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	ths := make([]int, 0, len(r.Bandwidth))
+	for th := range r.Bandwidth {
+		ths = append(ths, th)
+	}
+	slices.Sort(ths)
+	for _, th := range ths {
+		fmt.Fprintf(tw, "read bandwidth, %d thread(s):\t%.1f GB/s\t\n", th, r.Bandwidth[th])
+	}
+	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tbound tok/s\tof bound\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\t")
+	for _, x := range r.Results {
+		var agg []string
+		for _, a := range x.Aggregate {
+			agg = append(agg, fmt.Sprintf("%d seq %.1f", a.Seqs, a.TokS))
+		}
+		frac := 0.0
+		if x.BoundTokS > 0 {
+			frac = x.DecodeTokS / x.BoundTokS
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.0f%%\t%.1f\t%s\t%.0f\t%.0f\t\n", x.File, x.Threads, x.Kernels,
+			x.DecodeTokS, x.BoundTokS, 100*frac, x.PromptTokS, strings.Join(agg, ", "),
+			float64(x.PeakRSS)/(1<<20), float64(x.FileBytes)/(1<<20))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,34 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+// BenchmarkMul measures each level's kernels on a weight matrix far larger
+// than the caches (bytes/s counts weight bytes) with 1, 4 and 16 activation
+// columns.
+func BenchmarkMul(b *testing.B) {
+	const n, rows = 896, 1 << 16
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q5_0, gguf.F16} {
+		w, ws := randomWeights(rng, typ, rows, n, false)
+		for _, l := range availableLevels()[1:] {
+			k, _ := NewSet(l).For(typ)
+			for _, cols := range []int{1, 4, 16} {
+				a, as := randomActs(rng, k.Act, cols, n)
+				out := make([]float32, rows*cols)
+				b.Run(fmt.Sprintf("%s/%s/cols=%d", typ, l, cols), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						k.Mul(n, w, ws, rows, a, as, cols, out, rows)
+					}
+					b.ReportMetric(float64(b.N)*float64(rows*cols*n)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
+			}
+		}
+	}
+}
