@@ -3,6 +3,10 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -56,18 +60,16 @@ func benchDecode(b *testing.B, B, threads int) {
 		}
 		for i := range in {
 			toks[i] = out[i].Token
-			if e.Len(in[i].Seq) >= 256 {
+			if e.seqLen(in[i].Seq) >= 256 {
 				_ = e.Truncate(in[i].Seq, 0)
 				toks[i] = 1
 			}
 		}
 	}
-	b.ReportMetric(float64(b.N*B)/b.Elapsed().Seconds(), "tok/s")
-	// Tokens per CPU-second of this process: a measure that other load on
-	// the machine does not skew (for one thread it equals tok/s when idle).
-	if d := cpuTime() - cpu0; d > 0 {
-		b.ReportMetric(float64(b.N*B)/d.Seconds(), "tok/cpu-s")
-	}
+	// tok/cpu-s, tokens per CPU-second of this process, is a measure that
+	// other load on the machine does not skew (for one thread it equals
+	// tok/s when idle).
+	reportRates(b, b.N*B, cpu0)
 }
 
 // cpuTime returns the user+system CPU time of the process so far.
@@ -77,4 +79,96 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkModel measures the model files listed (comma-separated) in
+// $TOKENROUTER_BENCH_MODELS at 1 and GOMAXPROCS threads: decode at batch 1
+// (one op is one token), a 128-token prompt (one op is one prompt) and 16
+// sequences decoding together (one op is one step). It reports tok/s and
+// tok/cpu-s; cpubench.Run gives the same figures with the bandwidth bound.
+func BenchmarkModel(b *testing.B) {
+	files := os.Getenv("TOKENROUTER_BENCH_MODELS")
+	if files == "" {
+		b.Skip("set TOKENROUTER_BENCH_MODELS to model files to measure")
+	}
+	for _, path := range strings.Split(files, ",") {
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			e, err := Open(path, Options{Threads: threads, ContextLength: 1 << 12})
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := fmt.Sprintf("%s/threads=%d", filepath.Base(path), threads)
+			b.Run(name+"/decode", func(b *testing.B) { benchSteps(b, e, 1, 1) })
+			b.Run(name+"/prompt=128", func(b *testing.B) { benchPrompt(b, e, 128) })
+			b.Run(name+"/seqs=16", func(b *testing.B) { benchSteps(b, e, 16, 128) })
+			e.Close()
+		}
+	}
+}
+
+// benchSteps decodes B sequences together, each first given a prompt of
+// prompt tokens (one at a time), restarting a sequence at 1024 tokens.
+func benchSteps(b *testing.B, e *Engine, B, prompt int) {
+	ctx := context.Background()
+	in := make([]engine.Input, B)
+	out := make([]engine.Output, B)
+	toks := make([]int32, B)
+	p := make([]int32, prompt)
+	for i := range p {
+		p[i] = int32(3 + i*7919%(e.Info().VocabSize-3))
+	}
+	for i := range in {
+		in[i] = engine.Input{Seq: engine.SeqID(1000 + i), Tokens: p}
+		if err := e.Step(ctx, in[i:i+1], out[i:i+1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range in {
+			toks[i] = out[i].Token
+			in[i].Tokens = toks[i : i+1]
+			if e.seqLen(in[i].Seq) >= 1024 {
+				_ = e.Truncate(in[i].Seq, prompt)
+			}
+		}
+		if err := e.Step(ctx, in, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportRates(b, b.N*B, cpu0)
+	for i := range in {
+		e.Release(in[i].Seq)
+	}
+}
+
+// benchPrompt extends a fresh sequence with n tokens per op.
+func benchPrompt(b *testing.B, e *Engine, n int) {
+	ctx := context.Background()
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(3 + i*7919%(e.Info().VocabSize-3))
+	}
+	out := make([]engine.Output, 1)
+	in := []engine.Input{{Seq: 1, Tokens: p}}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := e.Step(ctx, in, out); err != nil {
+			b.Fatal(err)
+		}
+		e.Release(1)
+	}
+	b.StopTimer()
+	reportRates(b, b.N*n, cpu0)
+}
+
+func reportRates(b *testing.B, tokens int, cpu0 time.Duration) {
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+	if d := cpuTime() - cpu0; d > 0 {
+		b.ReportMetric(float64(tokens)/d.Seconds(), "tok/cpu-s")
+	}
 }

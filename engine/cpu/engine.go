@@ -88,6 +88,7 @@ type Engine struct {
 type workerScratch struct {
 	act    [3][]byte  // activations quantised per Act form
 	mm     matmulTask // the worker's own multiplications (sequence-split steps)
+	prep   prepTask   // the worker's input preparation
 	scores []float32  // attention scores
 }
 
@@ -187,8 +188,10 @@ func (e *Engine) Threads() int { return e.pool.n }
 // KernelLevel reports the level of the kernels the engine runs.
 func (e *Engine) KernelLevel() kernels.Level { return e.set.Level() }
 
-// Len reports how many tokens seq holds.
-func (e *Engine) Len(seq engine.SeqID) int {
+// Len reports how many tokens seq holds (0 for an unknown sequence).
+func (e *Engine) Len(seq engine.SeqID) int { return e.seqLen(seq) }
+
+func (e *Engine) seqLen(seq engine.SeqID) int {
 	if s, ok := e.seqs[seq]; ok {
 		return s.n
 	}

@@ -90,7 +90,7 @@ func TestTruncateThenExtend(t *testing.T) {
 	if err := e.Truncate(1, keep); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.Len(1); got != keep {
+	if got := e.seqLen(1); got != keep {
 		t.Fatalf("Len after truncate = %d, want %d", got, keep)
 	}
 	alt := int32(300)
@@ -113,8 +113,8 @@ func TestTruncateThenExtend(t *testing.T) {
 	if !slices.Equal(contA, contB) {
 		t.Fatalf("truncate+extend %v, fresh %v", contA, contB)
 	}
-	if e.Len(1) != e.Len(2) {
-		t.Fatalf("lengths %d and %d differ", e.Len(1), e.Len(2))
+	if e.seqLen(1) != e.seqLen(2) {
+		t.Fatalf("lengths %d and %d differ", e.seqLen(1), e.seqLen(2))
 	}
 }
 
@@ -234,8 +234,8 @@ func TestStepErrorsLeaveStateUnchanged(t *testing.T) {
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
 		}
-		if e.Len(1) != 3 || e.Len(2) != 0 || e.Len(3) != 0 || e.Len(5) != 0 {
-			t.Errorf("%s: state changed: lens %d %d %d %d", tc.name, e.Len(1), e.Len(2), e.Len(3), e.Len(5))
+		if e.seqLen(1) != 3 || e.seqLen(2) != 0 || e.seqLen(3) != 0 || e.seqLen(5) != 0 {
+			t.Errorf("%s: state changed: lens %d %d %d %d", tc.name, e.seqLen(1), e.seqLen(2), e.seqLen(3), e.seqLen(5))
 		}
 	}
 	if err := e.Step(ctx, []engine.Input{{Seq: 1, Tokens: []int32{1}}}, out[:0]); !errors.Is(err, engine.ErrBadInput) {
@@ -251,8 +251,8 @@ func TestStepErrorsLeaveStateUnchanged(t *testing.T) {
 	if !errors.Is(err, engine.ErrOutOfMemory) {
 		t.Fatalf("over budget: error %v, want ErrOutOfMemory", err)
 	}
-	if e.KVBlocksInUse() != 1 || e.Len(10) != 0 {
-		t.Fatalf("failed step kept %d blocks, seq 10 len %d", e.KVBlocksInUse(), e.Len(10))
+	if e.KVBlocksInUse() != 1 || e.seqLen(10) != 0 {
+		t.Fatalf("failed step kept %d blocks, seq 10 len %d", e.KVBlocksInUse(), e.seqLen(10))
 	}
 	if err := e.Step(ctx, in[:9], out); err != nil {
 		t.Fatalf("within budget: %v", err)
@@ -264,11 +264,11 @@ func TestStepErrorsLeaveStateUnchanged(t *testing.T) {
 		e.Release(engine.SeqID(10 + i))
 	}
 	e.Release(12345) // unknown: no-op
-	if e.KVBlocksInUse() != 1 || e.Len(10) != 0 {
+	if e.KVBlocksInUse() != 1 || e.seqLen(10) != 0 {
 		t.Fatalf("after release %d blocks in use", e.KVBlocksInUse())
 	}
-	if err := e.Truncate(1, 0); err != nil || e.Len(1) != 0 || e.KVBlocksInUse() != 0 {
-		t.Fatalf("truncate to 0: err %v len %d blocks %d", err, e.Len(1), e.KVBlocksInUse())
+	if err := e.Truncate(1, 0); err != nil || e.seqLen(1) != 0 || e.KVBlocksInUse() != 0 {
+		t.Fatalf("truncate to 0: err %v len %d blocks %d", err, e.seqLen(1), e.KVBlocksInUse())
 	}
 	if err := e.Truncate(1, -1); !errors.Is(err, engine.ErrBadInput) {
 		t.Fatalf("negative truncate: %v", err)
@@ -295,7 +295,7 @@ func TestSteadyStateDecodeAllocatesNothing(t *testing.T) {
 	toks := make([]int32, B)
 	step := func() {
 		for i := range in {
-			if e.Len(in[i].Seq) > 200 {
+			if e.seqLen(in[i].Seq) > 200 {
 				if err := e.Truncate(in[i].Seq, 2); err != nil {
 					t.Fatal(err)
 				}
@@ -396,8 +396,8 @@ func TestRandomRuntimeWorkload(t *testing.T) {
 		}
 		for i, ip := range in {
 			hist[ip.Seq] = append(hist[ip.Seq], ip.Tokens...)
-			if e.Len(ip.Seq) != len(hist[ip.Seq]) {
-				t.Fatalf("step %d: seq %d holds %d tokens, history %d", step, ip.Seq, e.Len(ip.Seq), len(hist[ip.Seq]))
+			if e.seqLen(ip.Seq) != len(hist[ip.Seq]) {
+				t.Fatalf("step %d: seq %d holds %d tokens, history %d", step, ip.Seq, e.seqLen(ip.Seq), len(hist[ip.Seq]))
 			}
 			ro := make([]engine.Output, 1)
 			if err := ref.Step(ctx, []engine.Input{{Seq: 1, Tokens: hist[ip.Seq], Want: engine.WantLogits}}, ro); err != nil {

@@ -50,28 +50,68 @@ func splitRows(rows, p, parts int) (lo, hi int) {
 	return lo, hi
 }
 
+// prepTask readies rows of a multiplication's input: silu(x)·u first when
+// u is set (the feed-forward gate), then quantisation into form act.
+type prepTask struct {
+	x, u    []float32
+	cols, T int
+	act     kernels.Act
+	buf     []byte
+	rb      int
+	parts   int
+}
+
+func (t *prepTask) do(_, part int) {
+	for r := t.T * part / t.parts; r < t.T*(part+1)/t.parts; r++ {
+		x := t.x[r*t.cols : (r+1)*t.cols]
+		if t.u != nil {
+			swiglu(x, t.u[r*t.cols:(r+1)*t.cols])
+		}
+		if t.act != kernels.ActF32 {
+			kernels.QuantizeRow(t.act, t.buf[r*t.rb:(r+1)*t.rb], x)
+		}
+	}
+}
+
+// prepParallelRows is the smallest row count whose preparation is split
+// over the pool.
+const prepParallelRows = 4
+
 // actRows returns the T rows of x (cols values each) in form a and the
 // stride between them, quantised into the worker's scratch (F32
-// activations are x itself, seen as bytes).
-func (e *Engine) actRows(worker int, x []float32, T, cols int, a kernels.Act) ([]byte, int) {
+// activations are x itself, seen as bytes). With u set, x first becomes
+// silu(x)·u. Pooled, the rows are split over the pool.
+func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a kernels.Act) ([]byte, int) {
 	x = x[:T*cols]
+	t := &e.scratch[worker].prep
+	*t = prepTask{x: x, u: u, cols: cols, T: T, act: a, parts: 1}
 	if a == kernels.ActF32 {
-		return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), 4 * cols
+		t.rb = 4 * cols
+	} else {
+		t.rb = a.RowBytes(cols)
+		sc := &e.scratch[worker]
+		sc.act[a] = grow(sc.act[a], T*t.rb)
+		t.buf = sc.act[a]
 	}
-	rb := a.RowBytes(cols)
-	sc := &e.scratch[worker]
-	sc.act[a] = grow(sc.act[a], T*rb)
-	buf := sc.act[a]
-	for r := range T {
-		kernels.QuantizeRow(a, buf[r*rb:(r+1)*rb], x[r*cols:(r+1)*cols])
+	if pooled && T >= prepParallelRows && e.pool.n > 1 {
+		t.parts = min(T, 4*e.pool.n)
+		e.pool.run(t, t.parts)
+	} else {
+		t.do(worker, 0)
+	}
+	buf, rb := t.buf, t.rb
+	*t = prepTask{}
+	if a == kernels.ActF32 {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), rb
 	}
 	return buf, rb
 }
 
 // mul multiplies the T rows of x (cols values each) by the jobs' matrices:
 // on the pool when pooled, else on the given worker alone. Jobs whose
-// kernels take the same activation form share one quantisation of x.
-func (e *Engine) mul(worker int, pooled bool, x []float32, T, cols int, jobs ...mmJob) {
+// kernels take the same activation form share one quantisation of x. With
+// u set, x first becomes silu(x)·u.
+func (e *Engine) mul(worker int, pooled bool, x, u []float32, T, cols int, jobs ...mmJob) {
 	for i := 0; i < len(jobs); {
 		act := jobs[i].m.k.Act
 		j, macs := i, 0
@@ -79,7 +119,8 @@ func (e *Engine) mul(worker int, pooled bool, x []float32, T, cols int, jobs ...
 			macs += T * jobs[j].m.rows * cols
 			j++
 		}
-		a, stride := e.actRows(worker, x, T, cols, act)
+		a, stride := e.actRows(worker, pooled, x, u, T, cols, act)
+		u = nil
 		t := &e.scratch[worker].mm
 		if pooled {
 			t = &e.mm
@@ -348,7 +389,7 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 	for r := range T {
 		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.attnNorm, c.eps)
 	}
-	e.mul(worker, pooled, xb, T, dim, mmJob{&ly.wq, e.q[r0*qd : r1*qd]},
+	e.mul(worker, pooled, xb, nil, T, dim, mmJob{&ly.wq, e.q[r0*qd : r1*qd]},
 		mmJob{&ly.wk, e.k[r0*kvd : r1*kvd]}, mmJob{&ly.wv, e.v[r0*kvd : r1*kvd]})
 	for r := r0; r < r1; r++ {
 		q := e.q[r*qd : (r+1)*qd]
@@ -389,14 +430,13 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 	} else {
 		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
 	}
-	e.mul(worker, pooled, e.att[r0*qd:r1*qd], T, qd, mmJob{&ly.wo, xo})
+	e.mul(worker, pooled, e.att[r0*qd:r1*qd], nil, T, qd, mmJob{&ly.wo, xo})
 	axpy(1, xo, x)
 	for r := range T {
 		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.ffnNorm, c.eps)
 	}
-	e.mul(worker, pooled, xb, T, dim, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
-	swiglu(hb, hb2)
-	e.mul(worker, pooled, hb, T, hid, mmJob{&ly.down, xo})
+	e.mul(worker, pooled, xb, nil, T, dim, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
+	e.mul(worker, pooled, hb, hb2, T, hid, mmJob{&ly.down, xo})
 	axpy(1, xo, x)
 }
 
@@ -409,7 +449,7 @@ func (e *Engine) head(worker, o0, o1 int, pooled bool) {
 		rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], e.w.outNorm, c.eps)
 	}
 	if o1 > o0 {
-		e.mul(worker, pooled, e.hn[o0*dim:o1*dim], o1-o0, dim, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
+		e.mul(worker, pooled, e.hn[o0*dim:o1*dim], nil, o1-o0, dim, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
 	}
 }
 

@@ -208,16 +208,17 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 	return r, nil
 }
 
-// decode extends each sequence with its prompt (untimed), then times
-// steps decode steps of all of them and returns tokens per second.
+// decode extends each sequence with its prompt (untimed, one sequence per
+// step as a server admits them), then times steps decode steps of all of
+// them and returns tokens per second.
 func decode(ctx context.Context, e *cpu.Engine, ids []engine.SeqID, prompts [][]int32, steps int) (float64, error) {
 	in := make([]engine.Input, len(ids))
 	out := make([]engine.Output, len(ids))
 	for i, id := range ids {
 		in[i] = engine.Input{Seq: id, Tokens: prompts[i]}
-	}
-	if err := e.Step(ctx, in, out); err != nil {
-		return 0, fmt.Errorf("cpubench: %w", err)
+		if err := e.Step(ctx, in[i:i+1], out[i:i+1]); err != nil {
+			return 0, fmt.Errorf("cpubench: %w", err)
+		}
 	}
 	toks := make([]int32, len(ids))
 	t0 := time.Now()

@@ -289,3 +289,24 @@ func exactFMA32(x, y, z float32) float32 {
 }
 
 func isNaN32(v float32) bool { return v != v }
+
+// TestQuantizeRoundsLikeMathRound checks the fast rounding of QuantizeRow
+// against math.Round on values at and around every half step.
+func TestQuantizeRoundsLikeMathRound(t *testing.T) {
+	x := make([]float32, 32)
+	q := make([]byte, 32)
+	for k := -254; k <= 254; k++ {
+		for _, eps := range []float32{-1e-4, 0, 1e-4} {
+			x[0] = 127 // scale 1
+			x[1] = float32(k)/2 + eps
+			x[2] = -x[1]
+			d, _ := quantizeBlock(q, x)
+			for i := 1; i < 3; i++ {
+				want := max(-127, min(127, math.Round(float64(x[i]*(1/d)))))
+				if got := float64(int8(q[i])); got != want {
+					t.Fatalf("%v quantised to %v, math.Round gives %v", x[i], got, want)
+				}
+			}
+		}
+	}
+}

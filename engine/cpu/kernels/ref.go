@@ -54,11 +54,13 @@ func QuantizeRow(a Act, dst []byte, x []float32) {
 }
 
 // quantizeBlock quantises x into q with one scale and returns the scale and
-// the sum of the quantised values.
+// the sum of the quantised values. Values round half away from zero (as
+// math.Round does): for |v| ≤ 127.5, float64 |v|+0.5 is exact, so its
+// truncation is the rounded magnitude.
 func quantizeBlock(q []byte, x []float32) (float32, int32) {
 	var amax float32
 	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
+		amax = max(amax, abs32(v))
 	}
 	if amax == 0 {
 		clear(q)
@@ -66,15 +68,21 @@ func quantizeBlock(q []byte, x []float32) (float32, int32) {
 	}
 	d := amax / 127
 	id := 1 / d
+	q = q[:len(x)]
 	var sum int32
 	for i, v := range x {
-		iv := int32(math.Round(float64(v * id)))
-		iv = max(-127, min(127, iv))
+		t := v * id
+		iv := min(127, int32(float64(abs32(t))+0.5))
+		if t < 0 {
+			iv = -iv
+		}
 		q[i] = byte(int8(iv))
 		sum += iv
 	}
 	return d, sum
 }
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // f32At reads the little-endian float32 at b[4*i:].
 func f32At(b []byte, i int) float32 {
