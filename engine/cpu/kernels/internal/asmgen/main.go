@@ -138,7 +138,7 @@ func rowAddrOf(base string, r, off int) string {
 // A tile's rows are short streams (a row is a few hundred bytes to a few
 // KiB), too short for the hardware prefetcher to learn, so each step
 // prefetches the same bytes of the rows of the tile prefetchTiles ahead.
-const prefetchTiles = 2
+const prefetchTiles = 4
 
 // setupPrefetch points R13 at the rows prefetchTiles tiles ahead.
 func (g *gen) setupPrefetch(R int) {
