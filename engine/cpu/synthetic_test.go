@@ -360,6 +360,15 @@ func checkSynthetic(t *testing.T, s tinyShape, seed uint64, l kernels.Level, tok
 			ref := &refModel{f: f, arch: s.arch, dim: s.dim, heads: s.heads, kv: s.kvHeads, hd: s.headDim, rd: s.ropeDim,
 				base: float64(s.ropeBase), eps: 1e-6, neox: s.arch != "llama"}
 			want := ref.logits(t, tokens)
+			// The reference quantises activations as the engine does, from its
+			// float64 values; the engine's float32 values can land on the other
+			// side of a rounding boundary now and then, and one such flip moves
+			// the logits by up to about 1% (the kernels' own exactness is
+			// tested bit for bit in package kernels).
+			tol := 1e-4
+			if k, _ := kernels.NewSet(kernels.Generic).For(s.typ); k.Act != kernels.ActF32 {
+				tol = 2e-2
+			}
 			// Decode one token at a time, and extend the rest in one step.
 			out := make([]engine.Output, 1)
 			ctx := context.Background()
@@ -369,7 +378,7 @@ func checkSynthetic(t *testing.T, s tinyShape, seed uint64, l kernels.Level, tok
 					mx = math.Max(mx, math.Abs(v))
 					diff = math.Max(diff, math.Abs(v-float64(got[j])))
 				}
-				if diff > 1e-4*(1+mx) {
+				if diff > tol*(1+mx) {
 					t.Fatalf("position %d: max logit difference %g (max |logit| %g)", pos, diff, mx)
 				}
 			}
