@@ -208,28 +208,33 @@ func refLegacy(t gguf.TensorType, L int) MulFunc {
 		nb := n / 32
 		var q [32]int32
 		acc := make([]float32, L)
-		for c := range cols {
-			act := a[c*aStride:]
-			for r := range rows {
-				wr := w[r*wStride:]
-				clear(acc)
-				for b := range nb {
-					d, m := legacyBlock(t, wr[b*bb:(b+1)*bb], &q)
-					sc := d * f32At(act[n:], b)
-					g := (b % (L / 8)) * 8
-					for i := range 8 {
-						var s int32
-						for j := 4 * i; j < 4*i+4; j++ {
-							s += q[j] * int32(int8(act[b*32+j]))
-						}
-						acc[g+i] = fma32(float32(s), sc, acc[g+i])
+		eachPair(w, wStride, rows, a, aStride, cols, out, outStride, func(wr, act []byte) float32 {
+			clear(acc)
+			for b := range nb {
+				d, m := legacyBlock(t, wr[b*bb:(b+1)*bb], &q)
+				sc := d * f32At(act[n:], b)
+				g := (b % (L / 8)) * 8
+				for i := range 8 {
+					var s int32
+					for j := 4 * i; j < 4*i+4; j++ {
+						s += q[j] * int32(int8(act[b*32+j]))
 					}
-					if t == gguf.Q4_1 || t == gguf.Q5_1 {
-						acc[g] = fma32(m, f32At(act[n+4*nb:], b), acc[g])
-					}
+					acc[g+i] = fma32(float32(s), sc, acc[g+i])
 				}
-				out[c*outStride+r] = reduce(acc)
+				if t == gguf.Q4_1 || t == gguf.Q5_1 {
+					acc[g] = fma32(m, f32At(act[n+4*nb:], b), acc[g])
+				}
 			}
+			return reduce(acc)
+		})
+	}
+}
+
+// eachPair sets out[c*outStride+r] = f(weight row r, activation row c).
+func eachPair(w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int, f func(wr, act []byte) float32) {
+	for c := range cols {
+		for r := range rows {
+			out[c*outStride+r] = f(w[r*wStride:], a[c*aStride:])
 		}
 	}
 }
@@ -253,20 +258,16 @@ func refFloat(t gguf.TensorType, L int) MulFunc {
 	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
 		body := n - n%L
 		acc := make([]float32, L)
-		for c := range cols {
-			act := a[c*aStride:]
-			for r := range rows {
-				wr := w[r*wStride:]
-				clear(acc)
-				for i := range body {
-					acc[i%L] = fma32(floatAt(t, wr, i), f32At(act, i), acc[i%L])
-				}
-				s := reduce(acc)
-				for i := body; i < n; i++ {
-					s = fma32(floatAt(t, wr, i), f32At(act, i), s)
-				}
-				out[c*outStride+r] = s
+		eachPair(w, wStride, rows, a, aStride, cols, out, outStride, func(wr, act []byte) float32 {
+			clear(acc)
+			for i := range body {
+				acc[i%L] = fma32(floatAt(t, wr, i), f32At(act, i), acc[i%L])
 			}
-		}
+			s := reduce(acc)
+			for i := body; i < n; i++ {
+				s = fma32(floatAt(t, wr, i), f32At(act, i), s)
+			}
+			return s
+		})
 	}
 }

@@ -176,6 +176,20 @@ func colAddr(base string, c, off int) string {
 	return ""
 }
 
+// start begins the tile function of k, R rows and C columns.
+func (g *gen) start(k kind, R, C int) {
+	g.next = 0
+	g.prologue(fnName(g.l, k, R, C))
+}
+
+// endLoop closes the step loop and writes the epilogue.
+func (g *gen) endLoop(acc [][]int, R, C int) {
+	g.p("DECQ CX")
+	g.p("JNZ loop")
+	fmt.Fprintf(&g.b, "done:\n")
+	g.epilogue(acc, R, C)
+}
+
 func (g *gen) prologue(name string) {
 	fmt.Fprintf(&g.b, "\n// func %s(nb int, w *byte, ws int, a *byte, as int, ad *byte, out *float32, os int)\n", name)
 	fmt.Fprintf(&g.b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
@@ -238,9 +252,7 @@ func (g *gen) zeroAcc(R, C int) [][]int {
 
 // floatTile writes a tile for F32, F16 or BF16 weights.
 func (g *gen) floatTile(k kind, R, C int) {
-	name := fnName(g.l, k, R, C)
-	g.next = 0
-	g.prologue(name)
+	g.start(k, R, C)
 	acc := g.zeroAcc(R, C)
 	L := g.l.lanes
 	as := make([]int, C)
@@ -273,19 +285,14 @@ func (g *gen) floatTile(k kind, R, C int) {
 	}
 	g.p("ADDQ $%d, SI", L*k.elemSize)
 	g.p("ADDQ $%d, DI", L*4)
-	g.p("DECQ CX")
-	g.p("JNZ loop")
-	fmt.Fprintf(&g.b, "done:\n")
-	g.epilogue(acc, R, C)
+	g.endLoop(acc, R, C)
 }
 
 // intTileAVX2 writes an AVX2 tile for a 32-value block type: one block per
 // step, products by VPMADDUBSW (sign moved onto the activations for signed
 // weights) and VPMADDWD.
 func (g *gen) intTileAVX2(k kind, R, C int) {
-	name := fnName(g.l, k, R, C)
-	g.next = 0
-	g.prologue(name)
+	g.start(k, R, C)
 	acc := g.zeroAcc(R, C)
 	a := make([]int, C)
 	da := make([]int, C)
@@ -371,10 +378,7 @@ func (g *gen) intTileAVX2(k kind, R, C int) {
 	g.p("ADDQ $32, DI")
 	g.p("ADDQ $4, R10")
 	g.p("ADDQ $4, AX")
-	g.p("DECQ CX")
-	g.p("JNZ loop")
-	fmt.Fprintf(&g.b, "done:\n")
-	g.epilogue(acc, R, C)
+	g.endLoop(acc, R, C)
 }
 
 // intTileAVX512 writes an AVX-512 tile for a 32-value block type: two
@@ -383,9 +387,7 @@ func (g *gen) intTileAVX2(k kind, R, C int) {
 // through the activation sums of each lane. An odd last block runs with
 // the upper half zero.
 func (g *gen) intTileAVX512(k kind, R, C int) {
-	name := fnName(g.l, k, R, C)
-	g.next = 0
-	g.prologue(name)
+	g.start(k, R, C)
 	// masks: K6 upper 8 lanes of 16, K3 lower 8, K5 lanes 0 and 8, K4
 	// lane 0, K7 lane 8
 	g.p("MOVL $0xFF00, AX")
