@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package kernels
+
+import "github.com/tokenrouter/tokenrouter/gguf"
+
+// kquantFast returns the assembly kernel of type t written for level l, or
+// nil: there are none on this architecture.
+func kquantFast(t gguf.TensorType, l Level) MulFunc { return nil }
