@@ -1,7 +1,87 @@
 package kernels
 
-import "github.com/tokenrouter/tokenrouter/gguf"
+import (
+	"fmt"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+// kqAsm is the signature of the K-quant assembly kernels: rows weight rows
+// against cols activation rows (cols ≤ kqMaxCols), with scratch room for one
+// accumulator per column.
+type kqAsm func(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ2KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ3KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ4KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ5KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ6KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+const (
+	// kqMaxCols is the most columns one assembly call takes.
+	kqMaxCols = 64
+	// kqColBytes caps the activation bytes one call works on, so that they
+	// stay in the core's L2 cache while every row streams past them.
+	kqColBytes = 256 << 10
+	// kqScratch is the scratch size: one 64-byte accumulator per column.
+	kqScratch = 64 * kqMaxCols
+)
 
 // kquantFast returns the assembly kernel of type t written for level l, or
-// nil if there is none.
-func kquantFast(t gguf.TensorType, l Level) MulFunc { return nil }
+// nil if there is none. The AVX-512 kernels also need VBMI.
+func kquantFast(t gguf.TensorType, l Level) MulFunc {
+	var f kqAsm
+	switch l {
+	case AVX512:
+		if !cpu.X86.HasAVX512VBMI {
+			return nil
+		}
+		f = map[gguf.TensorType]kqAsm{
+			gguf.Q2_K: kqQ2KAVX512, gguf.Q3_K: kqQ3KAVX512, gguf.Q4_K: kqQ4KAVX512,
+			gguf.Q5_K: kqQ5KAVX512, gguf.Q6_K: kqQ6KAVX512,
+		}[t]
+	}
+	if f == nil {
+		return nil
+	}
+	return kqDriver(t, f)
+}
+
+// kqDriver wraps an assembly kernel as a MulFunc: it checks the slices'
+// lengths (the assembly reads and writes through raw pointers) and splits
+// the columns into groups whose activations fit the cache.
+func kqDriver(t gguf.TensorType, f kqAsm) MulFunc {
+	bb := kTypeOf(t).bytes
+	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+		if rows <= 0 || cols <= 0 {
+			return
+		}
+		if n == 0 {
+			for c := range cols {
+				clear(out[c*outStride : c*outStride+rows])
+			}
+			return
+		}
+		ab := ActQ8K.RowBytes(n)
+		if n%256 != 0 || len(w) < (rows-1)*wStride+n/256*bb || len(a) < (cols-1)*aStride+ab || len(out) < (cols-1)*outStride+rows {
+			panic(fmt.Sprintf("kernels: %v kernel: n=%d needs %d+ weight, %d+ activation and %d+ output values, have %d, %d, %d",
+				t, n, (rows-1)*wStride+n/256*bb, (cols-1)*aStride+ab, (cols-1)*outStride+rows, len(w), len(a), len(out)))
+		}
+		group := max(1, min(kqMaxCols, kqColBytes/ab))
+		var scratch [kqScratch]byte
+		for c0 := 0; c0 < cols; c0 += group {
+			f(&w[0], wStride, rows, n, &a[c0*aStride], aStride, min(group, cols-c0), &out[c0*outStride], outStride, &scratch[0])
+		}
+	}
+}

@@ -308,14 +308,15 @@ func TestKQuantBatchIndependence(t *testing.T) {
 		for _, typ := range kQuantTypes {
 			k, _ := set.For(typ)
 			t.Run(fmt.Sprintf("%v/%v", l, typ), func(t *testing.T) {
-				checkIndependence(t, rng, typ, k.Mul)
+				checkIndependence(t, rng, typ, k.Mul, 768, 13, 21)
+				// Long rows: the columns go to the assembly in several groups.
+				checkIndependence(t, rng, typ, k.Mul, 40*256, 3, 30)
 			})
 		}
 	}
 }
 
-func checkIndependence(t *testing.T, rng *rand.Rand, typ gguf.TensorType, mul MulFunc) {
-	const n, rows, cols = 768, 13, 21
+func checkIndependence(t *testing.T, rng *rand.Rand, typ gguf.TensorType, mul MulFunc, n, rows, cols int) {
 	rb := n / 256 * kTypeOf(typ).bytes
 	wStride, aStride, outStride := rb+3, ActQ8K.RowBytes(n)+5, rows+2
 	w := randKWeights(rng, typ, n, rows, wStride)
@@ -354,3 +355,77 @@ func checkIndependence(t *testing.T, rng *rand.Rand, typ gguf.TensorType, mul Mu
 		}
 	}
 }
+
+// fastTol bounds the difference between a fast kernel and the reference on
+// nb super-blocks. The fast kernels keep 16 (AVX-512) or 8 (AVX2) partial
+// sums per output: per super-block each lane rounds its integer sum to
+// float32, its product with the weight scale, the fused subtraction of the
+// offset term and the fused accumulation (4 roundings); across super-blocks
+// the accumulation rounds nb times and the final sum of the lanes 4 more.
+// Each lane's terms are bounded by the same magnitudes as the reference's,
+// so the fast kernel is within (nb+8) half ulps of mag of the exact value
+// and the reference within refTol.
+func fastTol(nb int, mag float64) float64 {
+	return refTol(nb, mag) + float64(nb+8)*0x1p-24*mag*1.001 + float64(nb+8)*0x1p-149
+}
+
+// checkFastMatchesRef compares every fast level this CPU runs against the
+// reference kernel on one call of the given shape.
+func checkFastMatchesRef(t *testing.T, rng *rand.Rand, typ gguf.TensorType, n, rows, cols, wPad, aPad, oPad int, raw []byte) {
+	t.Helper()
+	rb := n / 256 * kTypeOf(typ).bytes
+	wStride, aStride, outStride := rb+wPad, ActQ8K.RowBytes(n)+aPad, rows+oPad
+	w := randKWeights(rng, typ, n, rows, wStride)
+	copy(w, raw)
+	fixKScales(rng, typ, w, rows, rb, wStride)
+	a := randActQ8K(rng, n, cols, aStride)
+	size := (cols-1)*outStride + rows
+	want := make([]float32, size)
+	mulKRef(kTypeOf(typ))(n, w, wStride, rows, a, aStride, cols, want, outStride)
+	for _, l := range availableLevels()[1:] {
+		k, _ := NewSet(l).For(typ)
+		got := make([]float32, size)
+		k.Mul(n, w, wStride, rows, a, aStride, cols, got, outStride)
+		for c := range cols {
+			for r := range rows {
+				_, mag := exactDot(typ, n, w[r*wStride:], a[c*aStride:])
+				g, f := float64(got[c*outStride+r]), float64(want[c*outStride+r])
+				if tol := fastTol(n/256, mag); !(math.Abs(g-f) <= tol) {
+					t.Fatalf("%v %v n=%d rows=%d cols=%d: out[%d][%d] = %v, reference %v (tolerance %v)",
+						l, typ, n, rows, cols, c, r, g, f, tol)
+				}
+			}
+		}
+	}
+}
+
+func TestKQuantFastMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range kQuantTypes {
+		for _, s := range [][3]int{{256, 1, 1}, {512, 7, 3}, {19 * 256, 5, 9}, {1024, 2, 70}} {
+			checkFastMatchesRef(t, rng, typ, s[0], s[1], s[2], rng.IntN(9), rng.IntN(9), rng.IntN(3), nil)
+		}
+	}
+}
+
+// fuzzKQuant compares the fast kernels with the reference on random
+// super-blocks (the fuzzer's bytes first, every scale made finite) and
+// random shapes and strides.
+func fuzzKQuant(f *testing.F, typ gguf.TensorType) {
+	f.Add(uint64(1), uint32(0), []byte{})
+	f.Add(uint64(2), uint32(0xffffffff), []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
+	f.Add(uint64(3), uint32(0x12345678), make([]byte, 300))
+	f.Fuzz(func(t *testing.T, seed uint64, shape uint32, raw []byte) {
+		rng := rand.New(rand.NewPCG(seed, uint64(shape)))
+		n := 256 * (1 + int(shape%8))
+		rows := 1 + int(shape>>3%9)
+		cols := 1 + int(shape>>7%20)
+		checkFastMatchesRef(t, rng, typ, n, rows, cols, int(shape>>12%8), int(shape>>15%8), int(shape>>18%3), raw)
+	})
+}
+
+func FuzzKQuantQ2K(f *testing.F) { fuzzKQuant(f, gguf.Q2_K) }
+func FuzzKQuantQ3K(f *testing.F) { fuzzKQuant(f, gguf.Q3_K) }
+func FuzzKQuantQ4K(f *testing.F) { fuzzKQuant(f, gguf.Q4_K) }
+func FuzzKQuantQ5K(f *testing.F) { fuzzKQuant(f, gguf.Q5_K) }
+func FuzzKQuantQ6K(f *testing.F) { fuzzKQuant(f, gguf.Q6_K) }
