@@ -14,6 +14,21 @@ import (
 type kqAsm func(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 
 //go:noescape
+func kqQ2KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ3KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ4KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ5KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ6KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
 func kqQ2KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 
 //go:noescape
@@ -34,7 +49,9 @@ const (
 	// kqColBytes caps the activation bytes one call works on, so that they
 	// stay in the core's L2 cache while every row streams past them.
 	kqColBytes = 256 << 10
-	// kqScratch is the scratch size: one 64-byte accumulator per column.
+	// kqScratch is the scratch size: one 64-byte accumulator per column
+	// (AVX-512), or a decoded super-block and one 32-byte accumulator per
+	// column (AVX2).
 	kqScratch = 64 * kqMaxCols
 )
 
@@ -43,6 +60,11 @@ const (
 func kquantFast(t gguf.TensorType, l Level) MulFunc {
 	var f kqAsm
 	switch l {
+	case AVX2:
+		f = map[gguf.TensorType]kqAsm{
+			gguf.Q2_K: kqQ2KAVX2, gguf.Q3_K: kqQ3KAVX2, gguf.Q4_K: kqQ4KAVX2,
+			gguf.Q5_K: kqQ5KAVX2, gguf.Q6_K: kqQ6KAVX2,
+		}[t]
 	case AVX512:
 		if !cpu.X86.HasAVX512VBMI {
 			return nil
@@ -85,3 +107,10 @@ func kqDriver(t gguf.TensorType, f kqAsm) MulFunc {
 		}
 	}
 }
+
+// kqStreamRead reads n bytes at p (n a multiple of 256) with plain vector
+// loads and returns their xor. Benchmarks measure the machine's streaming
+// read bandwidth with it, beside the kernels.
+//
+//go:noescape
+func kqStreamRead(p *byte, n int) uint64
