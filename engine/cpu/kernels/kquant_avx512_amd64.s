@@ -2,57 +2,53 @@
 
 #include "textflag.h"
 
-// K-quant kernels for AVX-512 (F, BW, VL, VNNI, VBMI).
+// K-quant kernels for AVX-512 (F, BW, VL, VNNI, VBMI and GFNI).
 //
 // func kq<T>AVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+// func kq<T>AVX512R(same), for 1 to 4 columns
 //
 // For each weight row, each super-block is decoded once into registers and
 // multiplied against every activation column. Every column follows the same
-// instruction sequence, so an output's bits do not depend on the call.
+// instruction sequence, whichever form and place, so an output's bits do
+// not depend on the call. The first form keeps each column's accumulator in
+// scratch (from 1024(R12), 64 bytes each); the R form keeps them in
+// registers (Z17, Z18, Z19, Z25), as a round trip through memory per
+// super-block would chain store-to-load latencies when columns are few.
 //
 // Decoded super-block (the common form of kquant.go):
 //	Z0-Z3   u, values 64k..64k+63 in chunk k (unsigned bytes)
-//	Z4-Z7   per chunk, the scale of each word pair's 16-value group (int16)
+//	Z4, Z5  the scales of chunk pairs (0,1) and (2,3), int16, laid out as
+//	        VPACKSSDW lays out the pairs' 4-value sums (see kq512idx16)
 //	Y8      mn, one per 16-value group (int16)
-//	Z9, Z10 d and dm, broadcast
-// Per column and super-block, in 16 int32 lanes (lane L holds values
-// 64k+4L..64k+4L+3 of every chunk k):
-//	S = Σ_k sc·(u·q pairs)    (VPMADDUBSW, then VPMADDWD/VPDPWSSD)
-//	M = mn·bsums pairs         (8 lanes)
+//	d, dm   float32 in scratch, at offsets given to KQ_DOT
+// Per column and super-block, in 16 int32 lanes:
+//	D_k = sums of 4 u·q (VPDPBUSD), packed by pairs to int16 (they fit:
+//	      |4·63·128| < 2^15)
+//	S   = Σ sc·D pairs (VPMADDWD, VPDPWSSD)
+//	M   = mn·bsums pairs (8 lanes)
 //	t = float(S)·d; t[0:8] −= float(M)·dm; acc += t·da
 // and at the end of the row the 16 lanes of acc are summed in a fixed tree.
 //
 // Registers: DI super-block, R14 row start, R8 rows left, R9 super-blocks
-// left, R10 aStride, R11 columns left, R12 output, R13 outStride in bytes,
-// SI column's activations, DX column's accumulator slot (scratch), AX/BX/CX
-// offsets of the super-block's values, scale and bsums in an activation row.
-// Z31 holds 0x0f bytes, K1 the eight M lanes, K2 the upper 256 bits (words).
+// left, R10 aStride, R11 columns left, R12 scratch, SI column's
+// activations, DX column's accumulator, AX/BX/CX offsets of the
+// super-block's values, scale and bsums in an activation row. Z26-Z28 hold
+// a type's index tables, Z6, Z7, Z9, Z10, Z29 and Z30 its affine matrices
+// (GF2P8AFFINEQB extracts bit fields), K1 the eight M lanes, K3 a word mask
+// of the scale decoding, K4 the even bytes.
 
 #define KQ_PROLOGUE \
 	MOVQ w+0(FP), R14 \
 	MOVQ rows+16(FP), R8 \
 	MOVQ aStride+40(FP), R10 \
-	MOVQ out+56(FP), R12 \
-	MOVQ outStride+64(FP), R13 \
-	SHLQ $2, R13 \
+	MOVQ scratch+72(FP), R12 \
 	MOVL $0xff, AX \
 	KMOVW AX, K1 \
-	MOVL $0xffff0000, AX \
-	KMOVD AX, K2 \
-	MOVL $0x0f0f0f0f, AX \
-	VPBROADCASTD AX, Z31
+	MOVQ $0x5555555555555555, AX \
+	KMOVQ AX, K4
 
-// KQ_ROW_START clears the accumulators of every column and points the
-// offsets at the row's first super-block.
-#define KQ_ROW_START \
-	MOVQ scratch+72(FP), DX \
-	MOVQ cols+48(FP), R11 \
-	VPXORD Z11, Z11, Z11 \
-clear: \
-	VMOVUPS Z11, (DX) \
-	ADDQ $64, DX \
-	DECQ R11 \
-	JNZ clear \
+// KQ_FIRST_BLOCK points the offsets at the row's first super-block.
+#define KQ_FIRST_BLOCK \
 	MOVQ R14, DI \
 	XORQ AX, AX \
 	MOVQ n+24(FP), BX \
@@ -60,33 +56,80 @@ clear: \
 	SHRQ $8, R9 \
 	LEAQ (BX)(R9*4), CX
 
-// KQ_COLUMNS multiplies the decoded super-block against every column.
-#define KQ_COLUMNS \
-	MOVQ a+32(FP), SI \
-	MOVQ scratch+72(FP), DX \
+// KQ_ROW_START clears the accumulators of every column in scratch.
+#define KQ_ROW_START \
+	LEAQ 1024(R12), DX \
 	MOVQ cols+48(FP), R11 \
-column: \
-	VPMADDUBSW 0(SI)(AX*1), Z0, Z12 \
-	VPMADDUBSW 64(SI)(AX*1), Z1, Z13 \
-	VPMADDUBSW 128(SI)(AX*1), Z2, Z14 \
-	VPMADDUBSW 192(SI)(AX*1), Z3, Z15 \
+	VPXORD Z11, Z11, Z11 \
+clear: \
+	VMOVUPS Z11, (DX) \
+	ADDQ $64, DX \
+	DECQ R11 \
+	JNZ clear \
+	KQ_FIRST_BLOCK
+
+// KQ_ROW_START_R clears the register accumulators.
+#define KQ_ROW_START_R \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z25, Z25, Z25 \
+	KQ_FIRST_BLOCK
+
+// KQ_DOT adds the decoded super-block times the column at SI to acc, with
+// d and dm at offsets dd and dm of scratch.
+#define KQ_DOT(acc, dd, dm) \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPDPBUSD 0(SI)(AX*1), Z0, Z12 \
+	VPDPBUSD 64(SI)(AX*1), Z1, Z13 \
+	VPDPBUSD 128(SI)(AX*1), Z2, Z14 \
+	VPDPBUSD 192(SI)(AX*1), Z3, Z15 \
+	VPACKSSDW Z13, Z12, Z12 \
+	VPACKSSDW Z15, Z14, Z14 \
 	VPMADDWD Z4, Z12, Z12 \
-	VPMADDWD Z5, Z13, Z13 \
-	VPDPWSSD Z6, Z14, Z12 \
-	VPDPWSSD Z7, Z15, Z13 \
-	VPADDD Z13, Z12, Z12 \
+	VPDPWSSD Z5, Z14, Z12 \
 	VPMADDWD 0(SI)(CX*1), Y8, Y16 \
 	VCVTDQ2PS Z12, Z12 \
 	VCVTDQ2PS Y16, Y16 \
-	VMULPS Z9, Z12, Z12 \
-	VFNMADD231PS Z10, Z16, K1, Z12 \
+	VMULPS.BCST dd(R12), Z12, Z12 \
+	VFNMADD231PS.BCST dm(R12), Z16, K1, Z12 \
+	VFMADD231PS.BCST 0(SI)(BX*1), Z12, acc
+
+// KQ_COLUMNS multiplies the decoded super-block against every column.
+#define KQ_COLUMNS(dd, dm) \
+	MOVQ a+32(FP), SI \
+	LEAQ 1024(R12), DX \
+	MOVQ cols+48(FP), R11 \
+column: \
 	VMOVUPS (DX), Z11 \
-	VFMADD231PS.BCST 0(SI)(BX*1), Z12, Z11 \
+	KQ_DOT(Z11, dd, dm) \
 	VMOVUPS Z11, (DX) \
 	ADDQ R10, SI \
 	ADDQ $64, DX \
 	DECQ R11 \
 	JNZ column
+
+// KQ_COLUMNS_R multiplies the decoded super-block against 1 to 4 columns.
+#define KQ_COLUMNS_R(dd, dm) \
+	MOVQ a+32(FP), SI \
+	MOVQ cols+48(FP), R11 \
+	KQ_DOT(Z17, dd, dm) \
+	CMPQ R11, $1 \
+	JEQ dotted \
+	ADDQ R10, SI \
+	KQ_DOT(Z18, dd, dm) \
+	CMPQ R11, $2 \
+	JEQ dotted \
+	ADDQ R10, SI \
+	KQ_DOT(Z19, dd, dm) \
+	CMPQ R11, $3 \
+	JEQ dotted \
+	ADDQ R10, SI \
+	KQ_DOT(Z25, dd, dm) \
+dotted:
 
 // KQ_NEXT_BLOCK steps to the next super-block of bytes size.
 #define KQ_NEXT_BLOCK(size) \
@@ -97,97 +140,102 @@ column: \
 	DECQ R9 \
 	JNZ block
 
-// KQ_ROW_END sums each column's lanes, stores the outputs and steps to the
-// next row.
-#define KQ_ROW_END \
-	MOVQ scratch+72(FP), DX \
-	MOVQ cols+48(FP), R11 \
-	MOVQ R12, SI \
-sum: \
-	VMOVUPS (DX), Z0 \
-	VEXTRACTF64X4 $1, Z0, Y1 \
-	VADDPS Y1, Y0, Y0 \
+// KQ_HSUM sums the 16 lanes of acc (its Z and Y names) into X0.
+#define KQ_HSUM(accz, accy) \
+	VEXTRACTF64X4 $1, accz, Y1 \
+	VADDPS Y1, accy, Y0 \
 	VEXTRACTF128 $1, Y0, X1 \
 	VADDPS X1, X0, X0 \
 	VPERMILPS $0x4e, X0, X1 \
 	VADDPS X1, X0, X0 \
 	VPERMILPS $0xb1, X0, X1 \
-	VADDSS X1, X0, X0 \
-	VMOVSS X0, (SI) \
-	ADDQ R13, SI \
-	ADDQ $64, DX \
-	DECQ R11 \
-	JNZ sum \
+	VADDSS X1, X0, X0
+
+// KQ_OUT points SI at the row's first output and R13 at the output stride
+// in bytes, and loads the column count into R11.
+#define KQ_OUT \
+	MOVQ cols+48(FP), R11 \
+	MOVQ rows+16(FP), R13 \
+	SUBQ R8, R13 \
+	MOVQ out+56(FP), SI \
+	LEAQ (SI)(R13*4), SI \
+	MOVQ outStride+64(FP), R13 \
+	SHLQ $2, R13
+
+// KQ_NEXT_ROW steps to the next row, or returns.
+#define KQ_NEXT_ROW \
 	ADDQ wStride+8(FP), R14 \
-	ADDQ $4, R12 \
 	DECQ R8 \
 	JNZ row \
 	VZEROUPPER \
 	RET
 
-// KQ_HALVES broadcasts the half-precision values at off1 and off2 of the
-// super-block into Z9 and Z10.
-#define KQ_HALVES(off1, off2) \
-	VPBROADCASTW off1(DI), Y9 \
-	VCVTPH2PS Y9, Z9 \
-	VPBROADCASTW off2(DI), Y10 \
-	VCVTPH2PS Y10, Z10
+// KQ_ROW_END sums each column's lanes, stores the outputs and steps to the
+// next row.
+#define KQ_ROW_END \
+	KQ_OUT \
+	LEAQ 1024(R12), DX \
+sum: \
+	VMOVUPS (DX), Z0 \
+	KQ_HSUM(Z0, Y0) \
+	VMOVSS X0, (SI) \
+	ADDQ R13, SI \
+	ADDQ $64, DX \
+	DECQ R11 \
+	JNZ sum \
+	KQ_NEXT_ROW
 
-// KQ_SCALES16 expands the table of 16 group scales (words) in Z21 into the
-// per-chunk scale vectors.
-#define KQ_SCALES16 \
-	VMOVDQU64 kq512idx16<>+0(SB), Z4 \
-	VPERMW Z21, Z4, Z4 \
-	VMOVDQU64 kq512idx16<>+64(SB), Z5 \
-	VPERMW Z21, Z5, Z5 \
-	VMOVDQU64 kq512idx16<>+128(SB), Z6 \
-	VPERMW Z21, Z6, Z6 \
-	VMOVDQU64 kq512idx16<>+192(SB), Z7 \
-	VPERMW Z21, Z7, Z7
+// KQ_ROW_END_R is KQ_ROW_END for the register accumulators.
+#define KQ_ROW_END_R \
+	KQ_OUT \
+	KQ_HSUM(Z17, Y17) \
+	VMOVSS X0, (SI) \
+	CMPQ R11, $1 \
+	JEQ stored \
+	ADDQ R13, SI \
+	KQ_HSUM(Z18, Y18) \
+	VMOVSS X0, (SI) \
+	CMPQ R11, $2 \
+	JEQ stored \
+	ADDQ R13, SI \
+	KQ_HSUM(Z19, Y19) \
+	VMOVSS X0, (SI) \
+	CMPQ R11, $3 \
+	JEQ stored \
+	ADDQ R13, SI \
+	KQ_HSUM(Z25, Y25) \
+	VMOVSS X0, (SI) \
+stored: \
+	KQ_NEXT_ROW
 
-// KQ_PLANES2(off) puts the 2-bit planes of the 64 bytes at off (Q2_K and
-// Q3_K qs) in Z0-Z3: chunk 2h+j/2 takes planes j (lower 32) and j+1 (upper)
-// of bytes 32h..32h+31.
-#define KQ_PLANES2(off) \
-	VMOVDQU64 kq512q2ctl<>+0(SB), Z24 \
-	VMOVDQU64 kq512q2ctl<>+64(SB), Z25 \
-	VBROADCASTI64X4 off(DI), Z22 \
-	VBROADCASTI64X4 off+32(DI), Z23 \
-	VPMULTISHIFTQB Z22, Z24, Z0 \
-	VPMULTISHIFTQB Z22, Z25, Z1 \
-	VPMULTISHIFTQB Z23, Z24, Z2 \
-	VPMULTISHIFTQB Z23, Z25, Z3 \
-	VPANDD.BCST kq512c03<>(SB), Z0, Z0 \
-	VPANDD.BCST kq512c03<>(SB), Z1, Z1 \
-	VPANDD.BCST kq512c03<>(SB), Z2, Z2 \
-	VPANDD.BCST kq512c03<>(SB), Z3, Z3
+// KQ_HALVES converts the four half-precision values at off of the
+// super-block (inside it) to float32 at 0(R12)..12(R12).
+#define KQ_HALVES(off) \
+	VCVTPH2PS off(DI), X16 \
+	VMOVUPS X16, 0(R12)
 
-// KQ_HIGHBIT(chunk, ctl, bit) ors into chunk the bits its multishift
-// control brings from Z22 to the position of the constant bit.
-#define KQ_HIGHBIT(chunk, ctl, bit) \
-	VMOVDQU64 ctl, Z24 \
-	VPMULTISHIFTQB Z22, Z24, Z24 \
-	VPTERNLOGD.BCST $0xf8, bit, Z24, chunk
+// KQ_PLANES(src, c0, c1) puts the 2-bit planes 0,1 of the broadcast bytes
+// src into chunk c0 (lower, upper 256 bits), planes 2,3 into c1 (matrices
+// in Z29, Z30).
+#define KQ_PLANES(src, c0, c1) \
+	VGF2P8AFFINEQB $0, Z29, src, c0 \
+	VGF2P8AFFINEQB $0, Z30, src, c1
 
-// KQ_NIBBLES(off) puts the nibbles of the 128 bytes at off (Q4_K and Q5_K
-// qs) in Z0-Z3: chunk k is the low nibbles of bytes 32k..32k+31, then their
-// high nibbles.
-#define KQ_NIBBLES(off) \
-	VBROADCASTI64X4 off(DI), Z0 \
-	VBROADCASTI64X4 off+32(DI), Z1 \
-	VBROADCASTI64X4 off+64(DI), Z2 \
-	VBROADCASTI64X4 off+96(DI), Z3 \
-	VPSRLW $4, Z0, K2, Z0 \
-	VPSRLW $4, Z1, K2, Z1 \
-	VPSRLW $4, Z2, K2, Z2 \
-	VPSRLW $4, Z3, K2, Z3 \
-	VPANDD Z31, Z0, Z0 \
-	VPANDD Z31, Z1, Z1 \
-	VPANDD Z31, Z2, Z2 \
-	VPANDD Z31, Z3, Z3
+// KQ_NIBBLES(off, chunk) puts into chunk the low nibbles of the 32 bytes at
+// off (lower 256 bits), then their high nibbles (matrices in Z29).
+#define KQ_NIBBLES(off, chunk) \
+	VBROADCASTI64X4 off(DI), chunk \
+	VGF2P8AFFINEQB $0, Z29, chunk, chunk
+
+// KQ_OR_AFFINE(src, mat, chunk) ors into chunk the bit fields that the
+// affine matrices in register mat select from src.
+#define KQ_OR_AFFINE(src, mat, chunk) \
+	VGF2P8AFFINEQB $0, mat, src, Z24 \
+	VPORD Z24, chunk, chunk
 
 // KQ_Q4SCALES decodes the 8 scales and 8 mins of Q4_K and Q5_K (6 bits
-// each, 12 bytes at offset 4) into the scale vectors and mn.
+// each, 12 bytes at offset 4) to the bytes sc0-7, m0-7 and widens them
+// into the scale vectors (index tables Z26, Z27) and mn (Y28).
 #define KQ_Q4SCALES \
 	VMOVDQU64 4(DI), X20 \
 	VPSHUFB kq512q4shuf<>+0(SB), X20, X21 \
@@ -196,202 +244,268 @@ sum: \
 	VPANDD kq512q4mask<>(SB), X21, X21 \
 	VPSRLW $2, X22, X22 \
 	VPTERNLOGD.BCST $0xf8, kq512c30<>(SB), X22, X21 \
-	VPMOVZXBW X21, Y21 \
-	VMOVDQU64 kq512idx32<>+0(SB), Z4 \
-	VPERMW Z21, Z4, Z4 \
-	VMOVDQU64 kq512idx32<>+64(SB), Z5 \
-	VPERMW Z21, Z5, Z5 \
-	VMOVDQU64 kq512idx32<>+128(SB), Z6 \
-	VPERMW Z21, Z6, Z6 \
-	VMOVDQU64 kq512idx32<>+192(SB), Z7 \
-	VPERMW Z21, Z7, Z7 \
-	VMOVDQU kq512idxmin32<>(SB), Y8 \
-	VPERMW Y21, Y8, Y8
+	VPERMB.Z Z21, Z26, K4, Z4 \
+	VPERMB.Z Z21, Z27, K4, Z5 \
+	VPERMB.Z Y21, Y28, K4, Y8
 
-// word p of chunk k: the scale of group 4k+p/8 (one scale per 16 values)
+// KQ_Q4CONST loads the index tables of KQ_Q4SCALES.
+#define KQ_Q4CONST \
+	MOVL $0xc0, AX \
+	KMOVW AX, K3 \
+	VMOVDQU64 kq512bq4<>+0(SB), Z26 \
+	VMOVDQU64 kq512bq4<>+64(SB), Z27 \
+	VMOVDQU64 kq512bq4min<>(SB), Y28 \
+	VMOVDQU64 kq512nib<>(SB), Z29
+
+// KQ_WORDCONST loads the index tables for scale words (VPERMW).
+#define KQ_WORDCONST \
+	VMOVDQU64 kq512idx16<>+0(SB), Z26 \
+	VMOVDQU64 kq512idx16<>+64(SB), Z27
+
+// KQ_MATS4(sym, r0, r1, r2, r3) loads four affine matrix vectors.
+#define KQ_MATS4(sym, r0, r1, r2, r3) \
+	VMOVDQU64 sym<>+0(SB), r0 \
+	VMOVDQU64 sym<>+64(SB), r1 \
+	VMOVDQU64 sym<>+128(SB), r2 \
+	VMOVDQU64 sym<>+192(SB), r3
+
+// KQ_MATS2(sym) loads two affine matrix vectors into Z29, Z30.
+#define KQ_MATS2(sym) \
+	VMOVDQU64 sym<>+0(SB), Z29 \
+	VMOVDQU64 sym<>+64(SB), Z30
+
+// Super-block decoders, one per type.
+
+// Q2_K: d, dmin at 80, 82 (floats at 8, 12 of scratch); planes of qs at 16.
+#define KQ_DEC_Q2K \
+	KQ_HALVES(76) \
+	VBROADCASTI64X4 16(DI), Z22 \
+	KQ_PLANES(Z22, Z0, Z1) \
+	VBROADCASTI64X4 48(DI), Z22 \
+	KQ_PLANES(Z22, Z2, Z3) \
+	VMOVDQU64 0(DI), X20 \
+	VGF2P8AFFINEQB.BCST $0, kq512lo4<>(SB), X20, X21 \
+	VGF2P8AFFINEQB.BCST $0, kq512hi4<>(SB), X20, X22 \
+	VPERMB.Z Z21, Z26, K4, Z4 \
+	VPERMB.Z Z21, Z27, K4, Z5 \
+	VPMOVZXBW X22, Y8
+
+// Q3_K: d at 108 (float at 12); planes of qs at 32, hmask bits at 0, 6-bit
+// scales at 96 (read from 94 so as to stay inside the super-block).
+#define KQ_DEC_Q3K \
+	KQ_HALVES(102) \
+	VBROADCASTI64X4 32(DI), Z22 \
+	KQ_PLANES(Z22, Z0, Z1) \
+	VBROADCASTI64X4 64(DI), Z22 \
+	KQ_PLANES(Z22, Z2, Z3) \
+	VBROADCASTI64X4 0(DI), Z22 \
+	KQ_OR_AFFINE(Z22, Z6, Z0) \
+	KQ_OR_AFFINE(Z22, Z7, Z1) \
+	KQ_OR_AFFINE(Z22, Z9, Z2) \
+	KQ_OR_AFFINE(Z22, Z10, Z3) \
+	VMOVDQU64 94(DI), X20 \
+	VPSHUFB kq512q3shuf<>+0(SB), X20, X21 \
+	VPSHUFB kq512q3shuf<>+16(SB), X20, X22 \
+	VPSRLW $4, X21, K3, X21 \
+	VPANDD.BCST kq512c0f<>(SB), X21, X21 \
+	VMOVDQU64 kq512q3sctl<>(SB), X23 \
+	VPMULTISHIFTQB X22, X23, X22 \
+	VPTERNLOGD.BCST $0xf8, kq512c30<>(SB), X22, X21 \
+	VPSUBB kq512c20<>(SB), X21, X21 \
+	VPMOVSXBW X21, Y21 \
+	VPSLLW $2, Y21, Y8 \
+	VPERMW Z21, Z26, Z4 \
+	VPERMW Z21, Z27, Z5
+
+// Q4_K: d, dmin at 0, 2 (floats at 0, 4); nibbles of qs at 16.
+#define KQ_DEC_Q4K \
+	KQ_HALVES(0) \
+	KQ_Q4SCALES \
+	KQ_NIBBLES(16, Z0) \
+	KQ_NIBBLES(48, Z1) \
+	KQ_NIBBLES(80, Z2) \
+	KQ_NIBBLES(112, Z3)
+
+// Q5_K: as Q4_K with qs at 48, and the fifth bits from qh at 16.
+#define KQ_DEC_Q5K \
+	KQ_HALVES(0) \
+	KQ_Q4SCALES \
+	KQ_NIBBLES(48, Z0) \
+	KQ_NIBBLES(80, Z1) \
+	KQ_NIBBLES(112, Z2) \
+	KQ_NIBBLES(144, Z3) \
+	VBROADCASTI64X4 16(DI), Z22 \
+	KQ_OR_AFFINE(Z22, Z6, Z0) \
+	KQ_OR_AFFINE(Z22, Z7, Z1) \
+	KQ_OR_AFFINE(Z22, Z9, Z2) \
+	KQ_OR_AFFINE(Z22, Z10, Z3)
+
+// Q6_K: d at 208 (float at 12); nibbles of ql at 0, two bits of qh at 128,
+// int8 scales at 192.
+#define KQ_DEC_Q6K \
+	KQ_HALVES(202) \
+	VMOVDQU64 0(DI), Z20 \
+	VGF2P8AFFINEQB $0, Z6, Z20, Z0 \
+	VGF2P8AFFINEQB $0, Z7, Z20, Z1 \
+	VMOVDQU64 64(DI), Z20 \
+	VGF2P8AFFINEQB $0, Z6, Z20, Z2 \
+	VGF2P8AFFINEQB $0, Z7, Z20, Z3 \
+	VBROADCASTI64X4 128(DI), Z22 \
+	KQ_OR_AFFINE(Z22, Z29, Z0) \
+	KQ_OR_AFFINE(Z22, Z30, Z1) \
+	VBROADCASTI64X4 160(DI), Z22 \
+	KQ_OR_AFFINE(Z22, Z29, Z2) \
+	KQ_OR_AFFINE(Z22, Z30, Z3) \
+	VPMOVSXBW 192(DI), Y21 \
+	VPSLLW $5, Y21, Y8 \
+	VPERMW Z21, Z26, Z4 \
+	VPERMW Z21, Z27, Z5
+
+// packed chunk pairs (0,1) and (2,3): word w holds 16-value group (w%8 < 4 ? 0 : 4) + w/8 (+8 for the second pair)
 DATA kq512idx16<>+0(SB)/8, $0x0000000000000000
-DATA kq512idx16<>+8(SB)/8, $0x0000000000000000
+DATA kq512idx16<>+8(SB)/8, $0x0004000400040004
 DATA kq512idx16<>+16(SB)/8, $0x0001000100010001
-DATA kq512idx16<>+24(SB)/8, $0x0001000100010001
+DATA kq512idx16<>+24(SB)/8, $0x0005000500050005
 DATA kq512idx16<>+32(SB)/8, $0x0002000200020002
-DATA kq512idx16<>+40(SB)/8, $0x0002000200020002
+DATA kq512idx16<>+40(SB)/8, $0x0006000600060006
 DATA kq512idx16<>+48(SB)/8, $0x0003000300030003
-DATA kq512idx16<>+56(SB)/8, $0x0003000300030003
-DATA kq512idx16<>+64(SB)/8, $0x0004000400040004
-DATA kq512idx16<>+72(SB)/8, $0x0004000400040004
-DATA kq512idx16<>+80(SB)/8, $0x0005000500050005
-DATA kq512idx16<>+88(SB)/8, $0x0005000500050005
-DATA kq512idx16<>+96(SB)/8, $0x0006000600060006
-DATA kq512idx16<>+104(SB)/8, $0x0006000600060006
-DATA kq512idx16<>+112(SB)/8, $0x0007000700070007
-DATA kq512idx16<>+120(SB)/8, $0x0007000700070007
-DATA kq512idx16<>+128(SB)/8, $0x0008000800080008
-DATA kq512idx16<>+136(SB)/8, $0x0008000800080008
-DATA kq512idx16<>+144(SB)/8, $0x0009000900090009
-DATA kq512idx16<>+152(SB)/8, $0x0009000900090009
-DATA kq512idx16<>+160(SB)/8, $0x000a000a000a000a
-DATA kq512idx16<>+168(SB)/8, $0x000a000a000a000a
-DATA kq512idx16<>+176(SB)/8, $0x000b000b000b000b
-DATA kq512idx16<>+184(SB)/8, $0x000b000b000b000b
-DATA kq512idx16<>+192(SB)/8, $0x000c000c000c000c
-DATA kq512idx16<>+200(SB)/8, $0x000c000c000c000c
-DATA kq512idx16<>+208(SB)/8, $0x000d000d000d000d
-DATA kq512idx16<>+216(SB)/8, $0x000d000d000d000d
-DATA kq512idx16<>+224(SB)/8, $0x000e000e000e000e
-DATA kq512idx16<>+232(SB)/8, $0x000e000e000e000e
-DATA kq512idx16<>+240(SB)/8, $0x000f000f000f000f
-DATA kq512idx16<>+248(SB)/8, $0x000f000f000f000f
-GLOBL kq512idx16<>(SB), RODATA|NOPTR, $256
+DATA kq512idx16<>+56(SB)/8, $0x0007000700070007
+DATA kq512idx16<>+64(SB)/8, $0x0008000800080008
+DATA kq512idx16<>+72(SB)/8, $0x000c000c000c000c
+DATA kq512idx16<>+80(SB)/8, $0x0009000900090009
+DATA kq512idx16<>+88(SB)/8, $0x000d000d000d000d
+DATA kq512idx16<>+96(SB)/8, $0x000a000a000a000a
+DATA kq512idx16<>+104(SB)/8, $0x000e000e000e000e
+DATA kq512idx16<>+112(SB)/8, $0x000b000b000b000b
+DATA kq512idx16<>+120(SB)/8, $0x000f000f000f000f
+GLOBL kq512idx16<>(SB), RODATA|NOPTR, $128
 
-// word p of chunk k: the scale of sub-block 2k+p/16 (one scale per 32 values)
-DATA kq512idx32<>+0(SB)/8, $0x0000000000000000
-DATA kq512idx32<>+8(SB)/8, $0x0000000000000000
-DATA kq512idx32<>+16(SB)/8, $0x0000000000000000
-DATA kq512idx32<>+24(SB)/8, $0x0000000000000000
-DATA kq512idx32<>+32(SB)/8, $0x0001000100010001
-DATA kq512idx32<>+40(SB)/8, $0x0001000100010001
-DATA kq512idx32<>+48(SB)/8, $0x0001000100010001
-DATA kq512idx32<>+56(SB)/8, $0x0001000100010001
-DATA kq512idx32<>+64(SB)/8, $0x0002000200020002
-DATA kq512idx32<>+72(SB)/8, $0x0002000200020002
-DATA kq512idx32<>+80(SB)/8, $0x0002000200020002
-DATA kq512idx32<>+88(SB)/8, $0x0002000200020002
-DATA kq512idx32<>+96(SB)/8, $0x0003000300030003
-DATA kq512idx32<>+104(SB)/8, $0x0003000300030003
-DATA kq512idx32<>+112(SB)/8, $0x0003000300030003
-DATA kq512idx32<>+120(SB)/8, $0x0003000300030003
-DATA kq512idx32<>+128(SB)/8, $0x0004000400040004
-DATA kq512idx32<>+136(SB)/8, $0x0004000400040004
-DATA kq512idx32<>+144(SB)/8, $0x0004000400040004
-DATA kq512idx32<>+152(SB)/8, $0x0004000400040004
-DATA kq512idx32<>+160(SB)/8, $0x0005000500050005
-DATA kq512idx32<>+168(SB)/8, $0x0005000500050005
-DATA kq512idx32<>+176(SB)/8, $0x0005000500050005
-DATA kq512idx32<>+184(SB)/8, $0x0005000500050005
-DATA kq512idx32<>+192(SB)/8, $0x0006000600060006
-DATA kq512idx32<>+200(SB)/8, $0x0006000600060006
-DATA kq512idx32<>+208(SB)/8, $0x0006000600060006
-DATA kq512idx32<>+216(SB)/8, $0x0006000600060006
-DATA kq512idx32<>+224(SB)/8, $0x0007000700070007
-DATA kq512idx32<>+232(SB)/8, $0x0007000700070007
-DATA kq512idx32<>+240(SB)/8, $0x0007000700070007
-DATA kq512idx32<>+248(SB)/8, $0x0007000700070007
-GLOBL kq512idx32<>(SB), RODATA|NOPTR, $256
+// affine: low nibbles in the lower 256 bits, high nibbles in the upper
+DATA kq512nib<>+0(SB)/8, $0x0102040800000000
+DATA kq512nib<>+8(SB)/8, $0x0102040800000000
+DATA kq512nib<>+16(SB)/8, $0x0102040800000000
+DATA kq512nib<>+24(SB)/8, $0x0102040800000000
+DATA kq512nib<>+32(SB)/8, $0x1020408000000000
+DATA kq512nib<>+40(SB)/8, $0x1020408000000000
+DATA kq512nib<>+48(SB)/8, $0x1020408000000000
+DATA kq512nib<>+56(SB)/8, $0x1020408000000000
+GLOBL kq512nib<>(SB), RODATA|NOPTR, $64
 
-// word g: the min of sub-block g/2, mins at words 8-15
-DATA kq512idxmin32<>+0(SB)/8, $0x0009000900080008
-DATA kq512idxmin32<>+8(SB)/8, $0x000b000b000a000a
-DATA kq512idxmin32<>+16(SB)/8, $0x000d000d000c000c
-DATA kq512idxmin32<>+24(SB)/8, $0x000f000f000e000e
-GLOBL kq512idxmin32<>(SB), RODATA|NOPTR, $32
+// affine: low nibble (broadcast)
+DATA kq512lo4<>+0(SB)/8, $0x0102040800000000
+GLOBL kq512lo4<>(SB), RODATA|NOPTR, $8
 
-// Q2_K/Q3_K: the 2-bit planes of chunks 2h and 2h+1 to bits 0-1
-DATA kq512q2ctl<>+0(SB)/8, $0x3830282018100800
-DATA kq512q2ctl<>+8(SB)/8, $0x3830282018100800
-DATA kq512q2ctl<>+16(SB)/8, $0x3830282018100800
-DATA kq512q2ctl<>+24(SB)/8, $0x3830282018100800
-DATA kq512q2ctl<>+32(SB)/8, $0x3a322a221a120a02
-DATA kq512q2ctl<>+40(SB)/8, $0x3a322a221a120a02
-DATA kq512q2ctl<>+48(SB)/8, $0x3a322a221a120a02
-DATA kq512q2ctl<>+56(SB)/8, $0x3a322a221a120a02
-DATA kq512q2ctl<>+64(SB)/8, $0x3c342c241c140c04
-DATA kq512q2ctl<>+72(SB)/8, $0x3c342c241c140c04
-DATA kq512q2ctl<>+80(SB)/8, $0x3c342c241c140c04
-DATA kq512q2ctl<>+88(SB)/8, $0x3c342c241c140c04
-DATA kq512q2ctl<>+96(SB)/8, $0x3e362e261e160e06
-DATA kq512q2ctl<>+104(SB)/8, $0x3e362e261e160e06
-DATA kq512q2ctl<>+112(SB)/8, $0x3e362e261e160e06
-DATA kq512q2ctl<>+120(SB)/8, $0x3e362e261e160e06
-GLOBL kq512q2ctl<>(SB), RODATA|NOPTR, $128
+// affine: high nibble (broadcast)
+DATA kq512hi4<>+0(SB)/8, $0x1020408000000000
+GLOBL kq512hi4<>(SB), RODATA|NOPTR, $8
 
-// Q3_K: hmask bits 2k, 2k+1 of chunk k to bit 2
-DATA kq512q3hctl<>+0(SB)/8, $0x362e261e160e063e
-DATA kq512q3hctl<>+8(SB)/8, $0x362e261e160e063e
-DATA kq512q3hctl<>+16(SB)/8, $0x362e261e160e063e
-DATA kq512q3hctl<>+24(SB)/8, $0x362e261e160e063e
-DATA kq512q3hctl<>+32(SB)/8, $0x372f271f170f073f
-DATA kq512q3hctl<>+40(SB)/8, $0x372f271f170f073f
-DATA kq512q3hctl<>+48(SB)/8, $0x372f271f170f073f
-DATA kq512q3hctl<>+56(SB)/8, $0x372f271f170f073f
-DATA kq512q3hctl<>+64(SB)/8, $0x3830282018100800
-DATA kq512q3hctl<>+72(SB)/8, $0x3830282018100800
-DATA kq512q3hctl<>+80(SB)/8, $0x3830282018100800
-DATA kq512q3hctl<>+88(SB)/8, $0x3830282018100800
-DATA kq512q3hctl<>+96(SB)/8, $0x3931292119110901
-DATA kq512q3hctl<>+104(SB)/8, $0x3931292119110901
-DATA kq512q3hctl<>+112(SB)/8, $0x3931292119110901
-DATA kq512q3hctl<>+120(SB)/8, $0x3931292119110901
-DATA kq512q3hctl<>+128(SB)/8, $0x3a322a221a120a02
-DATA kq512q3hctl<>+136(SB)/8, $0x3a322a221a120a02
-DATA kq512q3hctl<>+144(SB)/8, $0x3a322a221a120a02
-DATA kq512q3hctl<>+152(SB)/8, $0x3a322a221a120a02
-DATA kq512q3hctl<>+160(SB)/8, $0x3b332b231b130b03
-DATA kq512q3hctl<>+168(SB)/8, $0x3b332b231b130b03
-DATA kq512q3hctl<>+176(SB)/8, $0x3b332b231b130b03
-DATA kq512q3hctl<>+184(SB)/8, $0x3b332b231b130b03
-DATA kq512q3hctl<>+192(SB)/8, $0x3c342c241c140c04
-DATA kq512q3hctl<>+200(SB)/8, $0x3c342c241c140c04
-DATA kq512q3hctl<>+208(SB)/8, $0x3c342c241c140c04
-DATA kq512q3hctl<>+216(SB)/8, $0x3c342c241c140c04
-DATA kq512q3hctl<>+224(SB)/8, $0x3d352d251d150d05
-DATA kq512q3hctl<>+232(SB)/8, $0x3d352d251d150d05
-DATA kq512q3hctl<>+240(SB)/8, $0x3d352d251d150d05
-DATA kq512q3hctl<>+248(SB)/8, $0x3d352d251d150d05
-GLOBL kq512q3hctl<>(SB), RODATA|NOPTR, $256
+// affine: 2-bit planes 0,1 (chunk 2h) and 2,3 (chunk 2h+1), lower then upper 256 bits
+DATA kq512plane<>+0(SB)/8, $0x0102000000000000
+DATA kq512plane<>+8(SB)/8, $0x0102000000000000
+DATA kq512plane<>+16(SB)/8, $0x0102000000000000
+DATA kq512plane<>+24(SB)/8, $0x0102000000000000
+DATA kq512plane<>+32(SB)/8, $0x0408000000000000
+DATA kq512plane<>+40(SB)/8, $0x0408000000000000
+DATA kq512plane<>+48(SB)/8, $0x0408000000000000
+DATA kq512plane<>+56(SB)/8, $0x0408000000000000
+DATA kq512plane<>+64(SB)/8, $0x1020000000000000
+DATA kq512plane<>+72(SB)/8, $0x1020000000000000
+DATA kq512plane<>+80(SB)/8, $0x1020000000000000
+DATA kq512plane<>+88(SB)/8, $0x1020000000000000
+DATA kq512plane<>+96(SB)/8, $0x4080000000000000
+DATA kq512plane<>+104(SB)/8, $0x4080000000000000
+DATA kq512plane<>+112(SB)/8, $0x4080000000000000
+DATA kq512plane<>+120(SB)/8, $0x4080000000000000
+GLOBL kq512plane<>(SB), RODATA|NOPTR, $128
 
-// Q5_K: qh bits 2k, 2k+1 of chunk k to bit 4
-DATA kq512q5hctl<>+0(SB)/8, $0x342c241c140c043c
-DATA kq512q5hctl<>+8(SB)/8, $0x342c241c140c043c
-DATA kq512q5hctl<>+16(SB)/8, $0x342c241c140c043c
-DATA kq512q5hctl<>+24(SB)/8, $0x342c241c140c043c
-DATA kq512q5hctl<>+32(SB)/8, $0x352d251d150d053d
-DATA kq512q5hctl<>+40(SB)/8, $0x352d251d150d053d
-DATA kq512q5hctl<>+48(SB)/8, $0x352d251d150d053d
-DATA kq512q5hctl<>+56(SB)/8, $0x352d251d150d053d
-DATA kq512q5hctl<>+64(SB)/8, $0x362e261e160e063e
-DATA kq512q5hctl<>+72(SB)/8, $0x362e261e160e063e
-DATA kq512q5hctl<>+80(SB)/8, $0x362e261e160e063e
-DATA kq512q5hctl<>+88(SB)/8, $0x362e261e160e063e
-DATA kq512q5hctl<>+96(SB)/8, $0x372f271f170f073f
-DATA kq512q5hctl<>+104(SB)/8, $0x372f271f170f073f
-DATA kq512q5hctl<>+112(SB)/8, $0x372f271f170f073f
-DATA kq512q5hctl<>+120(SB)/8, $0x372f271f170f073f
-DATA kq512q5hctl<>+128(SB)/8, $0x3830282018100800
-DATA kq512q5hctl<>+136(SB)/8, $0x3830282018100800
-DATA kq512q5hctl<>+144(SB)/8, $0x3830282018100800
-DATA kq512q5hctl<>+152(SB)/8, $0x3830282018100800
-DATA kq512q5hctl<>+160(SB)/8, $0x3931292119110901
-DATA kq512q5hctl<>+168(SB)/8, $0x3931292119110901
-DATA kq512q5hctl<>+176(SB)/8, $0x3931292119110901
-DATA kq512q5hctl<>+184(SB)/8, $0x3931292119110901
-DATA kq512q5hctl<>+192(SB)/8, $0x3a322a221a120a02
-DATA kq512q5hctl<>+200(SB)/8, $0x3a322a221a120a02
-DATA kq512q5hctl<>+208(SB)/8, $0x3a322a221a120a02
-DATA kq512q5hctl<>+216(SB)/8, $0x3a322a221a120a02
-DATA kq512q5hctl<>+224(SB)/8, $0x3b332b231b130b03
-DATA kq512q5hctl<>+232(SB)/8, $0x3b332b231b130b03
-DATA kq512q5hctl<>+240(SB)/8, $0x3b332b231b130b03
-DATA kq512q5hctl<>+248(SB)/8, $0x3b332b231b130b03
-GLOBL kq512q5hctl<>(SB), RODATA|NOPTR, $256
+// affine, Q3_K chunk k: hmask bit 2k (lower 256 bits), 2k+1 (upper) to bit 2
+DATA kq512q3h<>+0(SB)/8, $0x0000010000000000
+DATA kq512q3h<>+8(SB)/8, $0x0000010000000000
+DATA kq512q3h<>+16(SB)/8, $0x0000010000000000
+DATA kq512q3h<>+24(SB)/8, $0x0000010000000000
+DATA kq512q3h<>+32(SB)/8, $0x0000020000000000
+DATA kq512q3h<>+40(SB)/8, $0x0000020000000000
+DATA kq512q3h<>+48(SB)/8, $0x0000020000000000
+DATA kq512q3h<>+56(SB)/8, $0x0000020000000000
+DATA kq512q3h<>+64(SB)/8, $0x0000040000000000
+DATA kq512q3h<>+72(SB)/8, $0x0000040000000000
+DATA kq512q3h<>+80(SB)/8, $0x0000040000000000
+DATA kq512q3h<>+88(SB)/8, $0x0000040000000000
+DATA kq512q3h<>+96(SB)/8, $0x0000080000000000
+DATA kq512q3h<>+104(SB)/8, $0x0000080000000000
+DATA kq512q3h<>+112(SB)/8, $0x0000080000000000
+DATA kq512q3h<>+120(SB)/8, $0x0000080000000000
+DATA kq512q3h<>+128(SB)/8, $0x0000100000000000
+DATA kq512q3h<>+136(SB)/8, $0x0000100000000000
+DATA kq512q3h<>+144(SB)/8, $0x0000100000000000
+DATA kq512q3h<>+152(SB)/8, $0x0000100000000000
+DATA kq512q3h<>+160(SB)/8, $0x0000200000000000
+DATA kq512q3h<>+168(SB)/8, $0x0000200000000000
+DATA kq512q3h<>+176(SB)/8, $0x0000200000000000
+DATA kq512q3h<>+184(SB)/8, $0x0000200000000000
+DATA kq512q3h<>+192(SB)/8, $0x0000400000000000
+DATA kq512q3h<>+200(SB)/8, $0x0000400000000000
+DATA kq512q3h<>+208(SB)/8, $0x0000400000000000
+DATA kq512q3h<>+216(SB)/8, $0x0000400000000000
+DATA kq512q3h<>+224(SB)/8, $0x0000800000000000
+DATA kq512q3h<>+232(SB)/8, $0x0000800000000000
+DATA kq512q3h<>+240(SB)/8, $0x0000800000000000
+DATA kq512q3h<>+248(SB)/8, $0x0000800000000000
+GLOBL kq512q3h<>(SB), RODATA|NOPTR, $256
 
-// Q6_K: the 2-bit qh planes of chunks 2h and 2h+1 to bits 4-5
-DATA kq512q6hctl<>+0(SB)/8, $0x342c241c140c043c
-DATA kq512q6hctl<>+8(SB)/8, $0x342c241c140c043c
-DATA kq512q6hctl<>+16(SB)/8, $0x342c241c140c043c
-DATA kq512q6hctl<>+24(SB)/8, $0x342c241c140c043c
-DATA kq512q6hctl<>+32(SB)/8, $0x362e261e160e063e
-DATA kq512q6hctl<>+40(SB)/8, $0x362e261e160e063e
-DATA kq512q6hctl<>+48(SB)/8, $0x362e261e160e063e
-DATA kq512q6hctl<>+56(SB)/8, $0x362e261e160e063e
-DATA kq512q6hctl<>+64(SB)/8, $0x3830282018100800
-DATA kq512q6hctl<>+72(SB)/8, $0x3830282018100800
-DATA kq512q6hctl<>+80(SB)/8, $0x3830282018100800
-DATA kq512q6hctl<>+88(SB)/8, $0x3830282018100800
-DATA kq512q6hctl<>+96(SB)/8, $0x3a322a221a120a02
-DATA kq512q6hctl<>+104(SB)/8, $0x3a322a221a120a02
-DATA kq512q6hctl<>+112(SB)/8, $0x3a322a221a120a02
-DATA kq512q6hctl<>+120(SB)/8, $0x3a322a221a120a02
-GLOBL kq512q6hctl<>(SB), RODATA|NOPTR, $128
+// affine, Q5_K chunk k: qh bit 2k (lower 256 bits), 2k+1 (upper) to bit 4
+DATA kq512q5h<>+0(SB)/8, $0x0000000001000000
+DATA kq512q5h<>+8(SB)/8, $0x0000000001000000
+DATA kq512q5h<>+16(SB)/8, $0x0000000001000000
+DATA kq512q5h<>+24(SB)/8, $0x0000000001000000
+DATA kq512q5h<>+32(SB)/8, $0x0000000002000000
+DATA kq512q5h<>+40(SB)/8, $0x0000000002000000
+DATA kq512q5h<>+48(SB)/8, $0x0000000002000000
+DATA kq512q5h<>+56(SB)/8, $0x0000000002000000
+DATA kq512q5h<>+64(SB)/8, $0x0000000004000000
+DATA kq512q5h<>+72(SB)/8, $0x0000000004000000
+DATA kq512q5h<>+80(SB)/8, $0x0000000004000000
+DATA kq512q5h<>+88(SB)/8, $0x0000000004000000
+DATA kq512q5h<>+96(SB)/8, $0x0000000008000000
+DATA kq512q5h<>+104(SB)/8, $0x0000000008000000
+DATA kq512q5h<>+112(SB)/8, $0x0000000008000000
+DATA kq512q5h<>+120(SB)/8, $0x0000000008000000
+DATA kq512q5h<>+128(SB)/8, $0x0000000010000000
+DATA kq512q5h<>+136(SB)/8, $0x0000000010000000
+DATA kq512q5h<>+144(SB)/8, $0x0000000010000000
+DATA kq512q5h<>+152(SB)/8, $0x0000000010000000
+DATA kq512q5h<>+160(SB)/8, $0x0000000020000000
+DATA kq512q5h<>+168(SB)/8, $0x0000000020000000
+DATA kq512q5h<>+176(SB)/8, $0x0000000020000000
+DATA kq512q5h<>+184(SB)/8, $0x0000000020000000
+DATA kq512q5h<>+192(SB)/8, $0x0000000040000000
+DATA kq512q5h<>+200(SB)/8, $0x0000000040000000
+DATA kq512q5h<>+208(SB)/8, $0x0000000040000000
+DATA kq512q5h<>+216(SB)/8, $0x0000000040000000
+DATA kq512q5h<>+224(SB)/8, $0x0000000080000000
+DATA kq512q5h<>+232(SB)/8, $0x0000000080000000
+DATA kq512q5h<>+240(SB)/8, $0x0000000080000000
+DATA kq512q5h<>+248(SB)/8, $0x0000000080000000
+GLOBL kq512q5h<>(SB), RODATA|NOPTR, $256
+
+// affine, Q6_K: qh bits 0-1, 2-3 (chunk 2h) and 4-5, 6-7 (chunk 2h+1) to bits 4-5
+DATA kq512q6h<>+0(SB)/8, $0x0000000001020000
+DATA kq512q6h<>+8(SB)/8, $0x0000000001020000
+DATA kq512q6h<>+16(SB)/8, $0x0000000001020000
+DATA kq512q6h<>+24(SB)/8, $0x0000000001020000
+DATA kq512q6h<>+32(SB)/8, $0x0000000004080000
+DATA kq512q6h<>+40(SB)/8, $0x0000000004080000
+DATA kq512q6h<>+48(SB)/8, $0x0000000004080000
+DATA kq512q6h<>+56(SB)/8, $0x0000000004080000
+DATA kq512q6h<>+64(SB)/8, $0x0000000010200000
+DATA kq512q6h<>+72(SB)/8, $0x0000000010200000
+DATA kq512q6h<>+80(SB)/8, $0x0000000010200000
+DATA kq512q6h<>+88(SB)/8, $0x0000000010200000
+DATA kq512q6h<>+96(SB)/8, $0x0000000040800000
+DATA kq512q6h<>+104(SB)/8, $0x0000000040800000
+DATA kq512q6h<>+112(SB)/8, $0x0000000040800000
+DATA kq512q6h<>+120(SB)/8, $0x0000000040800000
+GLOBL kq512q6h<>(SB), RODATA|NOPTR, $128
 
 // Q4_K/Q5_K scales: s0-3, s8-11, s4-7, s8-11; then the top bits s0-3 (for scales 4-7), s4-7 (for mins 4-7)
 DATA kq512q4shuf<>+0(SB)/8, $0x0b0a090803020100
@@ -412,22 +526,10 @@ DATA kq512q3shuf<>+16(SB)/8, $0x0d0c0b0a0d0c0b0a
 DATA kq512q3shuf<>+24(SB)/8, $0x0d0c0b0a0d0c0b0a
 GLOBL kq512q3shuf<>(SB), RODATA|NOPTR, $32
 
-// Q3_K: bits 2(g/4), +1 of byte g to bits 4-5
+// Q3_K: multishift control, bits 2(g/4), +1 of byte g to bits 4-5
 DATA kq512q3sctl<>+0(SB)/8, $0x362e261e140c043c
 DATA kq512q3sctl<>+8(SB)/8, $0x3a322a2218100800
 GLOBL kq512q3sctl<>(SB), RODATA|NOPTR, $16
-
-// 0x03 bytes (broadcast)
-DATA kq512c03<>+0(SB)/4, $0x03030303
-GLOBL kq512c03<>(SB), RODATA|NOPTR, $4
-
-// 0x04 bytes (broadcast)
-DATA kq512c04<>+0(SB)/4, $0x04040404
-GLOBL kq512c04<>(SB), RODATA|NOPTR, $4
-
-// 0x10 bytes (broadcast)
-DATA kq512c10<>+0(SB)/4, $0x10101010
-GLOBL kq512c10<>(SB), RODATA|NOPTR, $4
 
 // 0x30 bytes (broadcast)
 DATA kq512c30<>+0(SB)/4, $0x30303030
@@ -438,115 +540,191 @@ DATA kq512c20<>+0(SB)/8, $0x2020202020202020
 DATA kq512c20<>+8(SB)/8, $0x2020202020202020
 GLOBL kq512c20<>(SB), RODATA|NOPTR, $16
 
+// VPERMB: as kq512idx32 (bytes, odd ones to be zeroed), from the bytes sc0-7, m0-7
+DATA kq512bq4<>+0(SB)/8, $0x0000000000000000
+DATA kq512bq4<>+8(SB)/8, $0x0002000200020002
+DATA kq512bq4<>+16(SB)/8, $0x0000000000000000
+DATA kq512bq4<>+24(SB)/8, $0x0002000200020002
+DATA kq512bq4<>+32(SB)/8, $0x0001000100010001
+DATA kq512bq4<>+40(SB)/8, $0x0003000300030003
+DATA kq512bq4<>+48(SB)/8, $0x0001000100010001
+DATA kq512bq4<>+56(SB)/8, $0x0003000300030003
+DATA kq512bq4<>+64(SB)/8, $0x0004000400040004
+DATA kq512bq4<>+72(SB)/8, $0x0006000600060006
+DATA kq512bq4<>+80(SB)/8, $0x0004000400040004
+DATA kq512bq4<>+88(SB)/8, $0x0006000600060006
+DATA kq512bq4<>+96(SB)/8, $0x0005000500050005
+DATA kq512bq4<>+104(SB)/8, $0x0007000700070007
+DATA kq512bq4<>+112(SB)/8, $0x0005000500050005
+DATA kq512bq4<>+120(SB)/8, $0x0007000700070007
+GLOBL kq512bq4<>(SB), RODATA|NOPTR, $128
+
+// VPERMB: word g the min of sub-block g/2, from the bytes sc0-7, m0-7
+DATA kq512bq4min<>+0(SB)/8, $0x0009000900080008
+DATA kq512bq4min<>+8(SB)/8, $0x000b000b000a000a
+DATA kq512bq4min<>+16(SB)/8, $0x000d000d000c000c
+DATA kq512bq4min<>+24(SB)/8, $0x000f000f000e000e
+GLOBL kq512bq4min<>(SB), RODATA|NOPTR, $32
+
+// VPERMB: as kq512idx16, from 16 scale bytes
+DATA kq512bidx16<>+0(SB)/8, $0x0000000000000000
+DATA kq512bidx16<>+8(SB)/8, $0x0004000400040004
+DATA kq512bidx16<>+16(SB)/8, $0x0001000100010001
+DATA kq512bidx16<>+24(SB)/8, $0x0005000500050005
+DATA kq512bidx16<>+32(SB)/8, $0x0002000200020002
+DATA kq512bidx16<>+40(SB)/8, $0x0006000600060006
+DATA kq512bidx16<>+48(SB)/8, $0x0003000300030003
+DATA kq512bidx16<>+56(SB)/8, $0x0007000700070007
+DATA kq512bidx16<>+64(SB)/8, $0x0008000800080008
+DATA kq512bidx16<>+72(SB)/8, $0x000c000c000c000c
+DATA kq512bidx16<>+80(SB)/8, $0x0009000900090009
+DATA kq512bidx16<>+88(SB)/8, $0x000d000d000d000d
+DATA kq512bidx16<>+96(SB)/8, $0x000a000a000a000a
+DATA kq512bidx16<>+104(SB)/8, $0x000e000e000e000e
+DATA kq512bidx16<>+112(SB)/8, $0x000b000b000b000b
+DATA kq512bidx16<>+120(SB)/8, $0x000f000f000f000f
+GLOBL kq512bidx16<>(SB), RODATA|NOPTR, $128
+
+// 0x0f bytes (broadcast)
+DATA kq512c0f<>+0(SB)/4, $0x0f0f0f0f
+GLOBL kq512c0f<>(SB), RODATA|NOPTR, $4
+
 // func kqQ2KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ2KAVX512(SB), NOSPLIT, $0-80
 	KQ_PROLOGUE
+	VMOVDQU64 kq512bidx16<>+0(SB), Z26
+	VMOVDQU64 kq512bidx16<>+64(SB), Z27
+	KQ_MATS2(kq512plane)
 row:
 	KQ_ROW_START
 block:
-	KQ_HALVES(80, 82)
-	KQ_PLANES2(16)
-	VMOVDQU64 0(DI), X20
-	VPANDD X31, X20, X21
-	VPSRLW $4, X20, X22
-	VPANDD X31, X22, X22
-	VPMOVZXBW X21, Y21
-	VPMOVZXBW X22, Y8
-	KQ_SCALES16
-	KQ_COLUMNS
+	KQ_DEC_Q2K
+	KQ_COLUMNS(8, 12)
 	KQ_NEXT_BLOCK(84)
 	KQ_ROW_END
+
+// func kqQ2KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ2KAVX512R(SB), NOSPLIT, $0-80
+	KQ_PROLOGUE
+	VMOVDQU64 kq512bidx16<>+0(SB), Z26
+	VMOVDQU64 kq512bidx16<>+64(SB), Z27
+	KQ_MATS2(kq512plane)
+row:
+	KQ_ROW_START_R
+block:
+	KQ_DEC_Q2K
+	KQ_COLUMNS_R(8, 12)
+	KQ_NEXT_BLOCK(84)
+	KQ_ROW_END_R
 
 // func kqQ3KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ3KAVX512(SB), NOSPLIT, $0-80
 	KQ_PROLOGUE
+	KQ_WORDCONST
 	MOVL $0xf0, AX
 	KMOVW AX, K3
+	KQ_MATS2(kq512plane)
+	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
 row:
 	KQ_ROW_START
 block:
-	KQ_HALVES(108, 108)
-	KQ_PLANES2(32)
-	VBROADCASTI64X4 0(DI), Z22
-	KQ_HIGHBIT(Z0, kq512q3hctl<>+0(SB), kq512c04<>(SB))
-	KQ_HIGHBIT(Z1, kq512q3hctl<>+64(SB), kq512c04<>(SB))
-	KQ_HIGHBIT(Z2, kq512q3hctl<>+128(SB), kq512c04<>(SB))
-	KQ_HIGHBIT(Z3, kq512q3hctl<>+192(SB), kq512c04<>(SB))
-	VMOVDQU64 94(DI), X20
-	VPSHUFB kq512q3shuf<>+0(SB), X20, X21
-	VPSHUFB kq512q3shuf<>+16(SB), X20, X22
-	VPSRLW $4, X21, K3, X21
-	VPANDD X31, X21, X21
-	VMOVDQU64 kq512q3sctl<>(SB), X23
-	VPMULTISHIFTQB X22, X23, X22
-	VPTERNLOGD.BCST $0xf8, kq512c30<>(SB), X22, X21
-	VPSUBB kq512c20<>(SB), X21, X21
-	VPMOVSXBW X21, Y21
-	VPSLLW $2, Y21, Y8
-	KQ_SCALES16
-	KQ_COLUMNS
+	KQ_DEC_Q3K
+	KQ_COLUMNS(12, 12)
 	KQ_NEXT_BLOCK(110)
 	KQ_ROW_END
+
+// func kqQ3KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ3KAVX512R(SB), NOSPLIT, $0-80
+	KQ_PROLOGUE
+	KQ_WORDCONST
+	MOVL $0xf0, AX
+	KMOVW AX, K3
+	KQ_MATS2(kq512plane)
+	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
+row:
+	KQ_ROW_START_R
+block:
+	KQ_DEC_Q3K
+	KQ_COLUMNS_R(12, 12)
+	KQ_NEXT_BLOCK(110)
+	KQ_ROW_END_R
 
 // func kqQ4KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ4KAVX512(SB), NOSPLIT, $0-80
 	KQ_PROLOGUE
-	MOVL $0xc0, AX
-	KMOVW AX, K3
+	KQ_Q4CONST
 row:
 	KQ_ROW_START
 block:
-	KQ_HALVES(0, 2)
-	KQ_Q4SCALES
-	KQ_NIBBLES(16)
-	KQ_COLUMNS
+	KQ_DEC_Q4K
+	KQ_COLUMNS(0, 4)
 	KQ_NEXT_BLOCK(144)
 	KQ_ROW_END
+
+// func kqQ4KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ4KAVX512R(SB), NOSPLIT, $0-80
+	KQ_PROLOGUE
+	KQ_Q4CONST
+row:
+	KQ_ROW_START_R
+block:
+	KQ_DEC_Q4K
+	KQ_COLUMNS_R(0, 4)
+	KQ_NEXT_BLOCK(144)
+	KQ_ROW_END_R
 
 // func kqQ5KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ5KAVX512(SB), NOSPLIT, $0-80
 	KQ_PROLOGUE
-	MOVL $0xc0, AX
-	KMOVW AX, K3
+	KQ_Q4CONST
+	KQ_MATS4(kq512q5h, Z6, Z7, Z9, Z10)
 row:
 	KQ_ROW_START
 block:
-	KQ_HALVES(0, 2)
-	KQ_Q4SCALES
-	KQ_NIBBLES(48)
-	VBROADCASTI64X4 16(DI), Z22
-	KQ_HIGHBIT(Z0, kq512q5hctl<>+0(SB), kq512c10<>(SB))
-	KQ_HIGHBIT(Z1, kq512q5hctl<>+64(SB), kq512c10<>(SB))
-	KQ_HIGHBIT(Z2, kq512q5hctl<>+128(SB), kq512c10<>(SB))
-	KQ_HIGHBIT(Z3, kq512q5hctl<>+192(SB), kq512c10<>(SB))
-	KQ_COLUMNS
+	KQ_DEC_Q5K
+	KQ_COLUMNS(0, 4)
 	KQ_NEXT_BLOCK(176)
 	KQ_ROW_END
+
+// func kqQ5KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ5KAVX512R(SB), NOSPLIT, $0-80
+	KQ_PROLOGUE
+	KQ_Q4CONST
+	KQ_MATS4(kq512q5h, Z6, Z7, Z9, Z10)
+row:
+	KQ_ROW_START_R
+block:
+	KQ_DEC_Q5K
+	KQ_COLUMNS_R(0, 4)
+	KQ_NEXT_BLOCK(176)
+	KQ_ROW_END_R
 
 // func kqQ6KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ6KAVX512(SB), NOSPLIT, $0-80
 	KQ_PROLOGUE
+	KQ_WORDCONST
+	KQ_MATS2(kq512q6h)
+	VBROADCASTSD kq512lo4<>(SB), Z6
+	VBROADCASTSD kq512hi4<>(SB), Z7
 row:
 	KQ_ROW_START
 block:
-	KQ_HALVES(208, 208)
-	VMOVDQU64 0(DI), Z0
-	VPSRLW $4, Z0, Z1
-	VMOVDQU64 64(DI), Z2
-	VPSRLW $4, Z2, Z3
-	VPANDD Z31, Z0, Z0
-	VPANDD Z31, Z1, Z1
-	VPANDD Z31, Z2, Z2
-	VPANDD Z31, Z3, Z3
-	VBROADCASTI64X4 128(DI), Z22
-	KQ_HIGHBIT(Z0, kq512q6hctl<>+0(SB), kq512c30<>(SB))
-	KQ_HIGHBIT(Z1, kq512q6hctl<>+64(SB), kq512c30<>(SB))
-	VBROADCASTI64X4 160(DI), Z22
-	KQ_HIGHBIT(Z2, kq512q6hctl<>+0(SB), kq512c30<>(SB))
-	KQ_HIGHBIT(Z3, kq512q6hctl<>+64(SB), kq512c30<>(SB))
-	VPMOVSXBW 192(DI), Y21
-	VPSLLW $5, Y21, Y8
-	KQ_SCALES16
-	KQ_COLUMNS
+	KQ_DEC_Q6K
+	KQ_COLUMNS(12, 12)
 	KQ_NEXT_BLOCK(210)
 	KQ_ROW_END
+
+// func kqQ6KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ6KAVX512R(SB), NOSPLIT, $0-80
+	KQ_PROLOGUE
+	KQ_WORDCONST
+	KQ_MATS2(kq512q6h)
+	VBROADCASTSD kq512lo4<>(SB), Z6
+	VBROADCASTSD kq512hi4<>(SB), Z7
+row:
+	KQ_ROW_START_R
+block:
+	KQ_DEC_Q6K
+	KQ_COLUMNS_R(12, 12)
+	KQ_NEXT_BLOCK(210)
+	KQ_ROW_END_R
