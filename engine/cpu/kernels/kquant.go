@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/tokenrouter/tokenrouter/gguf"
 )
@@ -49,6 +50,16 @@ var kTypes = [...]kType{
 	{gguf.Q4_K, q4KBytes, unpackQ4K},
 	{gguf.Q5_K, q5KBytes, unpackQ5K},
 	{gguf.Q6_K, q6KBytes, unpackQ6K},
+}
+
+// kTypeOf returns the kType of K-quant type t.
+func kTypeOf(t gguf.TensorType) kType {
+	for _, kt := range kTypes {
+		if kt.t == t {
+			return kt
+		}
+	}
+	panic(fmt.Sprintf("kernels: %v is not a K-quant type", t))
 }
 
 // addKQuant adds the kernels of level l for the 256-value super-block types

@@ -39,16 +39,6 @@ func kScaleOffsets(t gguf.TensorType) []int {
 	panic(t)
 }
 
-// kTypeOf returns the kType of t.
-func kTypeOf(t gguf.TensorType) kType {
-	for _, kt := range kTypes {
-		if kt.t == t {
-			return kt
-		}
-	}
-	panic(t)
-}
-
 // fixKScales overwrites the half-precision fields of every super-block in w
 // (rows of rowBytes at stride wStride) with finite values.
 func fixKScales(rng *rand.Rand, t gguf.TensorType, w []byte, rows, rowBytes, wStride int) {
@@ -235,6 +225,36 @@ func refTol(nb int, mag float64) float64 {
 }
 
 var kQuantTypes = []gguf.TensorType{gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
+
+// TestKQuantDecoderMatchesGGUF checks the tests' float64 decoder, and the
+// kernels' super-block sizes, against the gguf package's: two readings of
+// the format that must agree. gguf rounds each value to float32 in three
+// steps (scale times sub-scale, times the quant, minus the offset), so each
+// value may differ by up to 3 half ulps of the magnitudes involved.
+func TestKQuantDecoderMatchesGGUF(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range kQuantTypes {
+		if got, want := kTypeOf(typ).bytes, typ.RowBytes(256); got != want {
+			t.Fatalf("%v: %d bytes per super-block, gguf says %d", typ, got, want)
+		}
+		const n = 64 * 256
+		w := randKWeights(rng, typ, n, 1, 0)
+		got := make([]float32, n)
+		if err := gguf.Dequantize(typ, got, w); err != nil {
+			t.Fatal(err)
+		}
+		bb := kTypeOf(typ).bytes
+		for b := range n / 256 {
+			p, o := dequantK(typ, w[b*bb:])
+			for i := range 256 {
+				want := p[i] - o[i]
+				if tol := 3 * 0x1p-24 * (math.Abs(p[i]) + math.Abs(o[i])); !(math.Abs(float64(got[256*b+i])-want) <= tol) {
+					t.Fatalf("%v super-block %d value %d: gguf %v, here %v", typ, b, i, got[256*b+i], want)
+				}
+			}
+		}
+	}
+}
 
 func TestKQuantReferenceMatchesDequantised(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
