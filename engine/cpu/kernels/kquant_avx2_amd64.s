@@ -29,6 +29,12 @@
 // activations, DX column's accumulator, AX/BX/CX offsets of the
 // super-block's values, scale and bsums in an activation row.
 
+// KQ2_SPLAT fills x and y with the 32-bit value v repeated (R13 scratch).
+#define KQ2_SPLAT(v, x, y) \
+	MOVL $v, R13 \
+	VMOVD R13, x \
+	VPBROADCASTD x, y
+
 #define KQ2_PROLOGUE \
 	MOVQ w+0(FP), R14 \
 	MOVQ rows+16(FP), R8 \
@@ -161,13 +167,14 @@ sum: \
 // each, 12 bytes at offset 4) into the scale vectors and mn.
 #define KQ2_Q4SCALES \
 	VMOVDQU 4(DI), X1 \
-	VPSHUFB kq256q4shuf<>+0(SB), X1, X2 \
+	VPSHUFB ·kqQ4Shuf+0(SB), X1, X2 \
 	VPSRLW $4, X2, X3 \
 	VPBLENDW $0xc0, X3, X2, X2 \
-	VPAND kq256q4mask<>(SB), X2, X2 \
-	VPSHUFB kq256q4shuf<>+16(SB), X1, X3 \
+	VPAND ·kqQ4Mask(SB), X2, X2 \
+	VPSHUFB ·kqQ4Shuf+16(SB), X1, X3 \
 	VPSRLW $2, X3, X3 \
-	VPAND kq256c30<>(SB), X3, X3 \
+	KQ2_SPLAT(0x30303030, X14, Y14) \
+	VPAND X14, X3, X3 \
 	VPOR X3, X2, X2 \
 	VINSERTI128 $1, X2, Y2, Y2 \
 	KQ2_Q4SCX(0) \
@@ -189,7 +196,7 @@ sum: \
 // Q5_K qs): chunk 2k the low nibbles of bytes 32k..32k+31, chunk 2k+1 their
 // high nibbles.
 #define KQ2_NIBBLES(off) \
-	VMOVDQU kq256c0f<>(SB), Y15 \
+	KQ2_SPLAT(0x0f0f0f0f, X15, Y15) \
 	KQ2_NIBBLE(off, 0) \
 	KQ2_NIBBLE(off, 1) \
 	KQ2_NIBBLE(off, 2) \
@@ -235,57 +242,18 @@ sum: \
 	VPAND Y15, Y0, Y0 \
 	VMOVDQU Y0, (32*k)(R12)
 
-// 0x0f bytes
-DATA kq256c0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA kq256c0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA kq256c0f<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA kq256c0f<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL kq256c0f<>(SB), RODATA|NOPTR, $32
-
-// 0x03 bytes
-DATA kq256c03<>+0(SB)/8, $0x0303030303030303
-DATA kq256c03<>+8(SB)/8, $0x0303030303030303
-DATA kq256c03<>+16(SB)/8, $0x0303030303030303
-DATA kq256c03<>+24(SB)/8, $0x0303030303030303
-GLOBL kq256c03<>(SB), RODATA|NOPTR, $32
-
-// 0x04 bytes
-DATA kq256c04<>+0(SB)/8, $0x0404040404040404
-DATA kq256c04<>+8(SB)/8, $0x0404040404040404
-DATA kq256c04<>+16(SB)/8, $0x0404040404040404
-DATA kq256c04<>+24(SB)/8, $0x0404040404040404
-GLOBL kq256c04<>(SB), RODATA|NOPTR, $32
-
-// 0x10 bytes
-DATA kq256c10<>+0(SB)/8, $0x1010101010101010
-DATA kq256c10<>+8(SB)/8, $0x1010101010101010
-DATA kq256c10<>+16(SB)/8, $0x1010101010101010
-DATA kq256c10<>+24(SB)/8, $0x1010101010101010
-GLOBL kq256c10<>(SB), RODATA|NOPTR, $32
-
-// 0x30 bytes
-DATA kq256c30<>+0(SB)/8, $0x3030303030303030
-DATA kq256c30<>+8(SB)/8, $0x3030303030303030
-DATA kq256c30<>+16(SB)/8, $0x3030303030303030
-DATA kq256c30<>+24(SB)/8, $0x3030303030303030
-GLOBL kq256c30<>(SB), RODATA|NOPTR, $32
-
-// 0x20 bytes
-DATA kq256c20<>+0(SB)/8, $0x2020202020202020
-DATA kq256c20<>+8(SB)/8, $0x2020202020202020
-GLOBL kq256c20<>(SB), RODATA|NOPTR, $16
-
+// Shared with kquant_avx512_amd64.s.
 // Q4_K/Q5_K scales: s0-3, s8-11, s4-7, s8-11; then the top bits s0-3 (for scales 4-7), s4-7 (for mins 4-7)
-DATA kq256q4shuf<>+0(SB)/8, $0x0b0a090803020100
-DATA kq256q4shuf<>+8(SB)/8, $0x0b0a090807060504
-DATA kq256q4shuf<>+16(SB)/8, $0x0302010080808080
-DATA kq256q4shuf<>+24(SB)/8, $0x0706050480808080
-GLOBL kq256q4shuf<>(SB), RODATA|NOPTR, $32
+DATA ·kqQ4Shuf+0(SB)/8, $0x0b0a090803020100
+DATA ·kqQ4Shuf+8(SB)/8, $0x0b0a090807060504
+DATA ·kqQ4Shuf+16(SB)/8, $0x0302010080808080
+DATA ·kqQ4Shuf+24(SB)/8, $0x0706050480808080
+GLOBL ·kqQ4Shuf(SB), RODATA|NOPTR, $32
 
 // Q4_K/Q5_K: low bits kept of each scale and min
-DATA kq256q4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
-DATA kq256q4mask<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
-GLOBL kq256q4mask<>(SB), RODATA|NOPTR, $16
+DATA ·kqQ4Mask+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA ·kqQ4Mask+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL ·kqQ4Mask(SB), RODATA|NOPTR, $16
 
 // Q4_K/Q5_K: scale k as 16 words (chunk k is sub-block k)
 DATA kq256q4sidx<>+0(SB)/8, $0x8000800080008000
@@ -349,11 +317,11 @@ DATA kq256sidx16<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL kq256sidx16<>(SB), RODATA|NOPTR, $128
 
 // Q3_K scales: s0-7 twice (low nibbles, high nibbles); s8-11 four times
-DATA kq256q3shuf<>+0(SB)/8, $0x0908070605040302
-DATA kq256q3shuf<>+8(SB)/8, $0x0908070605040302
-DATA kq256q3shuf<>+16(SB)/8, $0x0d0c0b0a0d0c0b0a
-DATA kq256q3shuf<>+24(SB)/8, $0x0d0c0b0a0d0c0b0a
-GLOBL kq256q3shuf<>(SB), RODATA|NOPTR, $32
+DATA ·kqQ3Shuf+0(SB)/8, $0x0908070605040302
+DATA ·kqQ3Shuf+8(SB)/8, $0x0908070605040302
+DATA ·kqQ3Shuf+16(SB)/8, $0x0d0c0b0a0d0c0b0a
+DATA ·kqQ3Shuf+24(SB)/8, $0x0d0c0b0a0d0c0b0a
+GLOBL ·kqQ3Shuf(SB), RODATA|NOPTR, $32
 
 
 // func kqStreamRead(p *byte, n int) uint64
@@ -394,138 +362,139 @@ done:
 	VZEROUPPER
 	RET
 
+// KQ2_KERNEL is a kernel's body: per super-block of size bytes, dec
+// decodes it into scratch, then it is multiplied against every column.
+#define KQ2_KERNEL(dec, size) \
+	KQ2_PROLOGUE \
+row: \
+	KQ2_ROW_START \
+block: \
+	dec \
+	KQ2_COLUMNS \
+	KQ2_NEXT_BLOCK(size) \
+	KQ2_ROW_END
+
+// KQ2_DEC_Q2K decodes a Q2_K super-block into scratch.
+#define KQ2_DEC_Q2K \
+	KQ2_HALVES(80, 82) \
+	KQ2_SPLAT(0x03030303, X15, Y15) \
+	KQ2_PLANES(16, 0) \
+	KQ2_PLANES(48, 4) \
+	VMOVDQU 0(DI), X1 \
+	KQ2_SPLAT(0x0f0f0f0f, X14, Y14) \
+	VPAND X14, X1, X2 \
+	VPSRLW $4, X1, X3 \
+	VPAND X14, X3, X3 \
+	KQ2_SCX16(VPMOVZXBW, X2) \
+	VPMOVZXBW X3, Y3 \
+	VMOVDQU Y3, 512(R12)
+
+// KQ2_DEC_Q3K decodes a Q3_K super-block into scratch.
+#define KQ2_DEC_Q3K \
+	KQ2_HALVES(108, 108) \
+	KQ2_SPLAT(0x03030303, X15, Y15) \
+	KQ2_PLANES(32, 0) \
+	KQ2_PLANES(64, 4) \
+	VMOVDQU 0(DI), Y5 \
+	KQ2_SPLAT(0x04040404, X6, Y6) \
+	KQ2_OR_BIT(0, VPSLLW $2, Y5, Y6) \
+	KQ2_OR_BIT(1, VPSLLW $1, Y5, Y6) \
+	KQ2_OR_BIT(2, VPSRLW $0, Y5, Y6) \
+	KQ2_OR_BIT(3, VPSRLW $1, Y5, Y6) \
+	KQ2_OR_BIT(4, VPSRLW $2, Y5, Y6) \
+	KQ2_OR_BIT(5, VPSRLW $3, Y5, Y6) \
+	KQ2_OR_BIT(6, VPSRLW $4, Y5, Y6) \
+	KQ2_OR_BIT(7, VPSRLW $5, Y5, Y6) \
+	VMOVDQU 94(DI), X1 \
+	VPSHUFB ·kqQ3Shuf+0(SB), X1, X2 \
+	VPSRLW $4, X2, X3 \
+	VPBLENDW $0xf0, X3, X2, X2 \
+	KQ2_SPLAT(0x0f0f0f0f, X14, Y14) \
+	VPAND X14, X2, X2 \
+	VPSHUFB ·kqQ3Shuf+16(SB), X1, X3 \
+	VPSLLW $4, X3, X4 \
+	VPSLLW $2, X3, X5 \
+	VPSRLW $2, X3, X6 \
+	VPBLENDD $0x2, X5, X4, X4 \
+	VPBLENDD $0x4, X3, X4, X4 \
+	VPBLENDD $0x8, X6, X4, X4 \
+	KQ2_SPLAT(0x30303030, X13, Y13) \
+	VPAND X13, X4, X4 \
+	VPOR X4, X2, X2 \
+	KQ2_SPLAT(0x20202020, X12, Y12) \
+	VPSUBB X12, X2, X2 \
+	KQ2_SCX16(VPMOVSXBW, X2) \
+	VPMOVSXBW X2, Y3 \
+	VPSLLW $2, Y3, Y3 \
+	VMOVDQU Y3, 512(R12)
+
+// KQ2_DEC_Q4K decodes a Q4_K super-block into scratch.
+#define KQ2_DEC_Q4K \
+	KQ2_HALVES(0, 2) \
+	KQ2_Q4SCALES \
+	KQ2_NIBBLES(16)
+
+// KQ2_DEC_Q5K decodes a Q5_K super-block into scratch.
+#define KQ2_DEC_Q5K \
+	KQ2_HALVES(0, 2) \
+	KQ2_Q4SCALES \
+	KQ2_NIBBLES(48) \
+	VMOVDQU 16(DI), Y5 \
+	KQ2_SPLAT(0x10101010, X6, Y6) \
+	KQ2_OR_BIT(0, VPSLLW $4, Y5, Y6) \
+	KQ2_OR_BIT(1, VPSLLW $3, Y5, Y6) \
+	KQ2_OR_BIT(2, VPSLLW $2, Y5, Y6) \
+	KQ2_OR_BIT(3, VPSLLW $1, Y5, Y6) \
+	KQ2_OR_BIT(4, VPSRLW $0, Y5, Y6) \
+	KQ2_OR_BIT(5, VPSRLW $1, Y5, Y6) \
+	KQ2_OR_BIT(6, VPSRLW $2, Y5, Y6) \
+	KQ2_OR_BIT(7, VPSRLW $3, Y5, Y6)
+
+// KQ2_DEC_Q6K decodes a Q6_K super-block into scratch.
+#define KQ2_DEC_Q6K \
+	KQ2_HALVES(208, 208) \
+	KQ2_SPLAT(0x0f0f0f0f, X15, Y15) \
+	KQ2_SPLAT(0x30303030, X6, Y6) \
+	KQ2_Q6LOW(0, 0, 0) \
+	KQ2_Q6LOW(1, 32, 0) \
+	KQ2_Q6LOW(2, 0, 4) \
+	KQ2_Q6LOW(3, 32, 4) \
+	KQ2_Q6LOW(4, 64, 0) \
+	KQ2_Q6LOW(5, 96, 0) \
+	KQ2_Q6LOW(6, 64, 4) \
+	KQ2_Q6LOW(7, 96, 4) \
+	VMOVDQU 128(DI), Y5 \
+	KQ2_OR_BIT(0, VPSLLW $4, Y5, Y6) \
+	KQ2_OR_BIT(1, VPSLLW $2, Y5, Y6) \
+	KQ2_OR_BIT(2, VPSRLW $0, Y5, Y6) \
+	KQ2_OR_BIT(3, VPSRLW $2, Y5, Y6) \
+	VMOVDQU 160(DI), Y5 \
+	KQ2_OR_BIT(4, VPSLLW $4, Y5, Y6) \
+	KQ2_OR_BIT(5, VPSLLW $2, Y5, Y6) \
+	KQ2_OR_BIT(6, VPSRLW $0, Y5, Y6) \
+	KQ2_OR_BIT(7, VPSRLW $2, Y5, Y6) \
+	VMOVDQU 192(DI), X2 \
+	KQ2_SCX16(VPMOVSXBW, X2) \
+	VPMOVSXBW X2, Y3 \
+	VPSLLW $5, Y3, Y3 \
+	VMOVDQU Y3, 512(R12)
+
 // func kqQ2KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ2KAVX2(SB), NOSPLIT, $0-80
-	KQ2_PROLOGUE
-row:
-	KQ2_ROW_START
-block:
-	KQ2_HALVES(80, 82)
-	VMOVDQU kq256c03<>(SB), Y15
-	KQ2_PLANES(16, 0)
-	KQ2_PLANES(48, 4)
-	VMOVDQU 0(DI), X1
-	VPAND kq256c0f<>(SB), X1, X2
-	VPSRLW $4, X1, X3
-	VPAND kq256c0f<>(SB), X3, X3
-	KQ2_SCX16(VPMOVZXBW, X2)
-	VPMOVZXBW X3, Y3
-	VMOVDQU Y3, 512(R12)
-	KQ2_COLUMNS
-	KQ2_NEXT_BLOCK(84)
-	KQ2_ROW_END
+	KQ2_KERNEL(KQ2_DEC_Q2K, 84)
 
 // func kqQ3KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ3KAVX2(SB), NOSPLIT, $0-80
-	KQ2_PROLOGUE
-row:
-	KQ2_ROW_START
-block:
-	KQ2_HALVES(108, 108)
-	VMOVDQU kq256c03<>(SB), Y15
-	KQ2_PLANES(32, 0)
-	KQ2_PLANES(64, 4)
-	VMOVDQU 0(DI), Y5
-	VMOVDQU kq256c04<>(SB), Y6
-	KQ2_OR_BIT(0, VPSLLW $2, Y5, Y6)
-	KQ2_OR_BIT(1, VPSLLW $1, Y5, Y6)
-	KQ2_OR_BIT(2, VPSRLW $0, Y5, Y6)
-	KQ2_OR_BIT(3, VPSRLW $1, Y5, Y6)
-	KQ2_OR_BIT(4, VPSRLW $2, Y5, Y6)
-	KQ2_OR_BIT(5, VPSRLW $3, Y5, Y6)
-	KQ2_OR_BIT(6, VPSRLW $4, Y5, Y6)
-	KQ2_OR_BIT(7, VPSRLW $5, Y5, Y6)
-	VMOVDQU 94(DI), X1
-	VPSHUFB kq256q3shuf<>+0(SB), X1, X2
-	VPSRLW $4, X2, X3
-	VPBLENDW $0xf0, X3, X2, X2
-	VPAND kq256c0f<>(SB), X2, X2
-	VPSHUFB kq256q3shuf<>+16(SB), X1, X3
-	VPSLLW $4, X3, X4
-	VPSLLW $2, X3, X5
-	VPSRLW $2, X3, X6
-	VPBLENDD $0x2, X5, X4, X4
-	VPBLENDD $0x4, X3, X4, X4
-	VPBLENDD $0x8, X6, X4, X4
-	VPAND kq256c30<>(SB), X4, X4
-	VPOR X4, X2, X2
-	VPSUBB kq256c20<>(SB), X2, X2
-	KQ2_SCX16(VPMOVSXBW, X2)
-	VPMOVSXBW X2, Y3
-	VPSLLW $2, Y3, Y3
-	VMOVDQU Y3, 512(R12)
-	KQ2_COLUMNS
-	KQ2_NEXT_BLOCK(110)
-	KQ2_ROW_END
+	KQ2_KERNEL(KQ2_DEC_Q3K, 110)
 
 // func kqQ4KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ4KAVX2(SB), NOSPLIT, $0-80
-	KQ2_PROLOGUE
-row:
-	KQ2_ROW_START
-block:
-	KQ2_HALVES(0, 2)
-	KQ2_Q4SCALES
-	KQ2_NIBBLES(16)
-	KQ2_COLUMNS
-	KQ2_NEXT_BLOCK(144)
-	KQ2_ROW_END
+	KQ2_KERNEL(KQ2_DEC_Q4K, 144)
 
 // func kqQ5KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ5KAVX2(SB), NOSPLIT, $0-80
-	KQ2_PROLOGUE
-row:
-	KQ2_ROW_START
-block:
-	KQ2_HALVES(0, 2)
-	KQ2_Q4SCALES
-	KQ2_NIBBLES(48)
-	VMOVDQU 16(DI), Y5
-	VMOVDQU kq256c10<>(SB), Y6
-	KQ2_OR_BIT(0, VPSLLW $4, Y5, Y6)
-	KQ2_OR_BIT(1, VPSLLW $3, Y5, Y6)
-	KQ2_OR_BIT(2, VPSLLW $2, Y5, Y6)
-	KQ2_OR_BIT(3, VPSLLW $1, Y5, Y6)
-	KQ2_OR_BIT(4, VPSRLW $0, Y5, Y6)
-	KQ2_OR_BIT(5, VPSRLW $1, Y5, Y6)
-	KQ2_OR_BIT(6, VPSRLW $2, Y5, Y6)
-	KQ2_OR_BIT(7, VPSRLW $3, Y5, Y6)
-	KQ2_COLUMNS
-	KQ2_NEXT_BLOCK(176)
-	KQ2_ROW_END
+	KQ2_KERNEL(KQ2_DEC_Q5K, 176)
 
 // func kqQ6KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ6KAVX2(SB), NOSPLIT, $0-80
-	KQ2_PROLOGUE
-row:
-	KQ2_ROW_START
-block:
-	KQ2_HALVES(208, 208)
-	VMOVDQU kq256c0f<>(SB), Y15
-	VMOVDQU kq256c30<>(SB), Y6
-	KQ2_Q6LOW(0, 0, 0)
-	KQ2_Q6LOW(1, 32, 0)
-	KQ2_Q6LOW(2, 0, 4)
-	KQ2_Q6LOW(3, 32, 4)
-	KQ2_Q6LOW(4, 64, 0)
-	KQ2_Q6LOW(5, 96, 0)
-	KQ2_Q6LOW(6, 64, 4)
-	KQ2_Q6LOW(7, 96, 4)
-	VMOVDQU 128(DI), Y5
-	KQ2_OR_BIT(0, VPSLLW $4, Y5, Y6)
-	KQ2_OR_BIT(1, VPSLLW $2, Y5, Y6)
-	KQ2_OR_BIT(2, VPSRLW $0, Y5, Y6)
-	KQ2_OR_BIT(3, VPSRLW $2, Y5, Y6)
-	VMOVDQU 160(DI), Y5
-	KQ2_OR_BIT(4, VPSLLW $4, Y5, Y6)
-	KQ2_OR_BIT(5, VPSLLW $2, Y5, Y6)
-	KQ2_OR_BIT(6, VPSRLW $0, Y5, Y6)
-	KQ2_OR_BIT(7, VPSRLW $2, Y5, Y6)
-	VMOVDQU 192(DI), X2
-	KQ2_SCX16(VPMOVSXBW, X2)
-	VPMOVSXBW X2, Y3
-	VPSLLW $5, Y3, Y3
-	VMOVDQU Y3, 512(R12)
-	KQ2_COLUMNS
-	KQ2_NEXT_BLOCK(210)
-	KQ2_ROW_END
+	KQ2_KERNEL(KQ2_DEC_Q6K, 210)

@@ -238,10 +238,10 @@ stored: \
 // into the scale vectors (index tables Z26, Z27) and mn (Y28).
 #define KQ_Q4SCALES \
 	VMOVDQU64 4(DI), X20 \
-	VPSHUFB kq512q4shuf<>+0(SB), X20, X21 \
-	VPSHUFB kq512q4shuf<>+16(SB), X20, X22 \
+	VPSHUFB ·kqQ4Shuf+0(SB), X20, X21 \
+	VPSHUFB ·kqQ4Shuf+16(SB), X20, X22 \
 	VPSRLW $4, X21, K3, X21 \
-	VPANDD kq512q4mask<>(SB), X21, X21 \
+	VPANDD ·kqQ4Mask(SB), X21, X21 \
 	VPSRLW $2, X22, X22 \
 	VPTERNLOGD.BCST $0xf8, kq512c30<>(SB), X22, X21 \
 	VPERMB.Z Z21, Z26, K4, Z4 \
@@ -274,6 +274,47 @@ stored: \
 	VMOVDQU64 sym<>+0(SB), Z29 \
 	VMOVDQU64 sym<>+64(SB), Z30
 
+// KQ_KERNEL is a kernel's body: after the prologue, consts loads the type's
+// constants; per row, start clears the accumulators; per super-block of
+// size bytes, dec decodes it and cols multiplies it against the columns
+// (d and dm at offsets dd and dm of scratch); end stores the row's outputs.
+#define KQ_KERNEL(consts, dec, size, dd, dm, start, cols, end) \
+	KQ_PROLOGUE \
+	consts \
+row: \
+	start \
+block: \
+	dec \
+	cols(dd, dm) \
+	KQ_NEXT_BLOCK(size) \
+	end
+
+// Each type's constants: index tables, affine matrices, masks.
+#define KQ_CONST_Q2K \
+	VMOVDQU64 kq512bidx16<>+0(SB), Z26 \
+	VMOVDQU64 kq512bidx16<>+64(SB), Z27 \
+	KQ_MATS2(kq512plane)
+
+#define KQ_CONST_Q3K \
+	KQ_WORDCONST \
+	MOVL $0xf0, AX \
+	KMOVW AX, K3 \
+	KQ_MATS2(kq512plane) \
+	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
+
+#define KQ_CONST_Q4K \
+	KQ_Q4CONST
+
+#define KQ_CONST_Q5K \
+	KQ_Q4CONST \
+	KQ_MATS4(kq512q5h, Z6, Z7, Z9, Z10)
+
+#define KQ_CONST_Q6K \
+	KQ_WORDCONST \
+	KQ_MATS2(kq512q6h) \
+	VBROADCASTSD kq512lo4<>(SB), Z6 \
+	VBROADCASTSD kq512hi4<>(SB), Z7
+
 // Super-block decoders, one per type.
 
 // Q2_K: d, dmin at 80, 82 (floats at 8, 12 of scratch); planes of qs at 16.
@@ -304,8 +345,8 @@ stored: \
 	KQ_OR_AFFINE(Z22, Z9, Z2) \
 	KQ_OR_AFFINE(Z22, Z10, Z3) \
 	VMOVDQU64 94(DI), X20 \
-	VPSHUFB kq512q3shuf<>+0(SB), X20, X21 \
-	VPSHUFB kq512q3shuf<>+16(SB), X20, X22 \
+	VPSHUFB ·kqQ3Shuf+0(SB), X20, X21 \
+	VPSHUFB ·kqQ3Shuf+16(SB), X20, X22 \
 	VPSRLW $4, X21, K3, X21 \
 	VPANDD.BCST kq512c0f<>(SB), X21, X21 \
 	VMOVDQU64 kq512q3sctl<>(SB), X23 \
@@ -507,25 +548,6 @@ DATA kq512q6h<>+112(SB)/8, $0x0000000040800000
 DATA kq512q6h<>+120(SB)/8, $0x0000000040800000
 GLOBL kq512q6h<>(SB), RODATA|NOPTR, $128
 
-// Q4_K/Q5_K scales: s0-3, s8-11, s4-7, s8-11; then the top bits s0-3 (for scales 4-7), s4-7 (for mins 4-7)
-DATA kq512q4shuf<>+0(SB)/8, $0x0b0a090803020100
-DATA kq512q4shuf<>+8(SB)/8, $0x0b0a090807060504
-DATA kq512q4shuf<>+16(SB)/8, $0x0302010080808080
-DATA kq512q4shuf<>+24(SB)/8, $0x0706050480808080
-GLOBL kq512q4shuf<>(SB), RODATA|NOPTR, $32
-
-// Q4_K/Q5_K: low bits kept of each scale and min
-DATA kq512q4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
-DATA kq512q4mask<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
-GLOBL kq512q4mask<>(SB), RODATA|NOPTR, $16
-
-// Q3_K scales: s0-7 twice (low nibbles, high nibbles); s8-11 four times
-DATA kq512q3shuf<>+0(SB)/8, $0x0908070605040302
-DATA kq512q3shuf<>+8(SB)/8, $0x0908070605040302
-DATA kq512q3shuf<>+16(SB)/8, $0x0d0c0b0a0d0c0b0a
-DATA kq512q3shuf<>+24(SB)/8, $0x0d0c0b0a0d0c0b0a
-GLOBL kq512q3shuf<>(SB), RODATA|NOPTR, $32
-
 // Q3_K: multishift control, bits 2(g/4), +1 of byte g to bits 4-5
 DATA kq512q3sctl<>+0(SB)/8, $0x362e261e140c043c
 DATA kq512q3sctl<>+8(SB)/8, $0x3a322a2218100800
@@ -591,140 +613,40 @@ GLOBL kq512c0f<>(SB), RODATA|NOPTR, $4
 
 // func kqQ2KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ2KAVX512(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	VMOVDQU64 kq512bidx16<>+0(SB), Z26
-	VMOVDQU64 kq512bidx16<>+64(SB), Z27
-	KQ_MATS2(kq512plane)
-row:
-	KQ_ROW_START
-block:
-	KQ_DEC_Q2K
-	KQ_COLUMNS(8, 12)
-	KQ_NEXT_BLOCK(84)
-	KQ_ROW_END
+	KQ_KERNEL(KQ_CONST_Q2K, KQ_DEC_Q2K, 84, 8, 12, KQ_ROW_START, KQ_COLUMNS, KQ_ROW_END)
 
 // func kqQ2KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ2KAVX512R(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	VMOVDQU64 kq512bidx16<>+0(SB), Z26
-	VMOVDQU64 kq512bidx16<>+64(SB), Z27
-	KQ_MATS2(kq512plane)
-row:
-	KQ_ROW_START_R
-block:
-	KQ_DEC_Q2K
-	KQ_COLUMNS_R(8, 12)
-	KQ_NEXT_BLOCK(84)
-	KQ_ROW_END_R
+	KQ_KERNEL(KQ_CONST_Q2K, KQ_DEC_Q2K, 84, 8, 12, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
 
 // func kqQ3KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ3KAVX512(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_WORDCONST
-	MOVL $0xf0, AX
-	KMOVW AX, K3
-	KQ_MATS2(kq512plane)
-	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
-row:
-	KQ_ROW_START
-block:
-	KQ_DEC_Q3K
-	KQ_COLUMNS(12, 12)
-	KQ_NEXT_BLOCK(110)
-	KQ_ROW_END
+	KQ_KERNEL(KQ_CONST_Q3K, KQ_DEC_Q3K, 110, 12, 12, KQ_ROW_START, KQ_COLUMNS, KQ_ROW_END)
 
 // func kqQ3KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ3KAVX512R(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_WORDCONST
-	MOVL $0xf0, AX
-	KMOVW AX, K3
-	KQ_MATS2(kq512plane)
-	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
-row:
-	KQ_ROW_START_R
-block:
-	KQ_DEC_Q3K
-	KQ_COLUMNS_R(12, 12)
-	KQ_NEXT_BLOCK(110)
-	KQ_ROW_END_R
+	KQ_KERNEL(KQ_CONST_Q3K, KQ_DEC_Q3K, 110, 12, 12, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
 
 // func kqQ4KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ4KAVX512(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_Q4CONST
-row:
-	KQ_ROW_START
-block:
-	KQ_DEC_Q4K
-	KQ_COLUMNS(0, 4)
-	KQ_NEXT_BLOCK(144)
-	KQ_ROW_END
+	KQ_KERNEL(KQ_CONST_Q4K, KQ_DEC_Q4K, 144, 0, 4, KQ_ROW_START, KQ_COLUMNS, KQ_ROW_END)
 
 // func kqQ4KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ4KAVX512R(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_Q4CONST
-row:
-	KQ_ROW_START_R
-block:
-	KQ_DEC_Q4K
-	KQ_COLUMNS_R(0, 4)
-	KQ_NEXT_BLOCK(144)
-	KQ_ROW_END_R
+	KQ_KERNEL(KQ_CONST_Q4K, KQ_DEC_Q4K, 144, 0, 4, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
 
 // func kqQ5KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ5KAVX512(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_Q4CONST
-	KQ_MATS4(kq512q5h, Z6, Z7, Z9, Z10)
-row:
-	KQ_ROW_START
-block:
-	KQ_DEC_Q5K
-	KQ_COLUMNS(0, 4)
-	KQ_NEXT_BLOCK(176)
-	KQ_ROW_END
+	KQ_KERNEL(KQ_CONST_Q5K, KQ_DEC_Q5K, 176, 0, 4, KQ_ROW_START, KQ_COLUMNS, KQ_ROW_END)
 
 // func kqQ5KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ5KAVX512R(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_Q4CONST
-	KQ_MATS4(kq512q5h, Z6, Z7, Z9, Z10)
-row:
-	KQ_ROW_START_R
-block:
-	KQ_DEC_Q5K
-	KQ_COLUMNS_R(0, 4)
-	KQ_NEXT_BLOCK(176)
-	KQ_ROW_END_R
+	KQ_KERNEL(KQ_CONST_Q5K, KQ_DEC_Q5K, 176, 0, 4, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
 
 // func kqQ6KAVX512(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ6KAVX512(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_WORDCONST
-	KQ_MATS2(kq512q6h)
-	VBROADCASTSD kq512lo4<>(SB), Z6
-	VBROADCASTSD kq512hi4<>(SB), Z7
-row:
-	KQ_ROW_START
-block:
-	KQ_DEC_Q6K
-	KQ_COLUMNS(12, 12)
-	KQ_NEXT_BLOCK(210)
-	KQ_ROW_END
+	KQ_KERNEL(KQ_CONST_Q6K, KQ_DEC_Q6K, 210, 12, 12, KQ_ROW_START, KQ_COLUMNS, KQ_ROW_END)
 
 // func kqQ6KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ6KAVX512R(SB), NOSPLIT, $0-80
-	KQ_PROLOGUE
-	KQ_WORDCONST
-	KQ_MATS2(kq512q6h)
-	VBROADCASTSD kq512lo4<>(SB), Z6
-	VBROADCASTSD kq512hi4<>(SB), Z7
-row:
-	KQ_ROW_START_R
-block:
-	KQ_DEC_Q6K
-	KQ_COLUMNS_R(12, 12)
-	KQ_NEXT_BLOCK(210)
-	KQ_ROW_END_R
+	KQ_KERNEL(KQ_CONST_Q6K, KQ_DEC_Q6K, 210, 12, 12, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
