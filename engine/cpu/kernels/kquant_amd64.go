@@ -10,10 +10,11 @@ import (
 
 // kqAsm is the signature of the K-quant assembly kernels: rows weight rows
 // against cols activation rows (cols ≤ kqMaxCols), with kqScratch bytes of
-// scratch. The AVX-512 kernels come in two forms that compute the same bits:
-// one keeps the columns' accumulators in scratch (any number of columns),
-// the other (suffix R) in registers (1 to kqRegCols columns), which is
-// faster for few columns.
+// scratch. The AVX-512 kernels come in three forms that compute the same
+// bits: one keeps the columns' accumulators in scratch (any number of
+// columns); suffix R keeps them in registers (1 to kqRegCols columns),
+// which is faster for few columns; suffix P takes rows in pairs (an even
+// number) and loads each column's values once for both rows.
 type kqAsm func(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 
 //go:noescape
@@ -61,6 +62,21 @@ func kqQ5KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out
 //go:noescape
 func kqQ6KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 
+//go:noescape
+func kqQ2KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ3KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ4KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ5KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
+//go:noescape
+func kqQ6KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+
 const (
 	// kqMaxCols is the most columns one assembly call takes.
 	kqMaxCols = 64
@@ -71,14 +87,14 @@ const (
 	// fewest the scratch form is given when there is a register form.
 	kqRegCols, kqMemCols = 4, 8
 	// kqScratch is the scratch size: 1024 bytes for a decoded super-block
-	// and d, dm, then one accumulator of up to 64 bytes per column.
-	kqScratch = 1024 + 64*kqMaxCols
+	// and d, dm, then up to 128 accumulator bytes per column.
+	kqScratch = 1024 + 128*kqMaxCols
 )
 
 // kquantFast returns the assembly kernel of type t written for level l, or
 // nil if there is none. The AVX-512 kernels also need VBMI and GFNI.
 func kquantFast(t gguf.TensorType, l Level) MulFunc {
-	var f, r kqAsm
+	var f, r, p kqAsm
 	switch l {
 	case AVX2:
 		f = map[gguf.TensorType]kqAsm{
@@ -97,18 +113,27 @@ func kquantFast(t gguf.TensorType, l Level) MulFunc {
 			gguf.Q2_K: kqQ2KAVX512R, gguf.Q3_K: kqQ3KAVX512R, gguf.Q4_K: kqQ4KAVX512R,
 			gguf.Q5_K: kqQ5KAVX512R, gguf.Q6_K: kqQ6KAVX512R,
 		}[t]
+		p = map[gguf.TensorType]kqAsm{
+			gguf.Q2_K: kqQ2KAVX512P, gguf.Q3_K: kqQ3KAVX512P, gguf.Q4_K: kqQ4KAVX512P,
+			gguf.Q5_K: kqQ5KAVX512P, gguf.Q6_K: kqQ6KAVX512P,
+		}[t]
 	}
 	if f == nil {
 		return nil
 	}
-	return kqDriver(t, f, r)
+	return kqDriver(t, kqForms{f, r, p})
 }
+
+// kqForms are the forms of one type's kernel at one level: mem is always
+// there, reg and pair may be nil.
+type kqForms struct{ mem, reg, pair kqAsm }
 
 // kqDriver wraps an assembly kernel as a MulFunc: it checks the slices'
 // lengths (the assembly reads and writes through raw pointers) and splits
-// the columns into groups whose activations fit the cache, giving groups of
-// fewer than kqMemCols columns to the register form reg if there is one.
-func kqDriver(t gguf.TensorType, mem, reg kqAsm) MulFunc {
+// the columns into groups whose activations fit the cache. Groups of fewer
+// than kqMemCols columns go to the register form, others to the pair form
+// for an even number of rows, if there are such forms.
+func kqDriver(t gguf.TensorType, k kqForms) MulFunc {
 	bb := kTypeOf(t).bytes
 	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
 		if rows <= 0 || cols <= 0 {
@@ -128,11 +153,21 @@ func kqDriver(t gguf.TensorType, mem, reg kqAsm) MulFunc {
 		group := max(kqMemCols, min(kqMaxCols, kqColBytes/ab))
 		var scratch [kqScratch]byte
 		for c0 := 0; c0 < cols; {
-			f, nc := mem, min(group, cols-c0)
-			if reg != nil && cols-c0 < kqMemCols {
-				f, nc = reg, min(kqRegCols, cols-c0)
+			nc := min(group, cols-c0)
+			ac, oc := &a[c0*aStride], &out[c0*outStride]
+			switch {
+			case k.reg != nil && cols-c0 < kqMemCols:
+				nc = min(kqRegCols, cols-c0)
+				k.reg(&w[0], wStride, rows, n, ac, aStride, nc, oc, outStride, &scratch[0])
+			case k.pair != nil && rows >= 2:
+				even := rows &^ 1
+				k.pair(&w[0], wStride, even, n, ac, aStride, nc, oc, outStride, &scratch[0])
+				if even < rows {
+					k.mem(&w[even*wStride], wStride, 1, n, ac, aStride, nc, &out[c0*outStride+even], outStride, &scratch[0])
+				}
+			default:
+				k.mem(&w[0], wStride, rows, n, ac, aStride, nc, oc, outStride, &scratch[0])
 			}
-			f(&w[0], wStride, rows, n, &a[c0*aStride], aStride, nc, &out[c0*outStride], outStride, &scratch[0])
 			c0 += nc
 		}
 	}

@@ -250,8 +250,8 @@ stored: \
 
 // KQ_Q4CONST loads the index tables of KQ_Q4SCALES.
 #define KQ_Q4CONST \
-	MOVL $0xc0, AX \
-	KMOVW AX, K3 \
+	MOVL $0xc0, R13 \
+	KMOVW R13, K3 \
 	VMOVDQU64 kq512bq4<>+0(SB), Z26 \
 	VMOVDQU64 kq512bq4<>+64(SB), Z27 \
 	VMOVDQU64 kq512bq4min<>(SB), Y28 \
@@ -289,6 +289,122 @@ block: \
 	KQ_NEXT_BLOCK(size) \
 	end
 
+// The P form takes rows in pairs: per super-block it decodes both rows
+// (the second first, its registers then moved to Z17, Z18, Z19, Z25, Z31,
+// Z11, Y12 and its d, dm to 16(R12)), then loads each column's values once
+// for both. The decoding's constants are reloaded per super-block, as the
+// column loop takes their registers: activations in Z6, Z7, Z9, Z10,
+// bsums in Y27, temporaries Z20-Z24, accumulator Z26 (two 64-byte slots per
+// column in scratch).
+
+// KQ_DOT_P is KQ_DOT on the loaded column, for the row whose chunks are
+// u0-u3, scale vectors s0, s1 and mn mny (the same operations, so the same
+// bits).
+#define KQ_DOT_P(u0, u1, u2, u3, s0, s1, mny, dd, dm, acc) \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+	VPDPBUSD Z6, u0, Z20 \
+	VPDPBUSD Z7, u1, Z21 \
+	VPDPBUSD Z9, u2, Z22 \
+	VPDPBUSD Z10, u3, Z23 \
+	VPACKSSDW Z21, Z20, Z20 \
+	VPACKSSDW Z23, Z22, Z22 \
+	VPMADDWD s0, Z20, Z20 \
+	VPDPWSSD s1, Z22, Z20 \
+	VPMADDWD Y27, mny, Y24 \
+	VCVTDQ2PS Z20, Z20 \
+	VCVTDQ2PS Y24, Y24 \
+	VMULPS.BCST dd(R12), Z20, Z20 \
+	VFNMADD231PS.BCST dm(R12), Z24, K1, Z20 \
+	VFMADD231PS.BCST 0(SI)(BX*1), Z20, acc
+
+// KQ_COLUMNS_P multiplies both decoded super-blocks against every column.
+#define KQ_COLUMNS_P(dd, dm, ddb, dmb) \
+	MOVQ a+32(FP), SI \
+	LEAQ 1024(R12), DX \
+	MOVQ cols+48(FP), R11 \
+column: \
+	VMOVDQU64 0(SI)(AX*1), Z6 \
+	VMOVDQU64 64(SI)(AX*1), Z7 \
+	VMOVDQU64 128(SI)(AX*1), Z9 \
+	VMOVDQU64 192(SI)(AX*1), Z10 \
+	VMOVDQU64 0(SI)(CX*1), Y27 \
+	VMOVUPS (DX), Z26 \
+	KQ_DOT_P(Z0, Z1, Z2, Z3, Z4, Z5, Y8, dd, dm, Z26) \
+	VMOVUPS Z26, (DX) \
+	VMOVUPS 64(DX), Z26 \
+	KQ_DOT_P(Z17, Z18, Z19, Z25, Z31, Z11, Y12, ddb, dmb, Z26) \
+	VMOVUPS Z26, 64(DX) \
+	ADDQ R10, SI \
+	ADDQ $128, DX \
+	DECQ R11 \
+	JNZ column
+
+// KQ_ROW_START_P clears both rows' accumulators of every column.
+#define KQ_ROW_START_P \
+	LEAQ 1024(R12), DX \
+	MOVQ cols+48(FP), R11 \
+	VPXORD Z26, Z26, Z26 \
+clear: \
+	VMOVUPS Z26, (DX) \
+	VMOVUPS Z26, 64(DX) \
+	ADDQ $128, DX \
+	DECQ R11 \
+	JNZ clear \
+	KQ_FIRST_BLOCK
+
+// KQ_SECOND_ROW decodes the second row's super-block (dec) and moves it
+// aside.
+#define KQ_SECOND_ROW(dec) \
+	ADDQ wStride+8(FP), DI \
+	dec \
+	VMOVUPS X16, 16(R12) \
+	VMOVDQA64 Z0, Z17 \
+	VMOVDQA64 Z1, Z18 \
+	VMOVDQA64 Z2, Z19 \
+	VMOVDQA64 Z3, Z25 \
+	VMOVDQA64 Z4, Z31 \
+	VMOVDQA64 Z5, Z11 \
+	VMOVDQA64 Y8, Y12 \
+	SUBQ wStride+8(FP), DI
+
+// KQ_ROW_END_P stores both rows' outputs and steps to the next pair.
+#define KQ_ROW_END_P \
+	KQ_OUT \
+	LEAQ 1024(R12), DX \
+sum: \
+	VMOVUPS (DX), Z0 \
+	KQ_HSUM(Z0, Y0) \
+	VMOVSS X0, (SI) \
+	VMOVUPS 64(DX), Z0 \
+	KQ_HSUM(Z0, Y0) \
+	VMOVSS X0, 4(SI) \
+	ADDQ R13, SI \
+	ADDQ $128, DX \
+	DECQ R11 \
+	JNZ sum \
+	ADDQ wStride+8(FP), R14 \
+	ADDQ wStride+8(FP), R14 \
+	SUBQ $2, R8 \
+	JNZ row \
+	VZEROUPPER \
+	RET
+
+// KQ_KERNEL_P is KQ_KERNEL for row pairs (rows even).
+#define KQ_KERNEL_P(consts, dec, size, dd, dm) \
+	KQ_PROLOGUE \
+row: \
+	KQ_ROW_START_P \
+block: \
+	consts \
+	KQ_SECOND_ROW(dec) \
+	dec \
+	KQ_COLUMNS_P(dd, dm, dd+16, dm+16) \
+	KQ_NEXT_BLOCK(size) \
+	KQ_ROW_END_P
+
 // Each type's constants: index tables, affine matrices, masks.
 #define KQ_CONST_Q2K \
 	VMOVDQU64 kq512bidx16<>+0(SB), Z26 \
@@ -297,8 +413,8 @@ block: \
 
 #define KQ_CONST_Q3K \
 	KQ_WORDCONST \
-	MOVL $0xf0, AX \
-	KMOVW AX, K3 \
+	MOVL $0xf0, R13 \
+	KMOVW R13, K3 \
 	KQ_MATS2(kq512plane) \
 	KQ_MATS4(kq512q3h, Z6, Z7, Z9, Z10)
 
@@ -650,3 +766,23 @@ TEXT ·kqQ6KAVX512(SB), NOSPLIT, $0-80
 // func kqQ6KAVX512R(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
 TEXT ·kqQ6KAVX512R(SB), NOSPLIT, $0-80
 	KQ_KERNEL(KQ_CONST_Q6K, KQ_DEC_Q6K, 210, 12, 12, KQ_ROW_START_R, KQ_COLUMNS_R, KQ_ROW_END_R)
+
+// func kqQ2KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ2KAVX512P(SB), NOSPLIT, $0-80
+	KQ_KERNEL_P(KQ_CONST_Q2K, KQ_DEC_Q2K, 84, 8, 12)
+
+// func kqQ3KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ3KAVX512P(SB), NOSPLIT, $0-80
+	KQ_KERNEL_P(KQ_CONST_Q3K, KQ_DEC_Q3K, 110, 12, 12)
+
+// func kqQ4KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ4KAVX512P(SB), NOSPLIT, $0-80
+	KQ_KERNEL_P(KQ_CONST_Q4K, KQ_DEC_Q4K, 144, 0, 4)
+
+// func kqQ5KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ5KAVX512P(SB), NOSPLIT, $0-80
+	KQ_KERNEL_P(KQ_CONST_Q5K, KQ_DEC_Q5K, 176, 0, 4)
+
+// func kqQ6KAVX512P(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+TEXT ·kqQ6KAVX512P(SB), NOSPLIT, $0-80
+	KQ_KERNEL_P(KQ_CONST_Q6K, KQ_DEC_Q6K, 210, 12, 12)
