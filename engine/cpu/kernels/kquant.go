@@ -79,6 +79,10 @@ func addKQuant(m map[gguf.TensorType]Kernel, l Level) {
 // in order.
 func mulKRef(kt kType) MulFunc {
 	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+		if rows <= 0 || cols <= 0 {
+			return
+		}
+		kqCheck(kt.t, n, len(w), wStride, rows, len(a), aStride, cols, len(out), outStride)
 		nb := n / 256
 		var blk kBlock
 		for c := range cols {
@@ -104,6 +108,17 @@ func mulKRef(kt kType) MulFunc {
 				out[c*outStride+r] = acc
 			}
 		}
+	}
+}
+
+// kqCheck panics unless the slice lengths (and non-negative strides) hold
+// a call's rows weight rows of n values of type t, cols activation rows and
+// their outputs: the kernels then stay inside them.
+func kqCheck(t gguf.TensorType, n, lw, wStride, rows, la, aStride, cols, lo, outStride int) {
+	need := [3]int{(rows-1)*wStride + t.RowBytes(n), (cols-1)*aStride + ActQ8K.RowBytes(n), (cols-1)*outStride + rows}
+	if n%256 != 0 || wStride < 0 || aStride < 0 || outStride < 0 || lw < need[0] || la < need[1] || lo < need[2] {
+		panic(fmt.Sprintf("kernels: %v kernel: n=%d, strides %d, %d, %d: needs %d+ weight bytes, %d+ activation bytes and %d+ outputs, have %d, %d, %d",
+			t, n, wStride, aStride, outStride, need[0], need[1], need[2], lw, la, lo))
 	}
 }
 

@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"fmt"
-
 	"golang.org/x/sys/cpu"
 
 	"github.com/tokenrouter/tokenrouter/gguf"
@@ -83,6 +81,9 @@ const (
 	// kqColBytes caps the activation bytes one call works on, so that they
 	// stay in the core's L2 cache while every row streams past them.
 	kqColBytes = 256 << 10
+	// kqRowChunk is the most rows one assembly call takes (even, for the
+	// pair form).
+	kqRowChunk = 64
 	// kqRegCols is the most columns the register form takes, kqMemCols the
 	// fewest the scratch form is given when there is a register form.
 	kqRegCols, kqMemCols = 4, 8
@@ -128,13 +129,12 @@ func kquantFast(t gguf.TensorType, l Level) MulFunc {
 // there, reg and pair may be nil.
 type kqForms struct{ mem, reg, pair kqAsm }
 
-// kqDriver wraps an assembly kernel as a MulFunc: it checks the slices'
-// lengths (the assembly reads and writes through raw pointers) and splits
-// the columns into groups whose activations fit the cache. Groups of fewer
-// than kqMemCols columns go to the register form, others to the pair form
-// for an even number of rows, if there are such forms.
+// kqDriver wraps an assembly kernel as a MulFunc: it checks the arguments
+// (the assembly reads and writes through raw pointers), then goes through
+// the rows in chunks of kqRowChunk (so that one assembly call stays short:
+// the runtime cannot preempt it) and, in each, through groups of columns
+// whose activations fit the cache.
 func kqDriver(t gguf.TensorType, k kqForms) MulFunc {
-	bb := kTypeOf(t).bytes
 	return func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
 		if rows <= 0 || cols <= 0 {
 			return
@@ -145,32 +145,42 @@ func kqDriver(t gguf.TensorType, k kqForms) MulFunc {
 			}
 			return
 		}
+		kqCheck(t, n, len(w), wStride, rows, len(a), aStride, cols, len(out), outStride)
 		ab := ActQ8K.RowBytes(n)
-		if n%256 != 0 || len(w) < (rows-1)*wStride+n/256*bb || len(a) < (cols-1)*aStride+ab || len(out) < (cols-1)*outStride+rows {
-			panic(fmt.Sprintf("kernels: %v kernel: n=%d needs %d+ weight, %d+ activation and %d+ output values, have %d, %d, %d",
-				t, n, (rows-1)*wStride+n/256*bb, (cols-1)*aStride+ab, (cols-1)*outStride+rows, len(w), len(a), len(out)))
-		}
 		group := max(kqMemCols, min(kqMaxCols, kqColBytes/ab))
 		var scratch [kqScratch]byte
-		for c0 := 0; c0 < cols; {
-			nc := min(group, cols-c0)
-			ac, oc := &a[c0*aStride], &out[c0*outStride]
-			switch {
-			case k.reg != nil && cols-c0 < kqMemCols:
-				nc = min(kqRegCols, cols-c0)
-				k.reg(&w[0], wStride, rows, n, ac, aStride, nc, oc, outStride, &scratch[0])
-			case k.pair != nil && rows >= 2:
-				even := rows &^ 1
-				k.pair(&w[0], wStride, even, n, ac, aStride, nc, oc, outStride, &scratch[0])
-				if even < rows {
-					k.mem(&w[even*wStride], wStride, 1, n, ac, aStride, nc, &out[c0*outStride+even], outStride, &scratch[0])
-				}
-			default:
-				k.mem(&w[0], wStride, rows, n, ac, aStride, nc, oc, outStride, &scratch[0])
+		for r0 := 0; r0 < rows; r0 += kqRowChunk {
+			nr := min(kqRowChunk, rows-r0)
+			for c0 := 0; c0 < cols; {
+				nc := k.call(group, w[r0*wStride:], wStride, nr, n, a[c0*aStride:], aStride, cols-c0, out[c0*outStride+r0:], outStride, &scratch[0])
+				c0 += nc
 			}
-			c0 += nc
 		}
 	}
+}
+
+// call multiplies rows weight rows against the first columns (of cols
+// left, at most group) with the form that suits them, and returns how many
+// columns it took. Groups of fewer than kqMemCols columns go to the
+// register form, others to the pair form for an even number of rows, if
+// there are such forms.
+func (k kqForms) call(group int, w []byte, wStride, rows, n int, a []byte, aStride, cols int, out []float32, outStride int, scratch *byte) int {
+	switch {
+	case k.reg != nil && cols < kqMemCols:
+		nc := min(kqRegCols, cols)
+		k.reg(&w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+		return nc
+	case k.pair != nil && rows >= 2:
+		nc, even := min(group, cols), rows&^1
+		k.pair(&w[0], wStride, even, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+		if even < rows {
+			k.mem(&w[even*wStride], wStride, 1, n, &a[0], aStride, nc, &out[even], outStride, scratch)
+		}
+		return nc
+	}
+	nc := min(group, cols)
+	k.mem(&w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+	return nc
 }
 
 // kqStreamRead reads n bytes at p (n a multiple of 256) with plain vector

@@ -331,6 +331,8 @@ func TestKQuantBatchIndependence(t *testing.T) {
 				checkIndependence(t, rng, typ, k.Mul, 768, 13, 21)
 				// Long rows: the columns go to the assembly in several groups.
 				checkIndependence(t, rng, typ, k.Mul, 40*256, 3, 30)
+				// Many rows: the rows go to the assembly in several chunks.
+				checkIndependence(t, rng, typ, k.Mul, 256, 71, 9)
 			})
 		}
 	}
@@ -449,3 +451,38 @@ func FuzzKQuantQ3K(f *testing.F) { fuzzKQuant(f, gguf.Q3_K) }
 func FuzzKQuantQ4K(f *testing.F) { fuzzKQuant(f, gguf.Q4_K) }
 func FuzzKQuantQ5K(f *testing.F) { fuzzKQuant(f, gguf.Q5_K) }
 func FuzzKQuantQ6K(f *testing.F) { fuzzKQuant(f, gguf.Q6_K) }
+
+// TestKQuantChecksArguments checks that every level refuses slices too
+// short for the shape it is given (the assembly kernels read through raw
+// pointers) and writes zeros for n = 0.
+func TestKQuantChecksArguments(t *testing.T) {
+	const n = 512
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, l := range availableLevels() {
+		for _, typ := range kQuantTypes {
+			k, _ := NewSet(l).For(typ)
+			rb := n / 256 * kTypeOf(typ).bytes
+			w := randKWeights(rng, typ, n, 2, rb)
+			a := randActQ8K(rng, n, 2, ActQ8K.RowBytes(n))
+			out := []float32{1, 2, 3, 4}
+			for name, call := range map[string]func(){
+				"short weights":     func() { k.Mul(n, w[:2*rb-1], rb, 2, a, ActQ8K.RowBytes(n), 2, out, 2) },
+				"short activations": func() { k.Mul(n, w, rb, 2, a[:len(a)-1], ActQ8K.RowBytes(n), 2, out, 2) },
+				"short output":      func() { k.Mul(n, w, rb, 2, a, ActQ8K.RowBytes(n), 2, out[:3], 2) },
+			} {
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Errorf("%v %v: %s: no panic", l, typ, name)
+						}
+					}()
+					call()
+				}()
+			}
+			k.Mul(0, nil, 0, 2, nil, 0, 2, out, 2)
+			if out[0] != 0 || out[1] != 0 || out[2] != 0 || out[3] != 0 {
+				t.Errorf("%v %v: n=0 leaves %v", l, typ, out)
+			}
+		}
+	}
+}
