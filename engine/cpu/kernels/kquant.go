@@ -20,6 +20,12 @@ import (
 // where both sums are exact integers: the 16-value sums of q (bsums) carry
 // the minimums (Q2_K, Q4_K, Q5_K) and the constant offsets of the signed
 // types (Q3_K: u−4, Q6_K: u−32, with dm = d).
+//
+// The reference kernel rounds that per super-block and sums the super-blocks
+// in order. The assembly kernels split the integer sums over 16 (AVX-512) or
+// 8 (AVX2) lanes, accumulate each lane in float32 across super-blocks and
+// add the lanes at the end, so they differ from the reference by rounding
+// only; each follows one fixed sequence per output, whatever the call.
 
 // Sizes in bytes of one super-block of 256 values.
 const (
@@ -44,17 +50,20 @@ type kType struct {
 	unpack func(*kBlock, []byte) // super-block bytes to common form
 }
 
-var kTypes = [...]kType{
-	{gguf.Q2_K, q2KBytes, unpackQ2K},
-	{gguf.Q3_K, q3KBytes, unpackQ3K},
-	{gguf.Q4_K, q4KBytes, unpackQ4K},
-	{gguf.Q5_K, q5KBytes, unpackQ5K},
-	{gguf.Q6_K, q6KBytes, unpackQ6K},
+// kTypes lists the K-quant types.
+func kTypes() [5]kType {
+	return [...]kType{
+		{gguf.Q2_K, q2KBytes, unpackQ2K},
+		{gguf.Q3_K, q3KBytes, unpackQ3K},
+		{gguf.Q4_K, q4KBytes, unpackQ4K},
+		{gguf.Q5_K, q5KBytes, unpackQ5K},
+		{gguf.Q6_K, q6KBytes, unpackQ6K},
+	}
 }
 
 // kTypeOf returns the kType of K-quant type t.
 func kTypeOf(t gguf.TensorType) kType {
-	for _, kt := range kTypes {
+	for _, kt := range kTypes() {
 		if kt.t == t {
 			return kt
 		}
@@ -65,7 +74,7 @@ func kTypeOf(t gguf.TensorType) kType {
 // addKQuant adds the kernels of level l for the 256-value super-block types
 // (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 func addKQuant(m map[gguf.TensorType]Kernel, l Level) {
-	for _, kt := range kTypes {
+	for _, kt := range kTypes() {
 		if l == Generic {
 			m[kt.t] = Kernel{Act: ActQ8K, Mul: mulKRef(kt)}
 		} else if f := kquantFast(kt.t, l); f != nil {
