@@ -57,42 +57,50 @@ clear: \
 	SHRQ $8, R9 \
 	LEAQ (BX)(R9*4), CX
 
-// KQ2_CHUNK(k, acc) adds chunk k's scaled pair sums into acc.
-#define KQ2_CHUNK(k, t, acc) \
-	VMOVDQU (32*k)(R12), t \
-	VPMADDUBSW (32*k)(SI)(AX*1), t, t \
-	VPMADDWD (256+32*k)(R12), t, t \
-	VPADDD t, acc, acc
+// KQ2_CHUNK(k, acc) adds chunk k (its values in register u) times the
+// column's values, scaled, into acc (Y8 scratch).
+#define KQ2_CHUNK(k, u, acc) \
+	VPMADDUBSW (32*k)(SI)(AX*1), u, Y8 \
+	VPMADDWD (256+32*k)(R12), Y8, Y8 \
+	VPADDD Y8, acc, acc
 
+// KQ2_COLUMNS multiplies the decoded super-block, its values loaded into
+// Y0-Y7 once, against every column.
 #define KQ2_COLUMNS \
 	VBROADCASTSS 544(R12), Y13 \
 	VBROADCASTSS 548(R12), Y14 \
+	VMOVDQU 0(R12), Y0 \
+	VMOVDQU 32(R12), Y1 \
+	VMOVDQU 64(R12), Y2 \
+	VMOVDQU 96(R12), Y3 \
+	VMOVDQU 128(R12), Y4 \
+	VMOVDQU 160(R12), Y5 \
+	VMOVDQU 192(R12), Y6 \
+	VMOVDQU 224(R12), Y7 \
 	MOVQ a+32(FP), SI \
 	LEAQ 1024(R12), DX \
 	MOVQ cols+48(FP), R11 \
 column: \
-	VMOVDQU 0(R12), Y0 \
-	VPMADDUBSW 0(SI)(AX*1), Y0, Y0 \
-	VPMADDWD 256(R12), Y0, Y8 \
-	VMOVDQU 32(R12), Y1 \
-	VPMADDUBSW 32(SI)(AX*1), Y1, Y1 \
-	VPMADDWD 288(R12), Y1, Y9 \
-	KQ2_CHUNK(2, Y2, Y8) \
-	KQ2_CHUNK(3, Y3, Y9) \
-	KQ2_CHUNK(4, Y4, Y8) \
-	KQ2_CHUNK(5, Y5, Y9) \
-	KQ2_CHUNK(6, Y6, Y8) \
-	KQ2_CHUNK(7, Y7, Y9) \
-	VPADDD Y9, Y8, Y8 \
-	VMOVDQU 512(R12), Y10 \
-	VPMADDWD 0(SI)(CX*1), Y10, Y10 \
-	VCVTDQ2PS Y8, Y8 \
-	VCVTDQ2PS Y10, Y10 \
-	VMULPS Y13, Y8, Y8 \
-	VFNMADD231PS Y14, Y10, Y8 \
-	VBROADCASTSS 0(SI)(BX*1), Y11 \
+	VPMADDUBSW 0(SI)(AX*1), Y0, Y9 \
+	VPMADDWD 256(R12), Y9, Y9 \
+	VPMADDUBSW 32(SI)(AX*1), Y1, Y10 \
+	VPMADDWD 288(R12), Y10, Y10 \
+	KQ2_CHUNK(2, Y2, Y9) \
+	KQ2_CHUNK(3, Y3, Y10) \
+	KQ2_CHUNK(4, Y4, Y9) \
+	KQ2_CHUNK(5, Y5, Y10) \
+	KQ2_CHUNK(6, Y6, Y9) \
+	KQ2_CHUNK(7, Y7, Y10) \
+	VPADDD Y10, Y9, Y9 \
+	VMOVDQU 512(R12), Y11 \
+	VPMADDWD 0(SI)(CX*1), Y11, Y11 \
+	VCVTDQ2PS Y9, Y9 \
+	VCVTDQ2PS Y11, Y11 \
+	VMULPS Y13, Y9, Y9 \
+	VFNMADD231PS Y14, Y11, Y9 \
+	VBROADCASTSS 0(SI)(BX*1), Y15 \
 	VMOVUPS (DX), Y12 \
-	VFMADD231PS Y11, Y8, Y12 \
+	VFMADD231PS Y15, Y9, Y12 \
 	VMOVUPS Y12, (DX) \
 	ADDQ R10, SI \
 	ADDQ $32, DX \
