@@ -76,27 +76,34 @@ clear: \
 	VPXORD Z25, Z25, Z25 \
 	KQ_FIRST_BLOCK
 
-// KQ_DOT adds the decoded super-block times the column at SI to acc, with
-// d and dm at offsets dd and dm of scratch.
+// KQ_DOT_ON adds one row's decoded super-block (chunks u0-u3, scale
+// vectors s0, s1, mn in mny) times one column (values q0-q3 and bsums bs,
+// registers or memory) to acc, with d and dm at offsets dd and dm of
+// scratch; t0-t3 and m (Z and Y names) are temporaries. Every form runs
+// these same operations, so they give the same bits.
+#define KQ_DOT_ON(q0, q1, q2, q3, bs, u0, u1, u2, u3, s0, s1, mny, t0, t1, t2, t3, mz, my, dd, dm, acc) \
+	VPXORD t0, t0, t0 \
+	VPXORD t1, t1, t1 \
+	VPXORD t2, t2, t2 \
+	VPXORD t3, t3, t3 \
+	VPDPBUSD q0, u0, t0 \
+	VPDPBUSD q1, u1, t1 \
+	VPDPBUSD q2, u2, t2 \
+	VPDPBUSD q3, u3, t3 \
+	VPACKSSDW t1, t0, t0 \
+	VPACKSSDW t3, t2, t2 \
+	VPMADDWD s0, t0, t0 \
+	VPDPWSSD s1, t2, t0 \
+	VPMADDWD bs, mny, my \
+	VCVTDQ2PS t0, t0 \
+	VCVTDQ2PS my, my \
+	VMULPS.BCST dd(R12), t0, t0 \
+	VFNMADD231PS.BCST dm(R12), mz, K1, t0 \
+	VFMADD231PS.BCST 0(SI)(BX*1), t0, acc
+
+// KQ_DOT adds the decoded super-block times the column at SI to acc.
 #define KQ_DOT(acc, dd, dm) \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
-	VPDPBUSD 0(SI)(AX*1), Z0, Z12 \
-	VPDPBUSD 64(SI)(AX*1), Z1, Z13 \
-	VPDPBUSD 128(SI)(AX*1), Z2, Z14 \
-	VPDPBUSD 192(SI)(AX*1), Z3, Z15 \
-	VPACKSSDW Z13, Z12, Z12 \
-	VPACKSSDW Z15, Z14, Z14 \
-	VPMADDWD Z4, Z12, Z12 \
-	VPDPWSSD Z5, Z14, Z12 \
-	VPMADDWD 0(SI)(CX*1), Y8, Y16 \
-	VCVTDQ2PS Z12, Z12 \
-	VCVTDQ2PS Y16, Y16 \
-	VMULPS.BCST dd(R12), Z12, Z12 \
-	VFNMADD231PS.BCST dm(R12), Z16, K1, Z12 \
-	VFMADD231PS.BCST 0(SI)(BX*1), Z12, acc
+	KQ_DOT_ON(0(SI)(AX*1), 64(SI)(AX*1), 128(SI)(AX*1), 192(SI)(AX*1), 0(SI)(CX*1), Z0, Z1, Z2, Z3, Z4, Z5, Y8, Z12, Z13, Z14, Z15, Z16, Y16, dd, dm, acc)
 
 // KQ_COLUMNS multiplies the decoded super-block against every column.
 #define KQ_COLUMNS(dd, dm) \
@@ -297,29 +304,6 @@ block: \
 // bsums in Y27, temporaries Z20-Z24, accumulator Z26 (two 64-byte slots per
 // column in scratch).
 
-// KQ_DOT_P is KQ_DOT on the loaded column, for the row whose chunks are
-// u0-u3, scale vectors s0, s1 and mn mny (the same operations, so the same
-// bits).
-#define KQ_DOT_P(u0, u1, u2, u3, s0, s1, mny, dd, dm, acc) \
-	VPXORD Z20, Z20, Z20 \
-	VPXORD Z21, Z21, Z21 \
-	VPXORD Z22, Z22, Z22 \
-	VPXORD Z23, Z23, Z23 \
-	VPDPBUSD Z6, u0, Z20 \
-	VPDPBUSD Z7, u1, Z21 \
-	VPDPBUSD Z9, u2, Z22 \
-	VPDPBUSD Z10, u3, Z23 \
-	VPACKSSDW Z21, Z20, Z20 \
-	VPACKSSDW Z23, Z22, Z22 \
-	VPMADDWD s0, Z20, Z20 \
-	VPDPWSSD s1, Z22, Z20 \
-	VPMADDWD Y27, mny, Y24 \
-	VCVTDQ2PS Z20, Z20 \
-	VCVTDQ2PS Y24, Y24 \
-	VMULPS.BCST dd(R12), Z20, Z20 \
-	VFNMADD231PS.BCST dm(R12), Z24, K1, Z20 \
-	VFMADD231PS.BCST 0(SI)(BX*1), Z20, acc
-
 // KQ_COLUMNS_P multiplies both decoded super-blocks against every column.
 #define KQ_COLUMNS_P(dd, dm, ddb, dmb) \
 	MOVQ a+32(FP), SI \
@@ -332,10 +316,10 @@ column: \
 	VMOVDQU64 192(SI)(AX*1), Z10 \
 	VMOVDQU64 0(SI)(CX*1), Y27 \
 	VMOVUPS (DX), Z26 \
-	KQ_DOT_P(Z0, Z1, Z2, Z3, Z4, Z5, Y8, dd, dm, Z26) \
+	KQ_DOT_ON(Z6, Z7, Z9, Z10, Y27, Z0, Z1, Z2, Z3, Z4, Z5, Y8, Z20, Z21, Z22, Z23, Z24, Y24, dd, dm, Z26) \
 	VMOVUPS Z26, (DX) \
 	VMOVUPS 64(DX), Z26 \
-	KQ_DOT_P(Z17, Z18, Z19, Z25, Z31, Z11, Y12, ddb, dmb, Z26) \
+	KQ_DOT_ON(Z6, Z7, Z9, Z10, Y27, Z17, Z18, Z19, Z25, Z31, Z11, Y12, Z20, Z21, Z22, Z23, Z24, Y24, ddb, dmb, Z26) \
 	VMOVUPS Z26, 64(DX) \
 	ADDQ R10, SI \
 	ADDQ $128, DX \
