@@ -309,15 +309,6 @@ func TestKQuantReferenceExtremeScales(t *testing.T) {
 	}
 }
 
-// availableLevels lists the levels this CPU can run.
-func availableLevels() []Level {
-	var ls []Level
-	for l := Generic; l <= Detect(); l++ {
-		ls = append(ls, l)
-	}
-	return ls
-}
-
 // TestKQuantBatchIndependence checks the package contract for every K type
 // and level: each output's bits are the same whether computed alone or
 // within any call, with any strides and at any place in it.
