@@ -58,7 +58,7 @@ func ParseLevel(s string) (Level, error) {
 // Detect returns the highest level this CPU supports.
 func Detect() Level {
 	x := cpu.X86
-	if !(x.HasAVX2 && x.HasFMA && x.HasOSXSAVE) {
+	if !(x.HasAVX2 && x.HasFMA && x.HasF16C && x.HasOSXSAVE) {
 		return Generic
 	}
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
