@@ -42,7 +42,7 @@ func TestLoadExample(t *testing.T) {
 	if tabs, _, _ := c.Presets[2].ParseThresholds(); len(tabs) != 2 {
 		t.Fatalf("one B for both models: %v", tabs)
 	}
-	if m, _ := c.Model("stories"); m.Engine != EngineCPU || m.Tokenizer != filepath.Join("testdata", "../../../shared/models/tok512.bin") {
+	if m, _ := c.Model("stories"); m.Engine != EngineCPU || m.Tokenizer != filepath.Join("testdata", "../../testdata/models/tok512.bin") {
 		t.Fatalf("paths are relative to the file: %+v", m)
 	}
 }

@@ -41,8 +41,8 @@ point beats on both quality and throughput are marked Pareto-optimal.
 Scorers: agreement (default) — the share of the large model's own greedy output reproduced before the
 first difference; exact — the output starts with the reference answer.
 
-  tokenrouter eval --dataset data.jsonl --model slm=../shared/models/llama2xs-model.bin \
-    --model llm=../shared/models/stories260K.gguf --tokenizer ../shared/models/tok512.bin \
+  tokenrouter eval --dataset data.jsonl --model slm=testdata/models/llama2xs-model.bin \
+    --model llm=testdata/models/stories260K.gguf --tokenizer testdata/models/tok512.bin \
     --algorithm r-stitch --sweep tau=0.1,0.3,0.5,0.7,0.9 --max-tokens 32 --plot out/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runEval(cmd, f) },

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin.path = filepath.Join(dir, "tokenrouter")
-	if out, err := exec.Command("go", "build", "-o", bin.path, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin.path, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building tokenrouter: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,12 +11,10 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/route/conformance"
 )
-
-// modelsDir holds the shared tiny models, relative to this package.
-const modelsDir = "../../../shared/models"
 
 // cases covers every built-in algorithm; the test fails when a registered
 // algorithm has no case.
@@ -89,11 +86,7 @@ func natsBus(t *testing.T) bus.Bus { return natstest.Bus(t, "conformance") }
 
 func TestCPU(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf", "stories260K.bin"}
-	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
-			t.Skipf("shared model %s not found in %s (%v): skipping the cpu-engine conformance run", f, modelsDir, err)
-		}
-	}
+	modelsDir := testmodels.Dir(t)
 	mk := func(t *testing.T, n int) []engine.Engine {
 		var es []engine.Engine
 		for _, f := range files[:n] {

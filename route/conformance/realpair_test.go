@@ -3,11 +3,11 @@ package conformance_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/route/conformance"
@@ -20,11 +20,7 @@ import (
 // algorithm that routes must use both models.
 func TestRealPairCounts(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf"}
-	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
-			t.Skipf("shared model %s not found in %s: skipping", f, modelsDir)
-		}
-	}
+	modelsDir := testmodels.Dir(t)
 	w, err := conformance.WriteWeights(t.TempDir(), 64, 5, 0)
 	if err != nil {
 		t.Fatal(err)
