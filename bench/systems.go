@@ -9,8 +9,10 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -50,8 +52,11 @@ func SystemAbout(name string) string {
 
 // Setup describes the deployment every system is built from.
 type Setup struct {
-	// Preset gives the models and their latency profiles.
-	Preset sim.Preset
+	// Models describe the models, small first; every system opens fresh
+	// engines from them.
+	Models []config.Model
+	// Kinds opens the models (nil: loader.Builtin()).
+	Kinds loader.Kinds
 	// Algorithm and Params are the routing algorithm under test.
 	Algorithm string
 	// Params are its parameters.
@@ -68,28 +73,61 @@ type Setup struct {
 	LargeShare float64
 	// Observer, if set, watches the routed systems' sub-servers.
 	Observer subserver.Observer
-	// Agree makes model 0 sample model 1's token with this probability
-	// (sim.Config.Agree), as a real small model tracks its large one;
-	// speculative decoding accepts such tokens.
-	Agree float64
 }
 
-// engines builds fresh simulated engines for the preset.
-func (s Setup) engines() []engine.Engine {
-	es := make([]engine.Engine, len(s.Preset.Models))
-	for i, name := range s.Preset.Models {
-		c := sim.Config{Name: name, Profile: s.Preset.Profiles[i], Seed: uint64(i + 1)}
-		if i == 0 && len(es) > 1 {
-			c.Agree, c.AgreeSeed = s.Agree, 2
-		}
-		es[i] = sim.New(c)
+// SimModels describes a latency preset's models on the simulated engine,
+// small first: model i has seed i+1, and model 0 samples model 1's token
+// with probability agree (as a real small model tracks its large one;
+// speculative decoding accepts such tokens).
+func SimModels(p sim.Preset, agree float64) []config.Model {
+	ms := make([]config.Model, len(p.Models))
+	for i, name := range p.Models {
+		pr := p.Profiles[i]
+		ms[i] = config.Model{Name: name, Engine: loader.KindSim, Seed: uint64(i + 1),
+			Latency: &config.Latency{Base: pr.Base, PerSeq: pr.PerSeq, PerToken: pr.PerToken}}
 	}
-	return es
+	if len(ms) > 1 {
+		ms[0].Agree, ms[0].AgreeSeed = agree, 2
+	}
+	return ms
+}
+
+// names returns the model names in order.
+func (s Setup) names() []string {
+	out := make([]string, len(s.Models))
+	for i, m := range s.Models {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// engines opens fresh engines for the models.
+func (s Setup) engines(ctx context.Context) ([]engine.Engine, error) {
+	kinds := s.Kinds
+	if kinds == nil {
+		kinds = loader.Builtin()
+	}
+	es := make([]engine.Engine, 0, len(s.Models))
+	for _, m := range s.Models {
+		e, err := kinds.OpenEngine(ctx, m)
+		if err != nil {
+			for _, o := range es {
+				_ = o.Close()
+			}
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		es = append(es, e)
+	}
+	return es, nil
 }
 
 // Build starts the named system on fresh engines.
-func (s Setup) Build(name string) (System, error) {
-	es := s.engines()
+func (s Setup) Build(ctx context.Context, name string) (System, error) {
+	es, err := s.engines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := s.names()
 	models := func(b []sched.Table) []router.Model {
 		ms := make([]router.Model, len(es))
 		for i := range es {
@@ -97,7 +135,7 @@ func (s Setup) Build(name string) (System, error) {
 			if b != nil {
 				p.B = b[i]
 			}
-			ms[i] = router.Model{Name: s.Preset.Models[i], Engine: es[i], Policy: p}
+			ms[i] = router.Model{Name: names[i], Engine: es[i], Policy: p}
 		}
 		return ms
 	}
@@ -115,7 +153,7 @@ func (s Setup) Build(name string) (System, error) {
 	case "std-serving":
 		cfg.Models, cfg.NoPending = models(nil), true
 	case "lockstep":
-		return lockstep.New(lockstep.Config{Engines: es, Names: s.Preset.Models, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
+		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
 	case "query-level":
 		share := s.LargeShare
 		if share == 0 {
@@ -176,7 +214,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		}
 		for round := range rounds {
 			for i, name := range systems {
-				sys, err := setup.Build(name)
+				sys, err := setup.Build(ctx, name)
 				if err != nil {
 					return nil, err
 				}

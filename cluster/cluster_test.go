@@ -74,8 +74,12 @@ func (s *syncBuffer) String() string {
 func start(t *testing.T, profile string, hb time.Duration, p string) (*cluster.Local, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
+	preset, err := sim.LookupPreset(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := func(i int) []string {
-		return []string{"--engine", "sim", "--profile", profile, "--max-wait", "50ms", "--log-level", "warn"}
+		return []string{"--engine", "sim", "--profile", profile + "/" + preset.Models[i], "--max-wait", "50ms", "--log-level", "warn"}
 	}
 	l, err := cluster.Start(context.Background(), cluster.LocalConfig{
 		Binary: bin.path, Models: []string{"slm", "llm"}, ModelArgs: [][]string{args(0), args(1)},

@@ -30,17 +30,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
-// Engine kinds.
-const (
-	// EngineSim is the simulated engine (no weights).
-	EngineSim = "sim"
-	// EngineCPU is the pure-Go CPU engine (GGUF or llama2.c weights).
-	EngineCPU = "cpu"
-)
+// DefaultEngine is the engine kind of a model that names none: the
+// simulated engine. Package loader knows the kinds and checks each model's
+// fields against its kind.
+const DefaultEngine = "sim"
 
 // AutoThresholds in Preset.Thresholds asks the throughput model for B.
 const AutoThresholds = "auto"
@@ -49,19 +45,17 @@ const AutoThresholds = "auto"
 // its algorithm, the limits, the max-wait guard, the size of "auto" tables
 // and of simulated models.
 const (
-	DefaultHost             = "127.0.0.1"
-	DefaultPort             = 30000
-	DefaultProfile          = "paper-r2r"
-	DefaultAlgorithm        = "r2r-random"
-	DefaultP                = "0.35"
-	DefaultMaxBodyBytes     = 1 << 20
-	DefaultMaxInFlight      = 1024
-	DefaultMaxTokens        = 256
-	DefaultShutdownTimeout  = 30 * time.Second
-	DefaultMaxWait          = 50 * time.Millisecond
-	DefaultAutoConcurrency  = 16
-	DefaultSimVocabSize     = 32000
-	DefaultSimContextLength = 32768
+	DefaultHost            = "127.0.0.1"
+	DefaultPort            = 30000
+	DefaultProfile         = "paper-r2r"
+	DefaultAlgorithm       = "r2r-random"
+	DefaultP               = "0.35"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxInFlight     = 1024
+	DefaultMaxTokens       = 256
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxWait         = 50 * time.Millisecond
+	DefaultAutoConcurrency = 16
 )
 
 // Config is the whole serving configuration.
@@ -91,32 +85,41 @@ type Config struct {
 	Presets []Preset `yaml:"presets"`
 }
 
-// Model defines one model.
+// Model describes one model: its engine kind and the fields that kind
+// reads (package loader opens it). The same description comes from a
+// configuration file's models entry or from command-line flags, and
+// travels to a sub-server in another process as YAML.
 type Model struct {
 	// Name identifies the model in presets, metrics and responses.
 	Name string `yaml:"name"`
-	// Engine is "sim" or "cpu".
+	// Engine is the engine kind: "sim" (the default) or "cpu".
 	Engine string `yaml:"engine"`
 	// Profile (sim) is a latency preset and model, "paper-r2r/slm"; a bare
-	// preset name picks the preset's model of the same name.
-	Profile string `yaml:"profile"`
+	// preset name picks the preset's model of the same name. A preset may
+	// be a profile file ending in .json (bench --calibrate writes one).
+	Profile string `yaml:"profile,omitempty"`
 	// Latency (sim) gives an explicit latency profile instead of Profile.
-	Latency *Latency `yaml:"latency"`
+	Latency *Latency `yaml:"latency,omitempty"`
 	// Seed (sim) makes this model's tokens differ from another's.
-	Seed uint64 `yaml:"seed"`
-	// VocabSize and ContextLength (sim) size the simulated model; for cpu
-	// ContextLength caps the model's own.
-	VocabSize     int `yaml:"vocab_size"`
-	ContextLength int `yaml:"context_length"`
+	Seed uint64 `yaml:"seed,omitempty"`
+	// Agree (sim) is the probability that this model samples the token a
+	// model with seed AgreeSeed would (a small model tracking its large
+	// one, for speculative decoding).
+	Agree     float64 `yaml:"agree,omitempty"`
+	AgreeSeed uint64  `yaml:"agree_seed,omitempty"`
+	// VocabSize and ContextLength (sim) size the simulated model (0: the
+	// engine's defaults); for cpu ContextLength caps the model's own.
+	VocabSize     int `yaml:"vocab_size,omitempty"`
+	ContextLength int `yaml:"context_length,omitempty"`
 	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
-	Path string `yaml:"path"`
+	Path string `yaml:"path,omitempty"`
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
 	// SentencePiece .model or GGUF); default: the GGUF's own.
-	Tokenizer string `yaml:"tokenizer"`
+	Tokenizer string `yaml:"tokenizer,omitempty"`
 	// Threads (cpu) is the kernel thread count (0: GOMAXPROCS).
-	Threads int `yaml:"threads"`
+	Threads int `yaml:"threads,omitempty"`
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
-	KVBudgetMB int `yaml:"kv_budget_mb"`
+	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
 }
 
 // Latency is an explicit sim latency profile: a step over b sequences
@@ -125,9 +128,9 @@ type Latency struct {
 	// Base is the fixed cost of a step.
 	Base time.Duration `yaml:"base"`
 	// PerSeq is the cost per sequence in the batch.
-	PerSeq time.Duration `yaml:"per_seq"`
+	PerSeq time.Duration `yaml:"per_seq,omitempty"`
 	// PerToken is the cost per extended token beyond one per sequence.
-	PerToken time.Duration `yaml:"per_token"`
+	PerToken time.Duration `yaml:"per_token,omitempty"`
 }
 
 // Preset maps a client-facing name to an algorithm over models.
@@ -159,8 +162,8 @@ func Default() Config {
 	c := Config{}
 	c.fillServer()
 	c.Models = []Model{
-		{Name: "slm", Engine: EngineSim, Profile: DefaultProfile + "/slm", Seed: 1},
-		{Name: "llm", Engine: EngineSim, Profile: DefaultProfile + "/llm", Seed: 2},
+		{Name: "slm", Engine: DefaultEngine, Profile: DefaultProfile + "/slm", Seed: 1},
+		{Name: "llm", Engine: DefaultEngine, Profile: DefaultProfile + "/llm", Seed: 2},
 	}
 	c.Presets = []Preset{{
 		Name: DefaultAlgorithm, Algorithm: DefaultAlgorithm, Models: []string{"slm", "llm"},
@@ -199,15 +202,7 @@ func (c *Config) FillDefaults() {
 	for i := range c.Models {
 		m := &c.Models[i]
 		if m.Engine == "" {
-			m.Engine = EngineSim
-		}
-		if m.Engine == EngineSim {
-			if m.VocabSize == 0 {
-				m.VocabSize = DefaultSimVocabSize
-			}
-			if m.ContextLength == 0 {
-				m.ContextLength = DefaultSimContextLength
-			}
+			m.Engine = DefaultEngine
 		}
 	}
 	for i := range c.Presets {
@@ -269,7 +264,8 @@ func Parse(b []byte) (Config, error) {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
 
-// Validate checks the configuration as a whole.
+// Validate checks the configuration as a whole, apart from each model's
+// engine-specific fields, which package loader checks against its kind.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("config: "+format, a...)) }
@@ -305,29 +301,8 @@ func (c *Config) Validate() error {
 			bad("model %q defined twice", m.Name)
 		}
 		models[m.Name] = m
-		switch m.Engine {
-		case EngineSim:
-			if _, err := m.SimProfile(); err != nil {
-				bad("model %q: %w", m.Name, err)
-			}
-			if m.VocabSize <= 258 {
-				bad("model %q: vocab_size %d: a simulated model needs more than 258 tokens", m.Name, m.VocabSize)
-			}
-			if m.ContextLength < 2 {
-				bad("model %q: context_length %d too small", m.Name, m.ContextLength)
-			}
-		case EngineCPU:
-			if m.Path == "" {
-				bad("model %q: engine cpu needs path", m.Name)
-			}
-			if m.Profile != "" || m.Latency != nil {
-				bad("model %q: profile and latency apply to engine sim only", m.Name)
-			}
-			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
-				bad("model %q: threads, kv_budget_mb and context_length must not be negative", m.Name)
-			}
-		default:
-			bad("model %q: engine %q: want sim or cpu", m.Name, m.Engine)
+		if m.Engine == "" {
+			bad("model %q: no engine", m.Name)
 		}
 	}
 	presets := map[string]bool{}
@@ -390,37 +365,6 @@ func bracket(h string) string {
 		return "[" + h + "]"
 	}
 	return h
-}
-
-// SimProfile resolves a sim model's latency profile.
-func (m *Model) SimProfile() (sim.Profile, error) {
-	if m.Latency != nil {
-		if m.Profile != "" {
-			return sim.Profile{}, errors.New("give profile or latency, not both")
-		}
-		l := *m.Latency
-		if l.Base < 0 || l.PerSeq < 0 || l.PerToken < 0 {
-			return sim.Profile{}, errors.New("latency: negative duration")
-		}
-		return sim.Profile{Base: l.Base, PerSeq: l.PerSeq, PerToken: l.PerToken}, nil
-	}
-	if m.Profile == "" {
-		return sim.Profile{}, errors.New("engine sim needs profile (e.g. paper-r2r/slm) or latency")
-	}
-	preset, model, _ := strings.Cut(m.Profile, "/")
-	if model == "" {
-		model = m.Name
-	}
-	p, err := sim.LookupPreset(preset)
-	if err != nil {
-		return sim.Profile{}, err
-	}
-	for i, n := range p.Models {
-		if n == model {
-			return p.Profiles[i], nil
-		}
-	}
-	return sim.Profile{}, fmt.Errorf("profile %q: preset %s has models %s", m.Profile, p.Name, strings.Join(p.Models, ", "))
 }
 
 // ParseThresholds returns the static tables (one per model) or auto=true.

@@ -77,8 +77,12 @@ func largeAlone(t *testing.T, prompt []int32, n int, seed uint64) []int32 {
 	out := make([]engine.Output, 1)
 	seq := slices.Clone(prompt)
 	var gen []int32
-	for range n {
-		if err := e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: seq[len(seq)-max(1, len(seq)-e.Len(1)):]}}, out); err != nil {
+	for k := range n {
+		toks := seq // the prompt first, then one token per step
+		if k > 0 {
+			toks = seq[len(seq)-1:]
+		}
+		if err := e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: toks}}, out); err != nil {
 			t.Fatal(err)
 		}
 		gen = append(gen, out[0].Token)

@@ -12,16 +12,12 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
-	"github.com/tokenrouter/tokenrouter/engine/sim"
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
-	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
-	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
 // modelInfo describes one model of a deployment for /v1/models and
@@ -89,130 +85,11 @@ func (d *deployment) simulated() bool {
 	return true
 }
 
-// opened is one model's engine (nil for a remote model) with its text
-// facts.
-type opened struct {
-	eng      engine.Engine
-	text     *textModel
-	template string
-	profile  *sim.Profile
-}
-
-// openModel opens one model definition: its engine, or, when remote, only
-// what the front end needs (tokenizer, chat template, sim profile).
-func openModel(m config.Model, remote bool, vocab int) (opened, error) {
-	switch m.Engine {
-	case config.EngineSim:
-		prof, err := m.SimProfile()
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o := opened{text: simText(), profile: &prof}
-		if !remote {
-			o.eng = sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize, ContextLength: m.ContextLength})
-		}
-		return o, nil
-	case config.EngineCPU:
-		if remote {
-			return openCPUText(m, vocab)
-		}
-		return openCPU(m)
-	}
-	return opened{}, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
-}
-
-// openCPUText opens a remote cpu model's tokenizer and chat template
-// without its weights (a GGUF file is parsed for its metadata only; its
-// tensors are not loaded). vocab is the vocabulary size the remote model
-// announced.
-func openCPUText(m config.Model, vocab int) (opened, error) {
-	var (
-		o   opened
-		tok *tokenizer.Tokenizer
-		err error
-	)
-	switch {
-	case m.Tokenizer != "":
-		if tok, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		if gguf.IsFile(m.Path) {
-			if f, err := gguf.OpenMeta(m.Path); err == nil {
-				o.template, _ = f.String("tokenizer.chat_template")
-			}
-		}
-	case gguf.IsFile(m.Path):
-		f, err := gguf.OpenMeta(m.Path)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.template, _ = f.String("tokenizer.chat_template")
-		if tok, err = tokenizer.FromGGUF(f); err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-	default:
-		return opened{}, fmt.Errorf("model %s: the front end of a remote model needs its tokenizer: give tokenizer, or a path to its GGUF file", m.Name)
-	}
-	if tok.VocabSize() != vocab {
-		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), vocab)
-	}
-	o.text = realText(tok)
-	return o, nil
-}
-
-// openCPU loads real weights with their tokenizer and chat template.
-func openCPU(m config.Model) (opened, error) {
-	opts := cpu.Options{Threads: m.Threads, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength}
-	var (
-		o   opened
-		tok *tokenizer.Tokenizer
-		err error
-	)
-	if gguf.IsFile(m.Path) {
-		f, err := gguf.Open(m.Path)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		eng, err := cpu.NewFromGGUF(f, opts)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.eng = eng
-		o.template, _ = f.String("tokenizer.chat_template")
-		if m.Tokenizer == "" {
-			if tok, err = tokenizer.FromGGUF(f); err != nil {
-				eng.Close()
-				return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-			}
-		}
-	} else {
-		if m.Tokenizer == "" {
-			return opened{}, fmt.Errorf("model %s: %s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Name, m.Path)
-		}
-		eng, err := cpu.Open(m.Path, opts)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.eng = eng
-	}
-	if tok == nil {
-		if tok, err = tokenizer.Open(m.Tokenizer, o.eng.Info().VocabSize); err != nil {
-			o.eng.Close()
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-	}
-	if tok.VocabSize() != o.eng.Info().VocabSize {
-		o.eng.Close()
-		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), o.eng.Info().VocabSize)
-	}
-	o.text = realText(tok)
-	return o, nil
-}
-
 // buildDeployment opens a preset's engines and starts its router, or,
 // with deploy set, has deploy run the preset's models elsewhere and opens
 // only their text side here.
-func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, reg *route.Registry, m *metrics, deploy Deployer) (*deployment, error) {
+func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, opts Options, m *metrics) (*deployment, error) {
+	reg, deploy, kinds := opts.Registry, opts.Deploy, opts.Kinds
 	tables, auto, err := p.ParseThresholds()
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
@@ -228,24 +105,15 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 		mcs[i] = mc
 		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
 	}
-	var (
-		opens   []opened
-		engines []engine.Engine
-	)
+	var opens []loader.Model
 	closeAll := func() {
-		for _, e := range engines {
-			e.Close()
+		for _, o := range opens {
+			o.Engine.Close()
 		}
 	}
 	if !remote {
-		for _, mc := range mcs {
-			o, err := openModel(mc, false, 0)
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-			}
-			opens = append(opens, o)
-			engines = append(engines, o.eng)
+		if opens, err = kinds.OpenAll(ctx, mcs); err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}
 	}
 	if auto && !remote {
@@ -258,15 +126,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 		}
 	} else if auto {
 		// Sub-servers elsewhere get their tables up front.
-		profiles := make([]*sim.Profile, len(mcs))
-		for i, mc := range mcs {
-			if mc.Engine == config.EngineSim {
-				if prof, err := mc.SimProfile(); err == nil {
-					profiles[i] = &prof
-				}
-			}
-		}
-		if tables, err = autoTables(ctx, p, profiles); err != nil {
+		if tables, err = autoTables(ctx, p, kinds, mcs); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}
@@ -279,7 +139,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 	for i := range mcs {
 		ms[i] = router.Model{Name: p.Models[i], Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
 		if !remote {
-			ms[i].Engine = engines[i]
+			ms[i].Engine = opens[i].Engine
 		}
 	}
 	d.obs = m.observer(d)
@@ -306,17 +166,17 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 	for i, mc := range mcs {
 		info := infos[i]
 		if remote {
-			o, err := openModel(mc, true, info.VocabSize)
+			t, err := kinds.OpenText(mc, info.VocabSize)
 			if err != nil {
 				return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
 			}
-			opens = append(opens, o)
+			opens = append(opens, loader.Model{Text: t})
 		}
 		o := opens[i]
 		d.models[i].simulated, d.models[i].info = info.Simulated, info
 		// The first real model's tokenizer and template serve the preset.
-		if d.text == nil || (d.text.sim && !o.text.sim) {
-			d.text, template = o.text, o.template
+		if text := textOf(o.Text); d.text == nil || (d.text.sim && !text.sim) {
+			d.text, template = text, o.Template
 		}
 		if i == 0 || info.ContextLength < d.ctxLen {
 			d.ctxLen = info.ContextLength
@@ -353,8 +213,12 @@ func (d *deployment) close() error {
 // autoTables asks the throughput model for the threshold tables. It needs
 // the routing matrix and the step latencies up front, which are known for
 // r2r-random over simulated engines; other setups need explicit B.
-func autoTables(ctx context.Context, p config.Preset, profiles []*sim.Profile) ([]sched.Table, error) {
-	if p.Algorithm != r2rrandom.Name || len(profiles) != 2 || profiles[0] == nil || profiles[1] == nil {
+func autoTables(ctx context.Context, p config.Preset, kinds loader.Kinds, mcs []config.Model) ([]sched.Table, error) {
+	lat := make([]time.Duration, len(mcs))
+	for i, mc := range mcs {
+		lat[i] = kinds.StepLatency(mc)
+	}
+	if p.Algorithm != r2rrandom.Name || len(lat) != 2 || lat[0] <= 0 || lat[1] <= 0 {
 		return nil, errors.New(`thresholds "auto" needs the throughput model's inputs up front: ` +
 			`available for r2r-random over two simulated models; give explicit thresholds (e.g. "1,3") otherwise`)
 	}
@@ -366,8 +230,8 @@ func autoTables(ctx context.Context, p config.Preset, profiles []*sim.Profile) (
 		}
 		prob = f
 	}
-	ms := func(pr *sim.Profile) float64 { return float64(pr.Latency(1, 1)) / float64(time.Millisecond) }
-	t, err := perfmodel.Table(ctx, perfmodel.R2R(prob, ms(profiles[0]), ms(profiles[1])), p.AutoConcurrency, nil)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	t, err := perfmodel.Table(ctx, perfmodel.R2R(prob, ms(lat[0]), ms(lat[1])), p.AutoConcurrency, nil)
 	if err != nil {
 		return nil, fmt.Errorf("auto thresholds: %w", err)
 	}

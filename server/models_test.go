@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 )
@@ -22,7 +23,7 @@ func TestRealModels(t *testing.T) {
 	}
 	e := start(t, func(c *config.Config) {
 		c.Models, c.Presets = cfg.Models, cfg.Presets[2:]
-		c.Models = append(c.Models, config.Model{Name: "gguf", Engine: config.EngineCPU, Path: filepath.Join(models, "stories260K.gguf")})
+		c.Models = append(c.Models, config.Model{Name: "gguf", Engine: loader.KindCPU, Path: filepath.Join(models, "stories260K.gguf")})
 		c.Presets = append(c.Presets, config.Preset{Name: "gguf-only", Algorithm: "r2r-random", Models: []string{"gguf", "stories"},
 			Params: map[string]string{"p": "0"}})
 	})

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -47,6 +48,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry resolves algorithm names (default: route/builtin).
 	Registry *route.Registry
+	// Kinds opens the models' engines and text sides (default:
+	// loader.Builtin()).
+	Kinds loader.Kinds
 	// Deploy, if set, runs every preset's models outside this process
 	// (child processes, other machines); the server then opens only their
 	// tokenizers and chat templates, not their weights. Nil runs every
@@ -112,10 +116,16 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) 
 	if opts.Registry == nil {
 		opts.Registry = builtin.Registry()
 	}
+	if opts.Kinds == nil {
+		opts.Kinds = loader.Builtin()
+	}
+	if err := opts.Kinds.CheckAll(&cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
 	s.metrics = newMetrics(s)
 	for _, p := range cfg.Presets {
-		d, err := buildDeployment(ctx, &cfg, p, opts.Registry, s.metrics, opts.Deploy)
+		d, err := buildDeployment(ctx, &cfg, p, opts, s.metrics)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("server: %w", err)

@@ -216,9 +216,6 @@ func benchDeployment(f benchFlags) (sim.Preset, map[string]string, []sched.Table
 }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
-	if f.engine != "sim" {
-		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
-	}
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
@@ -304,13 +301,17 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 // buildSystem wires the chosen serving system on fresh sim engines. Nil
 // tables select automatic thresholds.
 func buildSystem(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) (bench.System, error) {
-	return benchSetup(f, preset, params, tables, obs).Build(f.system)
+	return benchSetup(f, preset, params, tables, obs).Build(context.Background(), f.system)
 }
 
 // benchSetup describes the deployment every system of a run is built from.
 func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) bench.Setup {
-	return bench.Setup{Preset: preset, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
-		Thresholds: tables, MaxWait: f.maxWait, Observer: obs, Agree: f.agree}
+	ms := bench.SimModels(preset, f.agree)
+	for i := range ms {
+		ms[i].Engine = f.engine
+	}
+	return bench.Setup{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
+		Thresholds: tables, MaxWait: f.maxWait, Observer: obs}
 }
 
 // parseParams turns name=value pairs into a map.

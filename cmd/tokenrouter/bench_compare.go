@@ -15,8 +15,9 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -69,9 +70,6 @@ type compareRow struct {
 // runCompare measures several systems at several concurrencies in one
 // invocation, interleaved.
 func runCompare(cmd *cobra.Command, f benchFlags) error {
-	if f.engine != "sim" {
-		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
-	}
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
@@ -242,7 +240,8 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	if c.model == "" {
 		return fmt.Errorf("--calibrate: --model PATH is required")
 	}
-	eng, err := openEngine(c.model, c.threads)
+	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
+	eng, err := loader.Builtin().OpenEngine(cmd.Context(), config.Model{Name: name, Engine: loader.KindCPU, Path: c.model, Threads: c.threads})
 	if err != nil {
 		return fmt.Errorf("--calibrate: %w", err)
 	}
@@ -251,7 +250,6 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
 	errw := cmd.ErrOrStderr()
 	fmt.Fprintf(errw, "%-6s %-7s %10s %10s\n", "batch", "tokens", "measured", "fitted")
 	for _, m := range ms {
@@ -272,10 +270,4 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	}
 	fmt.Fprintf(errw, "wrote %s: base %v, per sequence %v, per extend token %v\n", c.out, prof.Base, prof.PerSeq, prof.PerToken)
 	return nil
-}
-
-// openEngine loads a model file (GGUF or llama2.c checkpoint) on the CPU
-// engine without a tokenizer.
-func openEngine(path string, threads int) (*cpu.Engine, error) {
-	return cpu.Open(path, cpu.Options{Threads: threads})
 }

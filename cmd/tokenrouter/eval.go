@@ -12,7 +12,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
 	"github.com/tokenrouter/tokenrouter/eval"
-	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -50,7 +49,7 @@ first difference; exact — the output starts with the reference answer.
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataset, "dataset", "", "JSONL dataset (required)")
 	fl.StringArrayVar(&f.models, "model", nil, "NAME=PATH of a model, small first (repeat; at least 2)")
-	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer for models whose file carries none (llama2.c tokenizer.bin)")
+	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for every --model (needed for llama2.c checkpoints); default: a GGUF file's own")
 	fl.StringVar(&f.algorithm, "algorithm", "r-stitch", "routing algorithm")
 	fl.StringArrayVar(&f.params, "param", nil, "fixed algorithm parameter name=value (repeatable)")
 	fl.StringVar(&f.sweep, "sweep", "tau=0.1,0.3,0.5,0.7,0.9", "NAME=V1,V2,... the parameter to sweep")
@@ -93,11 +92,7 @@ func runEval(cmd *cobra.Command, f evalFlags) error {
 	open := func(alg string, params map[string]string) (*router.Router, error) {
 		var ms []router.Model
 		for i, s := range specs {
-			tp := f.tokenizer
-			if gguf.IsFile(s.path) {
-				tp = ""
-			}
-			eng, t, err := openModel(s.path, tp, f.threads)
+			eng, t, err := openModel(cmd.Context(), s.name, s.path, f.tokenizer, f.threads)
 			if err != nil {
 				for _, m := range ms {
 					m.Engine.Close()

@@ -2,19 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -86,7 +88,7 @@ func newGenerateCmd() *cobra.Command {
 	f := cmd.Flags()
 	addRouteFlags(f, &rf)
 	f.StringArrayVar(&models, "model", nil, "model file (GGUF or llama2.c .bin), optionally NAME=PATH")
-	f.StringVar(&cfg.tokenizer, "tokenizer", "", "tokenizer file (llama2.c tokenizer.bin, SentencePiece .model or GGUF); default: the model's own")
+	f.StringVar(&cfg.tokenizer, "tokenizer", "", "tokenizer file for every --model (llama2.c tokenizer.bin, SentencePiece .model or GGUF; needed for llama2.c checkpoints); default: a GGUF file's own")
 	f.StringVar(&cfg.prompt, "prompt", "", "prompt text")
 	f.IntVar(&cfg.maxTokens, "max-tokens", 256, "maximum number of tokens to generate")
 	f.Float32Var(&temperature, "temperature", 0, "sampling temperature; 0 is greedy")
@@ -112,13 +114,13 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 	case cfg.sampling.Temperature < 0:
 		return fmt.Errorf("generate: --temperature %v is negative", cfg.sampling.Temperature)
 	}
-	eng, tok, err := openModel(cfg.models[0].path, cfg.tokenizer, cfg.threads)
+	ctx := cmd.Context()
+	eng, tok, err := openModel(ctx, cfg.models[0].name, cfg.models[0].path, cfg.tokenizer, cfg.threads)
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
 	defer eng.Close()
 
-	ctx := cmd.Context()
 	info := eng.Info()
 	prompt := tok.Encode(cfg.prompt, false)
 	if bos := tok.BOS; bos >= 0 && (tok.AddBOS || len(prompt) == 0) {
@@ -135,11 +137,13 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 	in := []engine.Input{{Seq: 1, Tokens: prompt, Sampling: cfg.sampling}}
 	var outBytes []byte
 	next1 := make([]int32, 1)
+	held := 0 // tokens in the sequence's KV cache
 	start := time.Now()
-	for len(res.OutputIDs) < cfg.maxTokens && eng.Len(1)+len(in[0].Tokens) <= info.ContextLength {
+	for len(res.OutputIDs) < cfg.maxTokens && held+len(in[0].Tokens) <= info.ContextLength {
 		if err := eng.Step(ctx, in, out); err != nil {
 			return fmt.Errorf("generate: %w", err)
 		}
+		held += len(in[0].Tokens)
 		next := out[0].Token
 		if next == tok.EOS || next == tok.BOS {
 			break
@@ -169,47 +173,16 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 	return enc.Encode(res)
 }
 
-// openModel loads a model on the CPU engine with its tokenizer: the GGUF
-// file's own, or tokenizerPath (required for llama2.c checkpoints).
-func openModel(path, tokenizerPath string, threads int) (*cpu.Engine, *tokenizer.Tokenizer, error) {
-	opts := cpu.Options{Threads: threads}
-	var eng *cpu.Engine
-	var tok *tokenizer.Tokenizer
-	if _, err := os.Stat(path); err != nil {
+// openModel opens a model file on the CPU engine with its text side: the
+// GGUF file's own tokenizer, or tokenizerPath (required for llama2.c
+// checkpoints).
+func openModel(ctx context.Context, name, path, tokenizerPath string, threads int) (engine.Engine, *tokenizer.Tokenizer, error) {
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	m, err := loader.Builtin().Open(ctx, config.Model{Name: name, Engine: loader.KindCPU, Path: path, Tokenizer: tokenizerPath, Threads: threads})
+	if err != nil {
 		return nil, nil, err
 	}
-	var err error
-	if gguf.IsFile(path) {
-		f, err := gguf.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		if eng, err = cpu.NewFromGGUF(f, opts); err != nil {
-			return nil, nil, err
-		}
-		if tokenizerPath == "" {
-			if tok, err = tokenizer.FromGGUF(f); err != nil {
-				eng.Close()
-				return nil, nil, err
-			}
-		}
-	} else {
-		if tokenizerPath == "" {
-			return nil, nil, fmt.Errorf("%s is not a GGUF file; a llama2.c checkpoint needs --tokenizer", path)
-		}
-		if eng, err = cpu.Open(path, opts); err != nil {
-			return nil, nil, err
-		}
-	}
-	if tok == nil {
-		if tok, err = tokenizer.Open(tokenizerPath, eng.Info().VocabSize); err != nil {
-			eng.Close()
-			return nil, nil, err
-		}
-	}
-	if tok.VocabSize() != eng.Info().VocabSize {
-		eng.Close()
-		return nil, nil, fmt.Errorf("tokenizer has %d tokens but the model has %d", tok.VocabSize(), eng.Info().VocabSize)
-	}
-	return eng, tok, nil
+	return m.Engine, m.Tokenizer, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -73,11 +72,7 @@ func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) e
 			return fmt.Errorf("generate: model name %q given twice", name)
 		}
 		names[name] = true
-		tp := cfg.tokenizer
-		if gguf.IsFile(spec.path) {
-			tp = "" // a GGUF file carries its own tokenizer
-		}
-		eng, t, err := openModel(spec.path, tp, cfg.threads)
+		eng, t, err := openModel(cmd.Context(), name, spec.path, cfg.tokenizer, cfg.threads)
 		if err != nil {
 			return fmt.Errorf("generate: model %s: %w", name, err)
 		}

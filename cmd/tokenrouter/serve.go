@@ -14,6 +14,7 @@ import (
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server"
 )
 
@@ -132,7 +133,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 				if ms.name == "" {
 					ms.name = fmt.Sprintf("m%d", i)
 				}
-				cfg.Models = append(cfg.Models, config.Model{Name: ms.name, Engine: config.EngineCPU, Path: ms.path,
+				cfg.Models = append(cfg.Models, config.Model{Name: ms.name, Engine: loader.KindCPU, Path: ms.path,
 					Tokenizer: f.tokenizer, Threads: f.threads})
 				names = append(names, ms.name)
 			}
@@ -143,7 +144,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 			}
 			cfg.Models = nil
 			for i, n := range preset.Models {
-				cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: config.EngineSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
+				cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
 				names = append(names, n)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/router"
@@ -87,37 +89,23 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	return out
 }
 
-// subserverArgs are the subserver flags that run model m with policy pol.
+// subserverArgs are the subserver flags that run model m with policy pol:
+// the model's description as one YAML value, then the policy.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	var a []string
-	switch m.Engine {
-	case config.EngineSim:
-		a = append(a, "--engine", "sim", "--seed", strconv.FormatUint(m.Seed, 10))
-		switch {
-		case m.Latency != nil:
-			a = append(a, "--latency-base", m.Latency.Base.String(), "--latency-per-seq", m.Latency.PerSeq.String(),
-				"--latency-per-token", m.Latency.PerToken.String())
-		case strings.Contains(m.Profile, "/"):
-			a = append(a, "--profile", m.Profile)
-		default: // a bare preset names the preset's model of the same name
-			a = append(a, "--profile", m.Profile+"/"+m.Name)
+	for _, p := range []*string{&m.Path, &m.Tokenizer} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", m.Name, err)
+			}
+			*p = abs
 		}
-		if m.VocabSize > 0 {
-			a = append(a, "--vocab-size", strconv.Itoa(m.VocabSize))
-		}
-	case config.EngineCPU:
-		path, err := filepath.Abs(m.Path)
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		a = append(a, "--engine", "cpu", "--path", path, "--threads", strconv.Itoa(m.Threads),
-			"--kv-budget-mb", strconv.Itoa(m.KVBudgetMB))
-	default:
-		return nil, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
 	}
-	if m.ContextLength > 0 {
-		a = append(a, "--context-length", strconv.Itoa(m.ContextLength))
+	desc, err := yaml.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
+	a := []string{"--model-config", string(desc)}
 	if len(pol.B) == 0 {
 		return nil, errors.New("no threshold table")
 	}
