@@ -240,3 +240,49 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 	}
 	return rows, nil
 }
+
+// Summary is one Row as reported: throughput, latency percentiles and the
+// paired difference from the first system at the same concurrency.
+type Summary struct {
+	System          string  `json:"system"`
+	Concurrency     int     `json:"concurrency"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Tokens          int     `json:"tokens"`
+	Seconds         float64 `json:"seconds"`
+	LargeShare      float64 `json:"large_model_share"`
+	TTFTp50MS       float64 `json:"ttft_p50_ms"`
+	TTFTp99MS       float64 `json:"ttft_p99_ms"`
+	TPOTp50MS       float64 `json:"tpot_p50_ms"`
+	TPOTp99MS       float64 `json:"tpot_p99_ms"`
+	Requests        int     `json:"requests_completed"`
+	// VsFirst is the mean per-round difference from the first system at
+	// the same concurrency (rounds share seeds, so they pair up),
+	// VsFirstCI95 the half-width of its 95% confidence interval (0 with
+	// fewer than two rounds).
+	VsFirst     float64 `json:"vs_first_tokens_per_second"`
+	VsFirstCI95 float64 `json:"vs_first_ci95"`
+}
+
+// Summarize reports Compare's rows; systems is the number of systems per
+// concurrency (the rows of one concurrency are consecutive, the first
+// system first).
+func Summarize(rows []Row, systems int) []Summary {
+	out := make([]Summary, len(rows))
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	byRound := func(v []float64) map[int]float64 {
+		m := make(map[int]float64, len(v))
+		for r, x := range v {
+			m[r] = x
+		}
+		return m
+	}
+	for i, r := range rows {
+		out[i] = Summary{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
+			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
+			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
+			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
+		first := rows[i-i%systems]
+		out[i].VsFirst, out[i].VsFirstCI95, _ = PairedLead(byRound(r.PerRound), byRound(first.PerRound))
+	}
+	return out
+}

@@ -33,12 +33,8 @@ type subserverFlags struct {
 	stdinEOF                                                      bool
 }
 
-func newSubserverCmd() *cobra.Command {
-	var f subserverFlags
-	cmd := &cobra.Command{
-		Use:   "subserver",
-		Short: "Run one model's sub-server as its own process, attached to a NATS bus",
-		Long: `subserver runs the sub-server of model --index of a deployment and connects it
+// subserverLong is the subserver command's help text.
+const subserverLong = `subserver runs the sub-server of model --index of a deployment and connects it
 to the deployment's NATS bus; the front end (serve --nats, or serve --processes,
 which starts these processes itself) admits requests and streams their tokens.
 
@@ -50,9 +46,16 @@ as serve --processes passes it, by --model-config: one YAML mapping with the
 fields of a configuration file's models entry.
 
 Every member and the front end must agree on --models, --algorithm, --prefix,
---heartbeat and --misses.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSubserver(cmd, f) },
+--heartbeat and --misses.`
+
+func newSubserverCmd() *cobra.Command {
+	var f subserverFlags
+	cmd := &cobra.Command{
+		Use:   "subserver",
+		Short: "Run one model's sub-server as its own process, attached to a NATS bus",
+		Long:  subserverLong,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runSubserver(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "nats", "", "NATS server URL (required), nats://HOST:PORT")
