@@ -21,7 +21,7 @@ func fastSetup(t *testing.T) Setup {
 		Models: SimModels(sim.Preset{Name: "fast", Models: []string{"slm", "llm"},
 			Profiles: []sim.Profile{{Base: 200 * time.Microsecond}, {Base: time.Millisecond}}}, 0),
 		Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),
-		Thresholds: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond,
+		Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond},
 	}
 }
 

@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
+	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/route/querylevel"
+	"github.com/tokenrouter/tokenrouter/route/single"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
@@ -21,7 +23,7 @@ import (
 
 // Systems lists the serving systems Setup.Build knows, in report order
 // ("all"). Setup.Build also knows "tokenrouter-auto", which is
-// "tokenrouter" with automatic thresholds whatever Setup.Thresholds says, to
+// "tokenrouter" with automatic thresholds whatever Setup.Launch says, to
 // measure automatic against static thresholds side by side.
 func Systems() []string {
 	return []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "query-level", "slm-only", "llm-only"}
@@ -63,11 +65,10 @@ type Setup struct {
 	Params map[string]string
 	// Registry resolves algorithms.
 	Registry *route.Registry
-	// Thresholds, one table per model, for "tokenrouter"; nil selects
-	// automatic thresholds (autotune).
-	Thresholds []sched.Table
-	// MaxWait is the max-wait guard of the routed systems.
-	MaxWait time.Duration
+	// Launch is "tokenrouter"'s launch policy (static tables or automatic
+	// thresholds); the other routed systems launch at B = 1
+	// (tokenrouter-auto: automatic thresholds) with its max-wait guard.
+	Launch sched.Launch
 	// LargeShare is the share of large-model tokens "query-level" targets
 	// (default: Params["p"], else 0.35).
 	LargeShare float64
@@ -128,30 +129,20 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		return nil, err
 	}
 	names := s.names()
-	models := func(b []sched.Table) []router.Model {
-		ms := make([]router.Model, len(es))
-		for i := range es {
-			p := sched.Policy{MaxWait: s.MaxWait}
-			if b != nil {
-				p.B = b[i]
-			}
-			ms[i] = router.Model{Name: names[i], Engine: es[i], Policy: p}
-		}
-		return ms
+	ms := make([]router.Model, len(es))
+	for i := range es {
+		ms[i] = router.Model{Name: names[i], Engine: es[i]}
 	}
-	cfg := router.Config{Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer}
+	cfg := router.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}}
 	switch name {
 	case "tokenrouter":
-		cfg.Models = models(s.Thresholds)
-		if s.Thresholds == nil {
-			cfg.Auto = &autotune.Options{}
-		}
+		cfg.Launch = s.Launch
 	case "tokenrouter-auto":
-		cfg.Models, cfg.Auto = models(nil), &autotune.Options{}
+		cfg.Launch.Auto = true
 	case "tokenrouter-b1":
-		cfg.Models = models(nil)
 	case "std-serving":
-		cfg.Models, cfg.NoPending = models(nil), true
+		cfg.Registry = stdserving.Registry(s.Registry, s.Algorithm)
 	case "lockstep":
 		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
 	case "query-level":
@@ -162,14 +153,14 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 				share = p
 			}
 		}
-		cfg.Models, cfg.Algorithm = models(nil), "query-level"
+		cfg.Algorithm = querylevel.Name
 		cfg.Params = map[string]string{"score": "random", "strong": strconv.FormatFloat(share, 'g', -1, 64)}
 	case "slm-only", "llm-only":
 		m := 0
 		if name == "llm-only" {
 			m = len(es) - 1
 		}
-		cfg.Models, cfg.Algorithm, cfg.Params = models(nil), "single", map[string]string{"model": strconv.Itoa(m)}
+		cfg.Algorithm, cfg.Params = single.Name, map[string]string{"model": strconv.Itoa(m)}
 	default:
 		for _, e := range es {
 			_ = e.Close()

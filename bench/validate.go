@@ -27,8 +27,8 @@ type ValidateConfig struct {
 	// Setup is the deployment: two models with explicit, batch-independent
 	// latencies (the model's assumption), an algorithm whose routing
 	// process is known up front (route.Predictable), and the max-wait
-	// guard (0 matches the model). Its Thresholds and Observer are set
-	// per point.
+	// guard (Launch.MaxWait; 0 matches the model). Its launch tables and
+	// Observer are set per point.
 	Setup Setup
 	// Concurrency lists the N to validate; every feasible B = (1, B1) of
 	// each is a point.
@@ -162,7 +162,7 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 		}
 	}
 	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat,
-		MaxWaitMS: float64(c.Setup.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
+		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
 		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
 		AllMatch: true, AllWithin: true, AllResolved: true}
 	v.next = c.Rounds
@@ -538,7 +538,7 @@ func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, se
 	m := len(v.c.Setup.Models)
 	meter := &stepMeter{steps: make([]atomic.Int64, m), nanos: make([]atomic.Int64, m)}
 	setup := v.c.Setup
-	setup.Thresholds, setup.Observer = tables, meter
+	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, meter
 	sys, err := setup.Build(ctx, "tokenrouter")
 	if err != nil {
 		return sliceResult{}, err

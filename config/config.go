@@ -7,13 +7,15 @@
 //
 // A preset runs one routing algorithm over its models; the server builds
 // one router per preset, each with its own engines, so two presets over the
-// same model definitions load that model twice. Thresholds are explicit
-// ("1,3", or one value for every model) or "auto" (the default): in one
-// process the runtime estimates the routing probabilities and step
-// latencies from what it observes and applies the throughput model's best
-// table B*(n) (autotune); for sub-servers in other processes the table is
-// computed up front, which needs known inputs (r2r-random over simulated
-// engines).
+// same model definitions load that model twice. A preset's launch policy
+// (ParseLaunch, the one place thresholds are read) is explicit ("1,3", or
+// one value for every model), a plan file ("@plan.json", as `tokenrouter
+// plan --format json` writes it) or "auto" (the default): in one process
+// the runtime estimates the routing probabilities and step latencies from
+// what it observes and applies the throughput model's best table B*(n)
+// (autotune); for sub-servers in other processes the table is computed up
+// front, which needs known inputs (an algorithm that states its routing
+// process, route.Predictable, over simulated engines).
 package config
 
 import (
@@ -30,6 +32,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
@@ -226,18 +229,28 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(b)
+	c, err := decode(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
+	rel := func(p string) string {
+		if p != "" && !filepath.IsAbs(p) {
+			return filepath.Join(dir, p)
+		}
+		return p
+	}
 	for i := range c.Models {
 		m := &c.Models[i]
-		for _, p := range []*string{&m.Path, &m.Tokenizer} {
-			if *p != "" && !filepath.IsAbs(*p) {
-				*p = filepath.Join(dir, *p)
-			}
+		m.Path, m.Tokenizer = rel(m.Path), rel(m.Tokenizer)
+	}
+	for i := range c.Presets {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(c.Presets[i].Thresholds), "@"); ok {
+			c.Presets[i].Thresholds = "@" + rel(f)
 		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
@@ -245,6 +258,18 @@ func Load(path string) (Config, error) {
 // Parse decodes YAML (unknown keys are errors), fills defaults and
 // validates. Missing models and presets mean the embedded default's.
 func Parse(b []byte) (Config, error) {
+	c, err := decode(b)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// decode reads YAML (unknown keys are errors) and fills defaults.
+func decode(b []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -256,9 +281,6 @@ func Parse(b []byte) (Config, error) {
 		c.Models, c.Presets = d.Models, d.Presets
 	}
 	c.FillDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
 	return c, nil
 }
 
@@ -332,7 +354,7 @@ func (c *Config) Validate() error {
 			}
 			seen[n] = true
 		}
-		if _, _, err := p.ParseThresholds(); err != nil {
+		if _, err := p.Launch(); err != nil {
 			bad("preset %q: %w", p.Name, err)
 		}
 		if p.AutoConcurrency < 1 || p.AutoConcurrency > 256 {
@@ -367,27 +389,50 @@ func bracket(h string) string {
 	return h
 }
 
-// ParseThresholds returns the static tables (one per model) or auto=true.
-// One value applies to every model.
-func (p *Preset) ParseThresholds() (tables []sched.Table, auto bool, err error) {
-	s := strings.TrimSpace(p.Thresholds)
-	if s == AutoThresholds {
-		return nil, true, nil
-	}
-	if s == "" {
+// Launch is the preset's launch policy (see ParseLaunch): its thresholds
+// for its models and its max-wait guard (negative: none).
+func (p *Preset) Launch() (sched.Launch, error) {
+	return ParseLaunch(p.Thresholds, len(p.Models), max(p.MaxWait, 0))
+}
+
+// ParseLaunch builds a deployment's launch policy for models models from a
+// threshold spec and a max-wait guard (0: none). It is the one place
+// thresholds are read, for a configuration file's presets and for the
+// serve, bench and subserver flags alike. The spec is "auto" (automatic
+// thresholds), B values such as "1,3" (one per model, or one for every
+// model), or "@FILE": the JSON a `tokenrouter plan --format json` run wrote,
+// whose best row per concurrency gives each model a threshold table B(n).
+func ParseLaunch(spec string, models int, maxWait time.Duration) (sched.Launch, error) {
+	l := sched.Launch{MaxWait: maxWait}
+	s := strings.TrimSpace(spec)
+	switch {
+	case s == AutoThresholds:
+		l.Auto = true
+		return l, nil
+	case strings.HasPrefix(s, "@"):
+		rows, err := perfmodel.ReadPlan(s[1:])
+		if err != nil {
+			return l, fmt.Errorf("thresholds %q: %w", spec, err)
+		}
+		if l.Tables, err = perfmodel.PlanTables(rows, models); err != nil {
+			return l, fmt.Errorf("thresholds %q: %w", spec, err)
+		}
+		return l, nil
+	case s == "":
 		s = "1"
 	}
 	t, err := sched.ParseStatic(s)
 	if err != nil {
-		return nil, false, fmt.Errorf("thresholds %q: want \"auto\" or B values such as \"1,3\": %w", p.Thresholds, err)
+		return l, fmt.Errorf("thresholds %q: want \"auto\", B values such as \"1,3\" or @plan.json: %w", spec, err)
 	}
 	switch {
 	case len(t) == 1:
-		for len(t) < len(p.Models) {
+		for len(t) < models {
 			t = append(t, t[0])
 		}
-	case len(t) != len(p.Models):
-		return nil, false, fmt.Errorf("thresholds %q: %d values for %d models", p.Thresholds, len(t), len(p.Models))
+	case len(t) != models:
+		return l, fmt.Errorf("thresholds %q: %d values for %d models", spec, len(t), models)
 	}
-	return t, false, nil
+	l.Tables = t
+	return l, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -132,7 +131,7 @@ func (s Study) open(ctx context.Context, alg string, params map[string]string) (
 	ms := make([]router.Model, len(opened))
 	var errs []error
 	for i, o := range opened {
-		ms[i] = router.Model{Name: s.Models[i].Name, Engine: o.Engine, Policy: sched.Policy{B: sched.Static(1)}}
+		ms[i] = router.Model{Name: s.Models[i].Name, Engine: o.Engine}
 		if o.Tokenizer == nil {
 			errs = append(errs, fmt.Errorf("eval: model %s has no text (a simulated model)", s.Models[i].Name))
 		} else if i > 0 && opened[0].Tokenizer != nil {

@@ -25,12 +25,11 @@ func TestAutoThresholdsConverge(t *testing.T) {
 	var ms []router.Model
 	for i, l := range lat {
 		ms = append(ms, router.Model{Name: []string{"slm", "llm"}[i],
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}}),
-			Policy: sched.Policy{B: sched.Static(3), MaxWait: 40 * time.Millisecond}})
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}})})
 	}
 	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
-		Registry: builtin.Registry(),
-		Auto:     &autotune.Options{Window: 800 * time.Millisecond, Tick: 20 * time.Millisecond, MinInterval: 200 * time.Millisecond}})
+		Registry: builtin.Registry(), Launch: sched.Launch{Auto: true, Tables: []sched.Table{sched.Static(3), sched.Static(3)}, MaxWait: 40 * time.Millisecond},
+		Tuning: &autotune.Options{Window: 800 * time.Millisecond, Tick: 20 * time.Millisecond, MinInterval: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

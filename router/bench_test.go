@@ -11,7 +11,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -24,8 +23,7 @@ func benchLoop(b *testing.B, algorithm string, models, batch int) {
 	var ms []router.Model
 	for i := range models {
 		ms = append(ms, router.Model{Name: string(rune('a' + i)),
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24}),
-			Policy: sched.Policy{B: sched.Static(1)}})
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24})})
 	}
 	r, err := router.New(router.Config{Models: ms, Algorithm: algorithm, Params: map[string]string{"p": "0.35"},
 		Registry: builtin.Registry(), MaxBatch: batch})

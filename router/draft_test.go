@@ -11,7 +11,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // draft is a minimal draft-and-verify algorithm used to exercise the
@@ -99,8 +98,8 @@ func testDraftVerifyEqualsLargeModelAlone(t *testing.T, bc busCase) {
 	for _, agree := range []float64{0, 0.7, 1} {
 		sends := 0
 		ms := []router.Model{
-			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
-			{Name: "target", Engine: sim.New(sim.Config{Seed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
+			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22})},
+			{Name: "target", Engine: sim.New(sim.Config{Seed: 22})},
 		}
 		r, err := router.New(router.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
 		if err != nil {

@@ -43,7 +43,7 @@ func remote(t *testing.T, url string, lat ...time.Duration) ([]*subserver.Server
 			t.Fatal(err)
 		}
 		s, err := subserver.New(subserver.Config{Index: i, Models: len(lat), Name: names[i], Engine: eng, Algorithm: alg,
-			Policy: sched.Policy{B: sched.Static(1)}, Bus: b})
+			Policy: sched.Launch{}.Policy(i), Bus: b})
 		if err != nil {
 			t.Fatal(err)
 		}

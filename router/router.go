@@ -30,11 +30,9 @@ type Model struct {
 	Engine engine.Engine
 	// Remote, set instead of Engine, declares a model whose sub-server
 	// runs elsewhere (another process or machine) and attaches to Bus
-	// itself; the facts are the ones that sub-server announced. Policy
-	// then belongs to the remote sub-server.
+	// itself; the facts are the ones that sub-server announced. Its launch
+	// policy belongs to the remote sub-server.
 	Remote *engine.Info
-	// Policy is its launch policy (thresholds and max-wait).
-	Policy sched.Policy
 }
 
 // Config describes a deployment.
@@ -53,15 +51,15 @@ type Config struct {
 	MaxBatch int
 	// Observer, if set, watches every sub-server's steps and hand-offs.
 	Observer subserver.Observer
-	// NoPending drops a request's KV on every hand-off (see
-	// subserver.Config.NoPending); the std-serving baseline sets it.
-	NoPending bool
-	// Auto, if set, turns on automatic thresholds (DESIGN §6): each model
-	// starts at B = 1 and a tuner, started and stopped with the router,
-	// estimates the routing process from what it observes and pushes the
-	// tables B*(n). The models' Policy.B is ignored; their MaxWait guard
-	// and lookahead settings stay. Nil keeps every Policy as given.
-	Auto *autotune.Options
+	// Launch is the launch policy of the local models: static tables
+	// (the zero value: B = 1 everywhere, no max-wait guard) or automatic
+	// thresholds (DESIGN §6): each model starts at B = 1 and a tuner,
+	// started and stopped with the router, estimates the routing process
+	// from what it observes and pushes the tables B*(n), keeping the
+	// max-wait guard.
+	Launch sched.Launch
+	// Tuning tunes the tuner of automatic thresholds (nil: its defaults).
+	Tuning *autotune.Options
 }
 
 // Router is a running deployment.
@@ -117,7 +115,7 @@ func New(cfg Config) (*Router, error) {
 		if (m.Engine == nil) == (m.Remote == nil) {
 			return nil, fmt.Errorf("router: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
 		}
-		if m.Remote != nil && cfg.Auto != nil {
+		if m.Remote != nil && cfg.Launch.Auto {
 			return nil, fmt.Errorf("router: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
 		}
 	}
@@ -137,12 +135,16 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	obs := cfg.Observer
-	if cfg.Auto != nil {
+	if cfg.Launch.Auto {
 		base := make([]sched.Policy, len(cfg.Models))
-		for i, m := range cfg.Models {
-			base[i] = m.Policy
+		for i := range cfg.Models {
+			base[i] = cfg.Launch.Policy(i)
 		}
-		t, err := autotune.New(base, *cfg.Auto)
+		var opts autotune.Options
+		if cfg.Tuning != nil {
+			opts = *cfg.Tuning
+		}
+		t, err := autotune.New(base, opts)
 		if err != nil {
 			r.abort()
 			return nil, fmt.Errorf("router: %w", err)
@@ -163,13 +165,13 @@ func New(cfg Config) (*Router, error) {
 			r.abort()
 			return nil, fmt.Errorf("router: %w", err)
 		}
-		pol := m.Policy
+		pol := cfg.Launch.Policy(i)
 		if r.tuner != nil {
 			pol = r.tuner.Initial(i)
 		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, NoPending: cfg.NoPending,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs,
 		})
 		if err != nil {
 			r.abort()
@@ -220,8 +222,8 @@ func (o observers) Routed(model int, moved []int) {
 	}
 }
 
-// Tuner returns the automatic-threshold tuner, or nil when Config.Auto is
-// not set.
+// Tuner returns the automatic-threshold tuner, or nil when the launch
+// policy is static.
 func (r *Router) Tuner() *autotune.Tuner { return r.tuner }
 
 // abort undoes a partial New.

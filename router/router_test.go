@@ -28,15 +28,19 @@ func simModels(lat ...time.Duration) []router.Model {
 		ms = append(ms, router.Model{
 			Name:   []string{"slm", "llm", "xl"}[i],
 			Engine: sim.New(sim.Config{Name: "m", Seed: uint64(i + 1), Profile: sim.Profile{Base: l}}),
-			Policy: sched.Policy{B: sched.Static(1)},
 		})
 	}
 	return ms
 }
 
-func newRouter(t *testing.T, bc busCase, ms []router.Model, p string) *router.Router {
+func newRouter(t *testing.T, bc busCase, ms []router.Model, p string, launch ...sched.Launch) *router.Router {
 	t.Helper()
-	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry(), Bus: bc.bus(t)})
+	var l sched.Launch
+	if len(launch) > 0 {
+		l = launch[0]
+	}
+	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry(),
+		Bus: bc.bus(t), Launch: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +232,7 @@ func testMaxWaitGuardPreventsDeadlock(t *testing.T, bc busCase) {
 	// requests split (one routed, one stayed), each model waits for a
 	// second request that never comes.
 	build := func(maxWait time.Duration) *router.Router {
-		ms := simModels(0, 0)
-		for i := range ms {
-			ms[i].Policy = sched.Policy{B: sched.Static(2), MaxWait: maxWait}
-		}
-		return newRouter(t, bc, ms, "0.5")
+		return newRouter(t, bc, simModels(0, 0), "0.5", sched.Launch{Tables: []sched.Table{sched.Static(2), sched.Static(2)}, MaxWait: maxWait})
 	}
 	submit := func(r *router.Router, ctx context.Context) error {
 		var errs []error

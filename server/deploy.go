@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
-
-	"github.com/tokenrouter/tokenrouter/autotune"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
-	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
+	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
@@ -86,16 +83,10 @@ func (d *deployment) simulated() bool {
 }
 
 // buildDeployment opens a preset's engines and starts its router, or,
-// with deploy set, has deploy run the preset's models elsewhere and opens
+// with opts.Deploy set, has it run the preset's models elsewhere and opens
 // only their text side here.
 func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, opts Options, m *metrics) (*deployment, error) {
-	reg, deploy, kinds := opts.Registry, opts.Deploy, opts.Kinds
-	tables, auto, err := p.ParseThresholds()
-	if err != nil {
-		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-	}
 	d := &deployment{name: p.Name, algorithm: p.Algorithm, params: p.Params, created: time.Now().Unix()}
-	remote := deploy != nil
 	mcs := make([]config.Model, len(p.Models))
 	for i, name := range p.Models {
 		mc, ok := cfg.Model(name)
@@ -105,78 +96,72 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 		mcs[i] = mc
 		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
 	}
-	var opens []loader.Model
-	closeAll := func() {
-		for _, o := range opens {
-			o.Engine.Close()
-		}
-	}
-	if !remote {
-		if opens, err = kinds.OpenAll(ctx, mcs); err != nil {
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-	}
-	if auto && !remote {
-		// The runtime estimates the routing process and step latencies
-		// from what it observes and pushes B*(n) (autotune); every model
-		// starts at B = 1.
-		tables = make([]sched.Table, len(mcs))
-		for i := range tables {
-			tables[i] = sched.Static(1)
-		}
-	} else if auto {
-		// Sub-servers elsewhere get their tables up front.
-		if tables, err = autoTables(ctx, p, kinds, mcs); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-	}
-	maxWait := p.MaxWait
-	if maxWait < 0 {
-		maxWait = 0
-	}
-	ms := make([]router.Model, len(mcs))
-	for i := range mcs {
-		ms[i] = router.Model{Name: p.Models[i], Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
-		if !remote {
-			ms[i].Engine = opens[i].Engine
-		}
-	}
 	d.obs = m.observer(d)
-	rc := router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs}
-	if auto && !remote {
-		rc.Auto = &autotune.Options{}
+	texts, err := d.start(ctx, p, mcs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
-	if remote {
-		r, closer, err := deploy(ctx, p.Name, rc, mcs)
-		if err != nil {
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-		d.r, d.closer = r, closer
-	} else {
-		r, err := router.New(rc)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-		d.r = r
+	if err := d.setText(texts); err != nil {
+		return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
 	}
-	infos := d.r.Models()
-	var template string
-	for i, mc := range mcs {
-		info := infos[i]
-		if remote {
-			t, err := kinds.OpenText(mc, info.VocabSize)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
+	return d, nil
+}
+
+// start opens the models' engines and starts d's router over them, or has
+// opts.Deploy run them elsewhere, and returns the models' text sides.
+func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
+	launch, err := p.Launch()
+	if err != nil {
+		return nil, err
+	}
+	rc := router.Config{Models: make([]router.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
+		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch}
+	for i := range mcs {
+		rc.Models[i].Name = p.Models[i]
+	}
+	if opts.Deploy == nil {
+		opened, err := opts.Kinds.OpenAll(ctx, mcs)
+		if err != nil {
+			return nil, err
+		}
+		texts := make([]loader.Text, len(opened))
+		for i, o := range opened {
+			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
+		}
+		if d.r, err = router.New(rc); err != nil {
+			for _, o := range opened {
+				err = errors.Join(err, o.Engine.Close())
 			}
-			opens = append(opens, loader.Model{Text: t})
+			return nil, err
 		}
-		o := opens[i]
+		return texts, nil
+	}
+	if launch.Auto {
+		// Sub-servers elsewhere get their tables up front.
+		if rc.Launch, err = autoLaunch(ctx, p, launch, opts, mcs); err != nil {
+			return nil, err
+		}
+	}
+	if d.r, d.closer, err = opts.Deploy(ctx, p.Name, rc, mcs); err != nil {
+		return nil, err
+	}
+	texts := make([]loader.Text, len(mcs))
+	for i, info := range d.r.Models() {
+		if texts[i], err = opts.Kinds.OpenText(mcs[i], info.VocabSize); err != nil {
+			return nil, errors.Join(err, d.close())
+		}
+	}
+	return texts, nil
+}
+
+// setText sets up d's text side from its models' facts and text sides: the
+// first real model's tokenizer and chat template serve the preset.
+func (d *deployment) setText(texts []loader.Text) error {
+	var template string
+	for i, info := range d.r.Models() {
 		d.models[i].simulated, d.models[i].info = info.Simulated, info
-		// The first real model's tokenizer and template serve the preset.
-		if text := textOf(o.Text); d.text == nil || (d.text.sim && !text.sim) {
-			d.text, template = text, o.Template
+		if t := textOf(texts[i]); d.text == nil || (d.text.sim && !t.sim) {
+			d.text, template = t, texts[i].Template
 		}
 		if i == 0 || info.ContextLength < d.ctxLen {
 			d.ctxLen = info.ContextLength
@@ -184,8 +169,8 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 	}
 	for _, mi := range d.models {
 		if mi.info.VocabSize != d.models[0].info.VocabSize {
-			return nil, errors.Join(fmt.Errorf("preset %s: models %s and %s have different vocabularies (%d and %d tokens)",
-				p.Name, d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize), d.close())
+			return fmt.Errorf("models %s and %s have different vocabularies (%d and %d tokens)",
+				d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize)
 		}
 	}
 	d.family = chat.Detect(template)
@@ -194,7 +179,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 			d.stopIDs = append(d.stopIDs, id)
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // close stops d's router (closing its engines) and then what its Deployer
@@ -210,30 +195,36 @@ func (d *deployment) close() error {
 	return err
 }
 
-// autoTables asks the throughput model for the threshold tables. It needs
-// the routing matrix and the step latencies up front, which are known for
-// r2r-random over simulated engines; other setups need explicit B.
-func autoTables(ctx context.Context, p config.Preset, kinds loader.Kinds, mcs []config.Model) ([]sched.Table, error) {
-	lat := make([]time.Duration, len(mcs))
+// autoLaunch computes automatic thresholds up front, for sub-servers
+// elsewhere: it needs the algorithm's routing process (route.Predictable)
+// and every model's step latency (a simulated profile) before anything
+// runs; other setups need explicit thresholds.
+func autoLaunch(ctx context.Context, p config.Preset, l sched.Launch, opts Options, mcs []config.Model) (sched.Launch, error) {
+	const need = `thresholds "auto" for sub-servers elsewhere needs the throughput model's inputs up front ` +
+		`(an algorithm that states its routing process over models whose step times are known, such as r2r-random over simulated models); ` +
+		`give explicit thresholds (e.g. "1,3" or @plan.json) otherwise`
+	md := perfmodel.Model{L: make([]float64, len(mcs))}
 	for i, mc := range mcs {
-		lat[i] = kinds.StepLatency(mc)
-	}
-	if p.Algorithm != r2rrandom.Name || len(lat) != 2 || lat[0] <= 0 || lat[1] <= 0 {
-		return nil, errors.New(`thresholds "auto" needs the throughput model's inputs up front: ` +
-			`available for r2r-random over two simulated models; give explicit thresholds (e.g. "1,3") otherwise`)
-	}
-	prob := 0.35
-	if v, ok := p.Params["p"]; ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return nil, fmt.Errorf("param p=%q: %w", v, err)
+		lat := opts.Kinds.StepLatency(mc)
+		if lat <= 0 {
+			return l, errors.New(need)
 		}
-		prob = f
+		md.L[i] = float64(lat) / float64(time.Millisecond)
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	t, err := perfmodel.Table(ctx, perfmodel.R2R(prob, ms(lat[0]), ms(lat[1])), p.AutoConcurrency, nil)
+	a, err := opts.Registry.New(p.Algorithm, route.Spec{Model: -1, Models: p.Models, Params: p.Params})
 	if err != nil {
-		return nil, fmt.Errorf("auto thresholds: %w", err)
+		return l, err
 	}
-	return t, nil
+	pr, ok := a.(route.Predictable)
+	if ok {
+		md.P, md.C, ok = pr.Process()
+	}
+	if !ok {
+		return l, errors.New(need)
+	}
+	t, err := perfmodel.Table(ctx, md, p.AutoConcurrency, nil)
+	if err != nil {
+		return l, fmt.Errorf("auto thresholds: %w", err)
+	}
+	return sched.Launch{Tables: t, MaxWait: l.MaxWait}, nil
 }

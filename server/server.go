@@ -61,8 +61,10 @@ type Options struct {
 // Deployer runs one preset's models elsewhere and returns a router over
 // them, for Options.Deploy. preset is the preset's name; rc is the router
 // configuration the server would start in process, without engines: the
-// models' names and policies (thresholds, max-wait), the algorithm, its
-// parameters and registry, MaxBatch and the metrics Observer; models are
+// models' names, the launch policy (static tables by now: automatic
+// thresholds are computed up front; model i runs rc.Launch.Policy(i)), the
+// algorithm, its parameters and registry, MaxBatch and the metrics
+// Observer; models are
 // the models' definitions in the same order. The returned router's models
 // must announce their engine facts (router.Model.Remote). The server
 // closes the router, then closer (which may be nil), on Close. ctx bounds

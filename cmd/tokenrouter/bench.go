@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -176,50 +177,35 @@ func benchParams(f benchFlags) (map[string]string, error) {
 	return params, nil
 }
 
-// parseThresholds parses --thresholds: nil tables mean auto.
-func parseThresholds(s string, models int) ([]sched.Table, error) {
-	if strings.TrimSpace(s) == "auto" {
-		return nil, nil
-	}
-	tables, err := sched.ParseStatic(s)
-	if err != nil {
-		return nil, fmt.Errorf("--thresholds: %w", err)
-	}
-	if len(tables) != models {
-		return nil, fmt.Errorf("--thresholds: %d values for %d models", len(tables), models)
-	}
-	return tables, nil
-}
-
 // benchDeployment reads the profile, the algorithm parameters and the
-// thresholds (nil tables: automatic) a run is built from.
-func benchDeployment(f benchFlags) (sim.Preset, map[string]string, []sched.Table, error) {
+// launch policy a run is built from.
+func benchDeployment(f benchFlags) (sim.Preset, map[string]string, sched.Launch, error) {
 	preset, err := sim.LoadPreset(f.profile)
 	if err != nil {
-		return sim.Preset{}, nil, nil, err
+		return sim.Preset{}, nil, sched.Launch{}, err
 	}
 	params, err := benchParams(f)
 	if err != nil {
-		return sim.Preset{}, nil, nil, err
+		return sim.Preset{}, nil, sched.Launch{}, err
 	}
-	tables, err := parseThresholds(f.thresholds, len(preset.Models))
+	launch, err := config.ParseLaunch(f.thresholds, len(preset.Models), f.maxWait)
 	if err != nil {
-		return sim.Preset{}, nil, nil, err
+		return sim.Preset{}, nil, sched.Launch{}, fmt.Errorf("--thresholds: %w", err)
 	}
-	return preset, params, tables, nil
+	return preset, params, launch, nil
 }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, params, tables, err := benchDeployment(f)
+	preset, params, launch, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}
 	var rows []benchRow
 	for _, n := range f.concurrency {
-		row, err := benchPoint(cmd, f, benchSetup(f, preset, params, tables, nil), n)
+		row, err := benchPoint(cmd, f, benchSetup(f, preset, params, launch, nil), n)
 		if err != nil {
 			return err
 		}
@@ -277,7 +263,7 @@ func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (ben
 		if st != nil && st.Err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "auto thresholds: %v\n", st.Err)
 		}
-		row.thresholds(setup.Thresholds, st, len(setup.Models))
+		row.thresholds(setup.Launch, st, len(setup.Models))
 	}
 	return row, nil
 }
@@ -285,10 +271,10 @@ func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (ben
 // thresholds records the thresholds the run used at its concurrency:
 // the static tables', or the tuner's final ones (B = 1 before its first
 // plan).
-func (row *benchRow) thresholds(tables []sched.Table, st *autotune.Status, models int) {
+func (row *benchRow) thresholds(l sched.Launch, st *autotune.Status, models int) {
 	switch {
-	case tables != nil:
-		for _, t := range tables {
+	case !l.Auto:
+		for _, t := range l.Tables {
 			row.Thresholds = append(row.Thresholds, t[min(row.Concurrency, len(t)-1)])
 		}
 	case st != nil:
@@ -306,13 +292,13 @@ func (row *benchRow) thresholds(tables []sched.Table, st *autotune.Status, model
 }
 
 // benchSetup describes the deployment every system of a run is built from.
-func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, tables []sched.Table, obs subserver.Observer) bench.Setup {
+func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, launch sched.Launch, obs subserver.Observer) bench.Setup {
 	ms := bench.SimModels(preset, f.agree)
 	for i := range ms {
 		ms[i].Engine = f.engine
 	}
 	return bench.Setup{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
-		Thresholds: tables, MaxWait: f.maxWait, Observer: obs}
+		Launch: launch, Observer: obs}
 }
 
 // parseParams turns name=value pairs into a map.
@@ -348,12 +334,12 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	case f.format != "table" && f.format != "json":
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, params, _, err := benchDeployment(f)
+	preset, params, launch, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}
 	rep, err := bench.Validate(cmd.Context(), bench.ValidateConfig{
-		Setup: benchSetup(f, preset, params, nil, nil), Concurrency: f.concurrency, Duration: f.duration, Warmup: f.warmup,
+		Setup: benchSetup(f, preset, params, launch, nil), Concurrency: f.concurrency, Duration: f.duration, Warmup: f.warmup,
 		Rounds: f.rounds, Tolerance: f.tolerance, Retries: f.retries, MaxLateness: f.maxLateness, MaxStepDev: f.maxStepDev,
 		Resolve: f.resolve, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Seed: f.seed, Progress: cmd.ErrOrStderr(),
 	})

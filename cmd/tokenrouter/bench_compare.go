@@ -68,11 +68,11 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			return fmt.Errorf("--systems: unknown system %q (have %s)", s, strings.Join(bench.Systems(), ", "))
 		}
 	}
-	preset, params, tables, err := benchDeployment(f)
+	preset, params, launch, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}
-	rows, err := bench.Compare(cmd.Context(), benchSetup(f, preset, params, tables, nil), systems, f.concurrency, bench.Options{
+	rows, err := bench.Compare(cmd.Context(), benchSetup(f, preset, params, launch, nil), systems, f.concurrency, bench.Options{
 		MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: f.duration, Seed: f.seed,
 	}, f.rounds, progressBar(cmd.ErrOrStderr()))
 	if err != nil {

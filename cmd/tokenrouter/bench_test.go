@@ -9,21 +9,6 @@ import (
 	"testing"
 )
 
-func TestParseThresholds(t *testing.T) {
-	if tabs, err := parseThresholds("auto", 2); err != nil || tabs != nil {
-		t.Fatalf("auto: %v, %v", tabs, err)
-	}
-	tabs, err := parseThresholds("1,3", 2)
-	if err != nil || len(tabs) != 2 || tabs[1][0] != 3 {
-		t.Fatalf("1,3: %v, %v", tabs, err)
-	}
-	for _, bad := range []string{"1", "0,2", "x,1"} {
-		if _, err := parseThresholds(bad, 2); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 // TestValidateJSON runs a tiny validation and checks the report's shape
 // (no throughput assertions: timing on shared machines is noisy).
 func TestValidateJSON(t *testing.T) {

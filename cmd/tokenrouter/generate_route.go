@@ -14,7 +14,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
@@ -100,7 +99,7 @@ func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[
 	}
 	ms := make([]router.Model, len(opened))
 	for i, o := range opened {
-		ms[i] = router.Model{Name: descs[i].Name, Engine: o.Engine, Policy: sched.Policy{B: sched.Static(1)}}
+		ms[i] = router.Model{Name: descs[i].Name, Engine: o.Engine}
 		if i > 0 && err == nil {
 			if e := tokenizer.SameVocabulary(opened[0].Tokenizer, o.Tokenizer); e != nil {
 				err = fmt.Errorf("generate: models %s and %s cannot share steps: %w", descs[0].Name, descs[i].Name, e)

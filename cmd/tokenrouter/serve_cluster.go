@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -54,7 +53,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 	}
 	args := make([][]string, len(models))
 	for i, m := range models {
-		a, err := subserverArgs(m, rc.Models[i].Policy, rc.MaxBatch)
+		a, err := subserverArgs(m, rc.Launch.Policy(i), rc.MaxBatch)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -90,7 +89,8 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 }
 
 // subserverArgs are the subserver flags that run model m with policy pol:
-// the model's description as one YAML value, then the policy.
+// the model's description as one YAML value and the policy as one JSON
+// value.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
 	for _, p := range []*string{&m.Path, &m.Tokenizer} {
 		if *p != "" {
@@ -105,15 +105,11 @@ func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, er
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
-	a := []string{"--model-config", string(desc)}
-	if len(pol.B) == 0 {
-		return nil, errors.New("no threshold table")
+	policy, err := json.Marshal(pol)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
-	b := make([]string, len(pol.B))
-	for i, v := range pol.B {
-		b[i] = strconv.Itoa(v)
-	}
-	a = append(a, "--threshold-table", strings.Join(b, ","), "--max-wait", pol.MaxWait.String())
+	a := []string{"--model-config", string(desc), "--policy", string(policy)}
 	if maxBatch > 0 {
 		a = append(a, "--max-batch", strconv.Itoa(maxBatch))
 	}

@@ -452,7 +452,7 @@ func TestSubserverArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(a, " ")
-	for _, want := range []string{"--threshold-table 1,2,3", "--max-wait 0s", "--max-batch 8"} {
+	for _, want := range []string{`--policy {"b":[1,2,3],"max_wait":"0s"}`, "--max-batch 8"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q lacks %q", got, want)
 		}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,13 +24,13 @@ import (
 
 // subserverFlags are the subserver command's flags.
 type subserverFlags struct {
-	url, prefix, model, modelConfig, algorithm, thresholds, table string
-	models, params                                                []string
-	index, maxBatch, misses                                       int
-	desc                                                          config.Model
-	maxWait, heartbeat                                            time.Duration
-	latency                                                       config.Latency
-	stdinEOF                                                      bool
+	url, prefix, model, modelConfig, algorithm, thresholds, policy string
+	models, params                                                 []string
+	index, maxBatch, misses                                        int
+	desc                                                           config.Model
+	maxWait, heartbeat                                             time.Duration
+	latency                                                        config.Latency
+	stdinEOF                                                       bool
 }
 
 // subserverLong is the subserver command's help text.
@@ -77,9 +77,9 @@ func newSubserverCmd() *cobra.Command {
 	fl.IntVar(&f.desc.KVBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
 	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
-	fl.StringVar(&f.thresholds, "thresholds", "1", "this model's batching threshold B")
-	fl.StringVar(&f.table, "threshold-table", "", "this model's threshold table B(n) for n = 0, 1, 2, ... active requests (\"1,1,2,3\"; replaces --thresholds)")
+	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: one value, one per model (\"1,3\": this model takes its own) or @plan.json")
 	fl.DurationVar(&f.maxWait, "max-wait", 50*time.Millisecond, "launch a step anyway after this wait (0 disables the guard)")
+	fl.StringVar(&f.policy, "policy", "", "this model's launch policy as JSON, {\"b\":[1,1,2,3],\"max_wait\":\"50ms\"} (replaces --thresholds and --max-wait)")
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "largest step batch (0: default)")
 	fl.DurationVar(&f.heartbeat, "heartbeat", cluster.DefaultHeartbeat, "heartbeat interval")
 	fl.IntVar(&f.misses, "misses", cluster.DefaultMisses, "missed front-end heartbeats before dropping every request")
@@ -96,7 +96,7 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	if err != nil {
 		return err
 	}
-	table, err := subserverTable(f)
+	pol, err := subserverPolicy(cmd, f)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
 		URL: f.url, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
-		Policy: sched.Policy{B: table, MaxWait: f.maxWait}, MaxBatch: f.maxBatch,
+		Policy: pol, MaxBatch: f.maxBatch,
 		Heartbeat: f.heartbeat, Misses: f.misses,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})
@@ -170,23 +170,25 @@ func subserverModel(cmd *cobra.Command, f subserverFlags) (config.Model, error) 
 	return desc, nil
 }
 
-// subserverTable is this model's threshold table from --thresholds or
-// --threshold-table.
-func subserverTable(f subserverFlags) (sched.Table, error) {
-	if f.table == "" {
-		tables, err := sched.ParseStatic(f.thresholds)
-		if err != nil || len(tables) != 1 {
-			return nil, fmt.Errorf("--thresholds %q: want one value for this model (%v)", f.thresholds, err)
+// subserverPolicy is this model's launch policy: --policy, or what
+// --thresholds and --max-wait say for model --index.
+func subserverPolicy(cmd *cobra.Command, f subserverFlags) (sched.Policy, error) {
+	var p sched.Policy
+	if f.policy == "" {
+		l, err := config.ParseLaunch(f.thresholds, len(f.models), f.maxWait)
+		if err != nil {
+			return p, fmt.Errorf("--thresholds: %w", err)
 		}
-		return tables[0], nil
-	}
-	var t sched.Table
-	for _, v := range strings.Split(f.table, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || b < 1 {
-			return nil, fmt.Errorf("--threshold-table %q: want positive integers such as \"1,1,2,3\"", f.table)
+		if l.Auto {
+			return p, errors.New(`--thresholds auto: a sub-server on its own cannot tune; give B values or @plan.json`)
 		}
-		t = append(t, b)
+		return l.Policy(f.index), nil
 	}
-	return t, nil
+	if cmd.Flags().Changed("thresholds") || cmd.Flags().Changed("max-wait") {
+		return p, errors.New("--policy replaces --thresholds and --max-wait")
+	}
+	if err := json.Unmarshal([]byte(f.policy), &p); err != nil {
+		return p, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -200,7 +199,7 @@ func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, ob
 	t.Helper()
 	ms := make([]router.Model, len(es))
 	for i, e := range es {
-		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e, Policy: sched.Policy{B: sched.Static(1)}}
+		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e}
 	}
 	cfg := router.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
 	if o.Bus != nil {
@@ -244,51 +243,14 @@ func waitIdle(t *testing.T, r *router.Router) {
 // MarshalBinary and UnmarshalBinary (into a fresh NewState), checking the
 // re-encoding is identical. Errors go to fail.
 type Trip struct {
-	// Inner is the wrapped algorithm.
-	Inner route.Algorithm
+	route.Wrapper
 	// Fail receives round-trip errors.
 	Fail func(error)
 }
 
-// Route delegates.
-func (w *Trip) Route(s *route.Step, d []route.Decision) { w.Inner.Route(s, d) }
-
-// NewState delegates (nil when the algorithm is stateless).
-func (w *Trip) NewState(r *route.Request) route.State {
-	if s, ok := w.Inner.(route.Stater); ok {
-		return s.NewState(r)
-	}
-	return nil
-}
-
-// Want delegates.
-func (w *Trip) Want(model int, r *route.Request) engine.Want {
-	if x, ok := w.Inner.(route.Wanter); ok {
-		return x.Want(model, r)
-	}
-	return 0
-}
-
-// Entry delegates (model 0 by default).
-func (w *Trip) Entry(r *route.Request) int {
-	if x, ok := w.Inner.(route.Entrant); ok {
-		return x.Entry(r)
-	}
-	return 0
-}
-
-// Receive delegates.
-func (w *Trip) Receive(r *route.Request, m *route.Message) {
-	if x, ok := w.Inner.(route.Receiver); ok {
-		x.Receive(r, m)
-	}
-}
-
 // Send delegates, then round-trips the state.
 func (w *Trip) Send(r *route.Request, m *route.Message) {
-	if x, ok := w.Inner.(route.Sender); ok {
-		x.Send(r, m)
-	}
+	w.Wrapper.Send(r, m)
 	if m.State == nil {
 		return
 	}
@@ -311,15 +273,9 @@ func (w *Trip) Send(r *route.Request, m *route.Message) {
 // TripRegistry returns a registry where name builds base's algorithm
 // wrapped in Trip.
 func TripRegistry(base *route.Registry, name string, fail func(error)) *route.Registry {
-	reg := route.NewRegistry()
-	_ = reg.Register(name, func(s route.Spec) (route.Algorithm, error) {
-		a, err := base.New(name, s)
-		if err != nil {
-			return nil, err
-		}
-		return &Trip{Inner: a, Fail: fail}, nil
+	return route.Wrap(base, name, func(a route.Algorithm) route.Algorithm {
+		return &Trip{Wrapper: route.Wrapper{Inner: a}, Fail: fail}
 	})
-	return reg
 }
 
 // WriteWeights writes random router weights for hidden size h into dir

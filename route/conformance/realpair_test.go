@@ -12,7 +12,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/route/conformance"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // TestRealPairCounts runs each algorithm on the real pair (llama2xs small,
@@ -46,7 +45,7 @@ func TestRealPairCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ms = append(ms, router.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e, Policy: sched.Policy{B: sched.Static(1)}})
+			ms = append(ms, router.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e})
 		}
 		r, err := router.New(router.Config{Models: ms, Algorithm: c.alg, Params: c.params, Registry: builtin.Registry()})
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // alone is what e generates by itself, greedily.
@@ -38,8 +37,8 @@ func alone(t *testing.T, e engine.Engine, prompt []int32, n int) []int32 {
 func speculate(t *testing.T, draft, target engine.Engine, k string, prompts [][]int32, n int) ([][]int32, [2]int) {
 	t.Helper()
 	ms := []router.Model{
-		{Name: "draft", Engine: draft, Policy: sched.Policy{B: sched.Static(1)}},
-		{Name: "target", Engine: target, Policy: sched.Policy{B: sched.Static(1)}},
+		{Name: "draft", Engine: draft},
+		{Name: "target", Engine: target},
 	}
 	r, err := router.New(router.Config{Models: ms, Algorithm: "speculative", Params: map[string]string{"k": k}, Registry: builtin.Registry()})
 	if err != nil {
