@@ -10,13 +10,13 @@ import (
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/querylevel"
 	"github.com/tokenrouter/tokenrouter/route/single"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
@@ -129,11 +129,11 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		return nil, err
 	}
 	names := s.names()
-	ms := make([]router.Model, len(es))
+	ms := make([]deploy.Model, len(es))
 	for i := range es {
-		ms[i] = router.Model{Name: names[i], Engine: es[i]}
+		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
 	}
-	cfg := router.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
+	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
 		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}}
 	switch name {
 	case "tokenrouter":
@@ -168,7 +168,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		return nil, fmt.Errorf("bench: unknown system %q (have %v)", name, Systems())
 	}
 	cfg.Params = maps.Clone(cfg.Params)
-	return router.New(cfg)
+	return deploy.New(cfg)
 }
 
 // Row is one system at one concurrency, measured over interleaved rounds.

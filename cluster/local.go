@@ -14,8 +14,8 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -202,8 +202,8 @@ func (l *Local) supervise(i int, c *child) {
 	}
 }
 
-// Router returns the front end's router.
-func (l *Local) Router() *router.Router { return l.front.Router() }
+// Deployment returns the front end's deployment.
+func (l *Local) Deployment() *deploy.Deployment { return l.front.Deployment() }
 
 // Front returns the front end.
 func (l *Local) Front() *Front { return l.front }

@@ -6,7 +6,7 @@
 // anything is started.
 //
 // A preset runs one routing algorithm over its models; the server builds
-// one router per preset, each with its own engines, so two presets over the
+// one deployment per preset, each with its own engines, so two presets over the
 // same model definitions load that model twice. A preset's launch policy
 // (ParseLaunch, the one place thresholds are read) is explicit ("1,3", or
 // one value for every model), a plan file ("@plan.json", as `tokenrouter

@@ -9,9 +9,9 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -88,7 +88,7 @@ func Run(ctx context.Context, s Study) ([]Point, error) {
 
 // generate runs every prompt on r, one after the other, and returns the
 // outputs.
-func generate(ctx context.Context, r *router.Router, prompts [][]int32, o Options) ([][]int32, error) {
+func generate(ctx context.Context, r *deploy.Deployment, prompts [][]int32, o Options) ([][]int32, error) {
 	out := make([][]int32, len(prompts))
 	for i, p := range prompts {
 		st, err := r.Submit(ctx, p, route.Params{MaxTokens: o.MaxTokens, Seed: o.Seed})
@@ -121,17 +121,17 @@ func (s Study) scorer(refs [][]int32, tok *tokenizer.Tokenizer) (Scorer, error) 
 	return nil, fmt.Errorf("eval: scorer %q: want agreement or exact", s.Scorer)
 }
 
-// open builds a router running alg over fresh engines of the models, and
+// open builds a deployment running alg over fresh engines of the models, and
 // returns it with the first model's tokenizer.
-func (s Study) open(ctx context.Context, alg string, params map[string]string) (*router.Router, *tokenizer.Tokenizer, error) {
+func (s Study) open(ctx context.Context, alg string, params map[string]string) (*deploy.Deployment, *tokenizer.Tokenizer, error) {
 	opened, err := s.Kinds.OpenAll(ctx, s.Models)
 	if err != nil {
 		return nil, nil, fmt.Errorf("eval: %w", err)
 	}
-	ms := make([]router.Model, len(opened))
+	ms := make([]deploy.Model, len(opened))
 	var errs []error
 	for i, o := range opened {
-		ms[i] = router.Model{Name: s.Models[i].Name, Engine: o.Engine}
+		ms[i] = deploy.Model{Name: s.Models[i].Name, Engine: o.Engine}
 		if o.Tokenizer == nil {
 			errs = append(errs, fmt.Errorf("eval: model %s has no text (a simulated model)", s.Models[i].Name))
 		} else if i > 0 && opened[0].Tokenizer != nil {
@@ -140,9 +140,9 @@ func (s Study) open(ctx context.Context, alg string, params map[string]string) (
 			}
 		}
 	}
-	var r *router.Router
+	var r *deploy.Deployment
 	if err = errors.Join(errs...); err == nil {
-		r, err = router.New(router.Config{Models: ms, Algorithm: alg, Params: params, Registry: s.Registry})
+		r, err = deploy.New(deploy.Config{Models: ms, Algorithm: alg, Params: params, Registry: s.Registry})
 	}
 	if err != nil {
 		for _, o := range opened {

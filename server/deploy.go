@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 )
@@ -27,13 +27,13 @@ type modelInfo struct {
 	info      engine.Info
 }
 
-// deployment is one preset: a router over its own engines, the text layer
+// deployment is one preset: a deployment over its own engines, the text layer
 // (tokenizer, chat template) and its metrics.
 type deployment struct {
 	name      string
 	algorithm string
 	params    map[string]string
-	r         *router.Router
+	r         *deploy.Deployment
 	models    []modelInfo
 	text      *textModel
 	family    chat.Family
@@ -82,7 +82,7 @@ func (d *deployment) simulated() bool {
 	return true
 }
 
-// buildDeployment opens a preset's engines and starts its router, or,
+// buildDeployment opens a preset's engines and starts its deployment, or,
 // with opts.Deploy set, has it run the preset's models elsewhere and opens
 // only their text side here.
 func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, opts Options, m *metrics) (*deployment, error) {
@@ -107,14 +107,14 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 	return d, nil
 }
 
-// start opens the models' engines and starts d's router over them, or has
+// start opens the models' engines and starts d's deployment over them, or has
 // opts.Deploy run them elsewhere, and returns the models' text sides.
 func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
 	launch, err := p.Launch()
 	if err != nil {
 		return nil, err
 	}
-	rc := router.Config{Models: make([]router.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
+	rc := deploy.Config{Models: make([]deploy.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
 		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch}
 	for i := range mcs {
 		rc.Models[i].Name = p.Models[i]
@@ -128,7 +128,7 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		for i, o := range opened {
 			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
 		}
-		if d.r, err = router.New(rc); err != nil {
+		if d.r, err = deploy.New(rc); err != nil {
 			for _, o := range opened {
 				err = errors.Join(err, o.Engine.Close())
 			}
@@ -182,7 +182,7 @@ func (d *deployment) setText(texts []loader.Text) error {
 	return nil
 }
 
-// close stops d's router (closing its engines) and then what its Deployer
+// close stops d's deployment (closing its engines) and then what its Deployer
 // returned to close.
 func (d *deployment) close() error {
 	var err error

@@ -195,7 +195,7 @@ func readEvents(r io.Reader, each func(event) bool) ([]event, error) {
 	return evs, sc.Err()
 }
 
-// waitIdle waits until every router of s holds no request and no KV.
+// waitIdle waits until every deployment of s holds no request and no KV.
 func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

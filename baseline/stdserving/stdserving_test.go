@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -58,7 +58,7 @@ func serve(t *testing.T, reg *route.Registry) ([]stream.Result, int) {
 		{Engine: sim.New(sim.Config{Seed: 1}), held: map[engine.SeqID]int{}},
 		{Engine: sim.New(sim.Config{Seed: 2}), held: map[engine.SeqID]int{}},
 	}
-	r, err := router.New(router.Config{Models: []router.Model{{Name: "slm", Engine: ws[0]}, {Name: "llm", Engine: ws[1]}},
+	r, err := deploy.New(deploy.Config{Models: []deploy.Model{{Name: "slm", Engine: ws[0]}, {Name: "llm", Engine: ws[1]}},
 		Algorithm: "r2r-random", Params: map[string]string{"p": "0.4"}, Registry: reg})
 	if err != nil {
 		t.Fatal(err)

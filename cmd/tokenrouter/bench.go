@@ -14,10 +14,10 @@ import (
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
@@ -246,7 +246,7 @@ func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (ben
 	})
 	// Read the tuner before Close; its state survives Close anyway.
 	var st *autotune.Status
-	if r, ok := sys.(*router.Router); ok && r.Tuner() != nil {
+	if r, ok := sys.(*deploy.Deployment); ok && r.Tuner() != nil {
 		s := r.Tuner().Status()
 		st = &s
 	}

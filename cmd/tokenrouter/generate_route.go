@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
@@ -83,7 +83,7 @@ func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) e
 
 // openRouted opens the --model models and starts a router running alg over
 // them; it returns the router and the models' shared tokenizer.
-func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[string]string) (*router.Router, *tokenizer.Tokenizer, error) {
+func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[string]string) (*deploy.Deployment, *tokenizer.Tokenizer, error) {
 	descs := make([]config.Model, len(cfg.models))
 	for i, spec := range cfg.models {
 		descs[i] = cpuModel(spec, i, cfg.tokenizer, cfg.threads)
@@ -97,18 +97,18 @@ func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate: %w", err)
 	}
-	ms := make([]router.Model, len(opened))
+	ms := make([]deploy.Model, len(opened))
 	for i, o := range opened {
-		ms[i] = router.Model{Name: descs[i].Name, Engine: o.Engine}
+		ms[i] = deploy.Model{Name: descs[i].Name, Engine: o.Engine}
 		if i > 0 && err == nil {
 			if e := tokenizer.SameVocabulary(opened[0].Tokenizer, o.Tokenizer); e != nil {
 				err = fmt.Errorf("generate: models %s and %s cannot share steps: %w", descs[0].Name, descs[i].Name, e)
 			}
 		}
 	}
-	var r *router.Router
+	var r *deploy.Deployment
 	if err == nil {
-		r, err = router.New(router.Config{Models: ms, Algorithm: alg, Params: params, Registry: builtin.Registry()})
+		r, err = deploy.New(deploy.Config{Models: ms, Algorithm: alg, Params: params, Registry: builtin.Registry()})
 	}
 	if err != nil {
 		for _, o := range opened {
@@ -122,7 +122,7 @@ func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[
 // streamRouted submits prompt and records (and, as text, prints) each
 // committed token with the model that wrote it, until the request ends or
 // the model writes BOS.
-func streamRouted(cmd *cobra.Command, cfg generateConfig, r *router.Router, tok *tokenizer.Tokenizer, prompt []int32,
+func streamRouted(cmd *cobra.Command, cfg generateConfig, r *deploy.Deployment, tok *tokenizer.Tokenizer, prompt []int32,
 	maxTokens int, res *routedResult, text *[]byte) error {
 	ctx := cmd.Context()
 	s, err := r.Submit(ctx, prompt, route.Params{MaxTokens: maxTokens, Sampling: cfg.sampling, Seed: cfg.sampling.Seed})

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
 )
@@ -35,7 +35,7 @@ type clusterDeploy struct {
 }
 
 // deploy implements server.Deployer.
-func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Config, models []config.Model) (*router.Router, io.Closer, error) {
+func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Config, models []config.Model) (*deploy.Deployment, io.Closer, error) {
 	names := make([]string, len(rc.Models))
 	for i, m := range rc.Models {
 		names[i] = m.Name
@@ -49,7 +49,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 		if err != nil {
 			return nil, nil, err
 		}
-		return f.Router(), remoteCloser{f, f}, nil
+		return f.Deployment(), remoteCloser{f, f}, nil
 	}
 	args := make([][]string, len(models))
 	for i, m := range models {
@@ -68,7 +68,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Router(), remoteCloser{l, l.Front()}, nil
+	return l.Deployment(), remoteCloser{l, l.Front()}, nil
 }
 
 // remoteCloser closes a deployment and reports its sub-servers' last

@@ -6,13 +6,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 )
 
 // alone is what e generates by itself, greedily.
@@ -36,11 +36,11 @@ func alone(t *testing.T, e engine.Engine, prompt []int32, n int) []int32 {
 // outputs and how many tokens each model produced.
 func speculate(t *testing.T, draft, target engine.Engine, k string, prompts [][]int32, n int) ([][]int32, [2]int) {
 	t.Helper()
-	ms := []router.Model{
+	ms := []deploy.Model{
 		{Name: "draft", Engine: draft},
 		{Name: "target", Engine: target},
 	}
-	r, err := router.New(router.Config{Models: ms, Algorithm: "speculative", Params: map[string]string{"k": k}, Registry: builtin.Registry()})
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "speculative", Params: map[string]string{"k": k}, Registry: builtin.Registry()})
 	if err != nil {
 		t.Fatal(err)
 	}

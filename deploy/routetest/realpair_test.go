@@ -1,4 +1,4 @@
-package conformance_test
+package routetest_test
 
 import (
 	"context"
@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/route/conformance"
-	"github.com/tokenrouter/tokenrouter/router"
 )
 
 // TestRealPairCounts runs each algorithm on the real pair (llama2xs small,
@@ -20,7 +20,7 @@ import (
 func TestRealPairCounts(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf"}
 	modelsDir := testmodels.Dir(t)
-	w, err := conformance.WriteWeights(t.TempDir(), 64, 5, 0)
+	w, err := routetest.WriteWeights(t.TempDir(), 64, 5, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +39,15 @@ func TestRealPairCounts(t *testing.T) {
 	}
 	prompts := [][]int32{{1, 403, 407, 261, 378}, {1, 426}, {1, 416, 439}, {1, 281}, {1}, {1, 261, 378}}
 	for _, c := range runs {
-		var ms []router.Model
+		var ms []deploy.Model
 		for i, f := range files {
 			e, err := cpu.Open(filepath.Join(modelsDir, f), cpu.Options{Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ms = append(ms, router.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e})
+			ms = append(ms, deploy.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e})
 		}
-		r, err := router.New(router.Config{Models: ms, Algorithm: c.alg, Params: c.params, Registry: builtin.Registry()})
+		r, err := deploy.New(deploy.Config{Models: ms, Algorithm: c.alg, Params: c.params, Registry: builtin.Registry()})
 		if err != nil {
 			t.Fatal(err)
 		}

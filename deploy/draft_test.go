@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 )
 
 // draft is a minimal draft-and-verify algorithm used to exercise the
@@ -97,11 +97,11 @@ func TestDraftVerifyEqualsLargeModelAlone(t *testing.T) {
 func testDraftVerifyEqualsLargeModelAlone(t *testing.T, bc busCase) {
 	for _, agree := range []float64{0, 0.7, 1} {
 		sends := 0
-		ms := []router.Model{
+		ms := []deploy.Model{
 			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22})},
 			{Name: "target", Engine: sim.New(sim.Config{Seed: 22})},
 		}
-		r, err := router.New(router.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
+		r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func testLockstepMatchesRouted(t *testing.T, bc busCase) {
 		var systems []bench.System
 		es := mk()
 		lcfg := lockstep.Config{Engines: es, Names: []string{"a", "b"}, Algorithm: "draft", Registry: reg}
-		rcfg := router.Config{Models: []router.Model{{Name: "a", Engine: mk()[0]}, {Name: "b", Engine: mk()[1]}}, Algorithm: "draft", Registry: reg}
+		rcfg := deploy.Config{Models: []deploy.Model{{Name: "a", Engine: mk()[0]}, {Name: "b", Engine: mk()[1]}}, Algorithm: "draft", Registry: reg}
 		if alg == "r2r" {
 			rr := newRouter(t, bc, simModels(0, 0), "0.4")
 			systems = append(systems, rr)
@@ -164,7 +164,7 @@ func testLockstepMatchesRouted(t *testing.T, bc busCase) {
 			lcfg.Engines = []engine.Engine{sim.New(sim.Config{Seed: 1}), sim.New(sim.Config{Seed: 2})}
 		} else {
 			rcfg.Bus = bc.bus(t)
-			rr, err := router.New(rcfg)
+			rr, err := deploy.New(rcfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,13 @@
-// Package conformance is the test suite every routing algorithm passes, on
-// any engines: each committed token is counted once and attributed to one
-// model; the same seeds give the same output; cancelling requests right
-// after hand-offs leaves nothing held in any sub-server; per-request state
-// survives a binary round trip on every hand-off without changing the
-// output; and the deployment neither deadlocks nor misbehaves with two or
-// three models (an algorithm that does not support a model count must
+// Package routetest is the conformance suite every routing algorithm
+// passes on the runtime (package deploy), on any engines: each committed
+// token is counted once and attributed to one model; the same seeds give
+// the same output; cancelling requests right after hand-offs leaves nothing
+// held in any sub-server; per-request state survives a binary round trip
+// on every hand-off without changing the output; and the deployment
+// neither deadlocks nor misbehaves with two or three models (an algorithm that does not support a model count must
 // refuse it at construction). It also writes the small random router
 // weight files the learned algorithms (r2r, citer, co-llm) load.
-package conformance
+package routetest
 
 import (
 	"context"
@@ -22,11 +22,11 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -52,7 +52,7 @@ type Options struct {
 	// Timeout bounds each run; exceeding it is reported as a deadlock.
 	Timeout time.Duration
 	// Bus, if set, returns a fresh bus for each deployment (bus/nats with
-	// an embedded server, say); nil runs on the router's in-memory bus.
+	// an embedded server, say); nil runs on the deployment's in-memory bus.
 	Bus func(t *testing.T) bus.Bus
 }
 
@@ -195,29 +195,29 @@ func params(i int, o Options) route.Params {
 	return route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: uint64(1000 + i)}
 }
 
-func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *router.Router {
+func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *deploy.Deployment {
 	t.Helper()
-	ms := make([]router.Model, len(es))
+	ms := make([]deploy.Model, len(es))
 	for i, e := range es {
-		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e}
+		ms[i] = deploy.Model{Name: fmt.Sprintf("m%d", i), Engine: e}
 	}
-	cfg := router.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
+	cfg := deploy.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
 	if o.Bus != nil {
 		cfg.Bus = o.Bus(t)
 	}
 	if obs != nil {
 		cfg.Observer = obs
 	}
-	r, err := router.New(cfg)
+	r, err := deploy.New(cfg)
 	if err != nil {
-		t.Fatalf("router: %v", err)
+		t.Fatalf("deploy: %v", err)
 	}
 	return r
 }
 
 // waitIdle waits until no sub-server holds a record, a pending hand-off or
 // a KV sequence.
-func waitIdle(t *testing.T, r *router.Router) {
+func waitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
