@@ -24,15 +24,6 @@ type Policy struct {
 	Step time.Duration
 }
 
-// Policies wraps runtime policies for the model.
-func Policies(ps []sched.Policy) []Policy {
-	out := make([]Policy, len(ps))
-	for i, p := range ps {
-		out[i] = Policy{Policy: p}
-	}
-	return out
-}
-
 // decide is sched.Decide plus the lookahead rule: incoming requests are
 // expected at this model in incomingIn.
 func (p Policy) decide(s sched.State, now time.Duration, incoming float64, incomingIn time.Duration) sched.Decision {
