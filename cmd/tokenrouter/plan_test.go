@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
@@ -37,14 +38,7 @@ func TestPlanJSON(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	var rows []struct {
-		Concurrency     int      `json:"concurrency"`
-		Thresholds      []int    `json:"thresholds"`
-		TokensPerSecond *float64 `json:"tokens_per_second"`
-		Feasible        bool     `json:"feasible"`
-		Method          string   `json:"method"`
-		Best            bool     `json:"best"`
-	}
+	var rows []perfmodel.PlanRow
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatal(err)
 	}
