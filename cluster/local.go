@@ -31,8 +31,11 @@ type LocalConfig struct {
 	Prefix string
 	// Models are the model names, in the algorithm's order.
 	Models []string
-	// ModelArgs[i] are the subserver flags that describe model i's engine
-	// and policy ("--engine", "sim", "--profile", "paper-r2r", ...).
+	// ModelArgs[i] are the subserver flags that describe model i and its
+	// launch policy: serve passes the model's description and its policy
+	// as one value each ("--model-config", YAML, "--policy", JSON); the
+	// hand-written flags ("--engine", "sim", "--profile",
+	// "paper-r2r/slm", ...) work too.
 	ModelArgs [][]string
 	// Registry, Algorithm and Params: see FrontConfig. Members build the
 	// algorithm from the binary's built-in registry.
