@@ -235,17 +235,22 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 // Summary is one Row as reported: throughput, latency percentiles and the
 // paired difference from the first system at the same concurrency.
 type Summary struct {
-	System          string  `json:"system"`
-	Concurrency     int     `json:"concurrency"`
+	// System and Concurrency name the configuration.
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// TokensPerSecond is Tokens committed over Seconds measured.
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	Tokens          int     `json:"tokens"`
 	Seconds         float64 `json:"seconds"`
-	LargeShare      float64 `json:"large_model_share"`
-	TTFTp50MS       float64 `json:"ttft_p50_ms"`
-	TTFTp99MS       float64 `json:"ttft_p99_ms"`
-	TPOTp50MS       float64 `json:"tpot_p50_ms"`
-	TPOTp99MS       float64 `json:"tpot_p99_ms"`
-	Requests        int     `json:"requests_completed"`
+	// LargeShare is the share of tokens from models other than model 0.
+	LargeShare float64 `json:"large_model_share"`
+	// TTFT and TPOT percentiles, in milliseconds.
+	TTFTp50MS float64 `json:"ttft_p50_ms"`
+	TTFTp99MS float64 `json:"ttft_p99_ms"`
+	TPOTp50MS float64 `json:"tpot_p50_ms"`
+	TPOTp99MS float64 `json:"tpot_p99_ms"`
+	// Requests counts requests completed inside the windows.
+	Requests int `json:"requests_completed"`
 	// VsFirst is the mean per-round difference from the first system at
 	// the same concurrency (rounds share seeds, so they pair up),
 	// VsFirstCI95 the half-width of its 95% confidence interval (0 with

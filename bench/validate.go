@@ -45,7 +45,8 @@ type ValidateConfig struct {
 	// again; a slice is starved when its mean timer lateness exceeds
 	// MaxLateness or its mean step time is off the profile by more than
 	// MaxStepDev (relative).
-	Retries     int
+	Retries int
+	// MaxLateness and MaxStepDev: see Retries.
 	MaxLateness time.Duration
 	MaxStepDev  float64
 	// Resolve is the extra measuring time per N spent telling the best B1
@@ -61,15 +62,20 @@ type ValidateConfig struct {
 
 // ValidatePoint is one (N, B) point of a validation.
 type ValidatePoint struct {
-	Concurrency     int     `json:"concurrency"`
-	Thresholds      []int   `json:"thresholds"`
+	// Concurrency is N; Thresholds is B.
+	Concurrency int   `json:"concurrency"`
+	Thresholds  []int `json:"thresholds"`
+	// TokensPerSecond is Tokens committed over Seconds measured in all
+	// slices; RoutedFraction the share of them from model 1.
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	Tokens          int     `json:"tokens"`
 	Seconds         float64 `json:"seconds"`
 	RoutedFraction  float64 `json:"routed_fraction"`
-	Predicted       float64 `json:"predicted_tokens_per_second"`
-	Method          string  `json:"method"`
-	ErrorPercent    float64 `json:"error_percent"`
+	// Predicted is the model's throughput, by Method ("exact" or
+	// "simulation"); ErrorPercent the measured value's error against it.
+	Predicted    float64 `json:"predicted_tokens_per_second"`
+	Method       string  `json:"method"`
+	ErrorPercent float64 `json:"error_percent"`
 	// PredictedAtRouted is the model's prediction at the routed fraction
 	// the measured windows actually had (the algorithm's parameter p set
 	// to it: a finite run's draws stray from p by about ±1%, which moves
@@ -78,9 +84,11 @@ type ValidatePoint struct {
 	// Predicted.
 	PredictedAtRouted    float64 `json:"predicted_at_routed_fraction"`
 	ErrorAtRoutedPercent float64 `json:"error_at_routed_fraction_percent"`
-	Within               bool    `json:"within_tolerance"`
-	PredictedBest        bool    `json:"predicted_best"`
-	MeasuredBest         bool    `json:"measured_best"`
+	// Within says |ErrorPercent| is within the tolerance.
+	Within bool `json:"within_tolerance"`
+	// PredictedBest and MeasuredBest mark the best B1 of this N.
+	PredictedBest bool `json:"predicted_best"`
+	MeasuredBest  bool `json:"measured_best"`
 	// Retries counts slices measured again because the machine starved;
 	// Starved counts slices kept although it still was.
 	Retries int `json:"retries"`
@@ -95,10 +103,14 @@ type ValidatePoint struct {
 
 // ValidateN summarises one concurrency.
 type ValidateN struct {
-	Concurrency     int     `json:"concurrency"`
-	PredictedBestB1 int     `json:"predicted_best_b1"`
-	MeasuredBestB1  int     `json:"measured_best_b1"`
-	Match           bool    `json:"match"`
+	// Concurrency is N.
+	Concurrency int `json:"concurrency"`
+	// PredictedBestB1 and MeasuredBestB1 are the best B1; Match says they
+	// are equal.
+	PredictedBestB1 int  `json:"predicted_best_b1"`
+	MeasuredBestB1  int  `json:"measured_best_b1"`
+	Match           bool `json:"match"`
+	// MaxErrorPercent is the largest |error| of this N's points.
 	MaxErrorPercent float64 `json:"max_abs_error_percent"`
 	// RunnerUpB1 is the point closest to the measured best; Margin is the
 	// best's mean lead over it in paired slices (same round, same seed),
@@ -117,17 +129,24 @@ type ValidateN struct {
 
 // ValidateReport is a validation's result.
 type ValidateReport struct {
-	Algorithm        string            `json:"algorithm"`
-	Params           map[string]string `json:"params"`
-	LatencyMS        []float64         `json:"latency_ms"`
-	MaxWaitMS        float64           `json:"max_wait_ms"`
-	SecondsPerPoint  float64           `json:"seconds_per_point"`
-	Rounds           int               `json:"rounds"`
-	TolerancePercent float64           `json:"tolerance_percent"`
-	Points           []ValidatePoint   `json:"points"`
-	PerConcurrency   []ValidateN       `json:"per_concurrency"`
-	AllMatch         bool              `json:"all_match"`
-	AllWithin        bool              `json:"all_within_tolerance"`
+	// Algorithm and Params are the algorithm validated.
+	Algorithm string            `json:"algorithm"`
+	Params    map[string]string `json:"params"`
+	// LatencyMS are the models' step times; MaxWaitMS the guard.
+	LatencyMS []float64 `json:"latency_ms"`
+	MaxWaitMS float64   `json:"max_wait_ms"`
+	// SecondsPerPoint, Rounds and TolerancePercent repeat the
+	// configuration.
+	SecondsPerPoint  float64 `json:"seconds_per_point"`
+	Rounds           int     `json:"rounds"`
+	TolerancePercent float64 `json:"tolerance_percent"`
+	// Points are every (N, B); PerConcurrency summarises each N.
+	Points         []ValidatePoint `json:"points"`
+	PerConcurrency []ValidateN     `json:"per_concurrency"`
+	// AllMatch says the measured best equals the predicted best at every
+	// N; AllWithin that every point is within the tolerance.
+	AllMatch  bool `json:"all_match"`
+	AllWithin bool `json:"all_within_tolerance"`
 	// ResolveSeconds is the Resolve budget per concurrency; AllResolved
 	// says every concurrency's best was told apart.
 	ResolveSeconds float64 `json:"resolve_seconds"`

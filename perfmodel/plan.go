@@ -17,16 +17,25 @@ import (
 // `tokenrouter plan --format json`, which serve and bench read back
 // (--thresholds @plan.json).
 type PlanRow struct {
-	Concurrency     int      `json:"concurrency"`
-	Thresholds      []int    `json:"thresholds"`
+	// Concurrency is N; Thresholds is B, one per model.
+	Concurrency int   `json:"concurrency"`
+	Thresholds  []int `json:"thresholds"`
+	// TokensPerSecond is the prediction (nil when B is infeasible).
 	TokensPerSecond *float64 `json:"tokens_per_second"`
-	Feasible        bool     `json:"feasible"`
-	Method          string   `json:"method"`
-	Best            bool     `json:"best"`
-	CIHalfWidth     float64  `json:"ci_half_width,omitempty"`
-	States          int      `json:"states,omitempty"`
-	Residual        *float64 `json:"residual,omitempty"`
-	BoundFraction   float64  `json:"bound_fraction,omitempty"`
+	// Feasible says B cannot deadlock N requests: Σ(B_i − 1) < N.
+	Feasible bool `json:"feasible"`
+	// Method is "exact" (Markov chain) or "simulation".
+	Method string `json:"method"`
+	// Best marks the best B at this N.
+	Best bool `json:"best"`
+	// CIHalfWidth is a simulated prediction's 95% half-width.
+	CIHalfWidth float64 `json:"ci_half_width,omitempty"`
+	// States and Residual describe an exact solve: the chain's size and
+	// the stationary solution's residual.
+	States   int      `json:"states,omitempty"`
+	Residual *float64 `json:"residual,omitempty"`
+	// BoundFraction is the prediction over the no-contention bound.
+	BoundFraction float64 `json:"bound_fraction,omitempty"`
 }
 
 // Plan evaluates every threshold vector at each concurrency in ns (fixed
