@@ -18,15 +18,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func fastSetup(t *testing.T) Setup {
 	t.Helper()
 	return Setup{
-		Preset: sim.Preset{Name: "fast", Models: []string{"slm", "llm"},
-			Profiles: []sim.Profile{{Base: 200 * time.Microsecond}, {Base: time.Millisecond}}},
+		Models: SimModels(sim.Preset{Name: "fast", Models: []string{"slm", "llm"},
+			Profiles: []sim.Profile{{Base: 200 * time.Microsecond}, {Base: time.Millisecond}}}, 0),
 		Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),
-		Thresholds: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond,
+		Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond},
 	}
 }
 
 func TestRunMeasuresTokensAndLatency(t *testing.T) {
-	sys, err := fastSetup(t).Build("tokenrouter")
+	sys, err := fastSetup(t).Build(context.Background(), "tokenrouter")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,19 +7,23 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
+	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/route/querylevel"
+	"github.com/tokenrouter/tokenrouter/route/single"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // Systems lists the serving systems Setup.Build knows, in report order
 // ("all"). Setup.Build also knows "tokenrouter-auto", which is
-// "tokenrouter" with automatic thresholds whatever Setup.Thresholds says, to
+// "tokenrouter" with automatic thresholds whatever Setup.Launch says, to
 // measure automatic against static thresholds side by side.
 func Systems() []string {
 	return []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "query-level", "slm-only", "llm-only"}
@@ -50,72 +54,97 @@ func SystemAbout(name string) string {
 
 // Setup describes the deployment every system is built from.
 type Setup struct {
-	// Preset gives the models and their latency profiles.
-	Preset sim.Preset
+	// Models describe the models, small first; every system opens fresh
+	// engines from them.
+	Models []config.Model
+	// Kinds opens the models (nil: loader.Builtin()).
+	Kinds loader.Kinds
 	// Algorithm and Params are the routing algorithm under test.
 	Algorithm string
 	// Params are its parameters.
 	Params map[string]string
 	// Registry resolves algorithms.
 	Registry *route.Registry
-	// Thresholds, one table per model, for "tokenrouter"; nil selects
-	// automatic thresholds (autotune).
-	Thresholds []sched.Table
-	// MaxWait is the max-wait guard of the routed systems.
-	MaxWait time.Duration
+	// Launch is "tokenrouter"'s launch policy (static tables or automatic
+	// thresholds); the other routed systems launch at B = 1
+	// (tokenrouter-auto: automatic thresholds) with its max-wait guard.
+	Launch sched.Launch
 	// LargeShare is the share of large-model tokens "query-level" targets
 	// (default: Params["p"], else 0.35).
 	LargeShare float64
 	// Observer, if set, watches the routed systems' sub-servers.
 	Observer subserver.Observer
-	// Agree makes model 0 sample model 1's token with this probability
-	// (sim.Config.Agree), as a real small model tracks its large one;
-	// speculative decoding accepts such tokens.
-	Agree float64
 }
 
-// engines builds fresh simulated engines for the preset.
-func (s Setup) engines() []engine.Engine {
-	es := make([]engine.Engine, len(s.Preset.Models))
-	for i, name := range s.Preset.Models {
-		c := sim.Config{Name: name, Profile: s.Preset.Profiles[i], Seed: uint64(i + 1)}
-		if i == 0 && len(es) > 1 {
-			c.Agree, c.AgreeSeed = s.Agree, 2
-		}
-		es[i] = sim.New(c)
+// SimModels describes a latency preset's models on the simulated engine,
+// small first: model i has seed i+1, and model 0 samples model 1's token
+// with probability agree (as a real small model tracks its large one;
+// speculative decoding accepts such tokens).
+func SimModels(p sim.Preset, agree float64) []config.Model {
+	ms := make([]config.Model, len(p.Models))
+	for i, name := range p.Models {
+		pr := p.Profiles[i]
+		ms[i] = config.Model{Name: name, Engine: loader.KindSim, Seed: uint64(i + 1),
+			Latency: &config.Latency{Base: pr.Base, PerSeq: pr.PerSeq, PerToken: pr.PerToken}}
 	}
-	return es
+	if len(ms) > 1 {
+		ms[0].Agree, ms[0].AgreeSeed = agree, 2
+	}
+	return ms
+}
+
+// names returns the model names in order.
+func (s Setup) names() []string {
+	out := make([]string, len(s.Models))
+	for i, m := range s.Models {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// engines opens fresh engines for the models.
+func (s Setup) engines(ctx context.Context) ([]engine.Engine, error) {
+	kinds := s.Kinds
+	if kinds == nil {
+		kinds = loader.Builtin()
+	}
+	es := make([]engine.Engine, 0, len(s.Models))
+	for _, m := range s.Models {
+		e, err := kinds.OpenEngine(ctx, m)
+		if err != nil {
+			for _, o := range es {
+				_ = o.Close()
+			}
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		es = append(es, e)
+	}
+	return es, nil
 }
 
 // Build starts the named system on fresh engines.
-func (s Setup) Build(name string) (System, error) {
-	es := s.engines()
-	models := func(b []sched.Table) []router.Model {
-		ms := make([]router.Model, len(es))
-		for i := range es {
-			p := sched.Policy{MaxWait: s.MaxWait}
-			if b != nil {
-				p.B = b[i]
-			}
-			ms[i] = router.Model{Name: s.Preset.Models[i], Engine: es[i], Policy: p}
-		}
-		return ms
+func (s Setup) Build(ctx context.Context, name string) (System, error) {
+	es, err := s.engines(ctx)
+	if err != nil {
+		return nil, err
 	}
-	cfg := router.Config{Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer}
+	names := s.names()
+	ms := make([]deploy.Model, len(es))
+	for i := range es {
+		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
+	}
+	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}}
 	switch name {
 	case "tokenrouter":
-		cfg.Models = models(s.Thresholds)
-		if s.Thresholds == nil {
-			cfg.Auto = &autotune.Options{}
-		}
+		cfg.Launch = s.Launch
 	case "tokenrouter-auto":
-		cfg.Models, cfg.Auto = models(nil), &autotune.Options{}
+		cfg.Launch.Auto = true
 	case "tokenrouter-b1":
-		cfg.Models = models(nil)
 	case "std-serving":
-		cfg.Models, cfg.NoPending = models(nil), true
+		cfg.Registry = stdserving.Registry(s.Registry, s.Algorithm)
 	case "lockstep":
-		return lockstep.New(lockstep.Config{Engines: es, Names: s.Preset.Models, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
+		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
 	case "query-level":
 		share := s.LargeShare
 		if share == 0 {
@@ -124,14 +153,14 @@ func (s Setup) Build(name string) (System, error) {
 				share = p
 			}
 		}
-		cfg.Models, cfg.Algorithm = models(nil), "query-level"
+		cfg.Algorithm = querylevel.Name
 		cfg.Params = map[string]string{"score": "random", "strong": strconv.FormatFloat(share, 'g', -1, 64)}
 	case "slm-only", "llm-only":
 		m := 0
 		if name == "llm-only" {
 			m = len(es) - 1
 		}
-		cfg.Models, cfg.Algorithm, cfg.Params = models(nil), "single", map[string]string{"model": strconv.Itoa(m)}
+		cfg.Algorithm, cfg.Params = single.Name, map[string]string{"model": strconv.Itoa(m)}
 	default:
 		for _, e := range es {
 			_ = e.Close()
@@ -139,7 +168,7 @@ func (s Setup) Build(name string) (System, error) {
 		return nil, fmt.Errorf("bench: unknown system %q (have %v)", name, Systems())
 	}
 	cfg.Params = maps.Clone(cfg.Params)
-	return router.New(cfg)
+	return deploy.New(cfg)
 }
 
 // Row is one system at one concurrency, measured over interleaved rounds.
@@ -176,7 +205,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		}
 		for round := range rounds {
 			for i, name := range systems {
-				sys, err := setup.Build(name)
+				sys, err := setup.Build(ctx, name)
 				if err != nil {
 					return nil, err
 				}
@@ -201,4 +230,55 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		}
 	}
 	return rows, nil
+}
+
+// Summary is one Row as reported: throughput, latency percentiles and the
+// paired difference from the first system at the same concurrency.
+type Summary struct {
+	// System and Concurrency name the configuration.
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// TokensPerSecond is Tokens committed over Seconds measured.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Tokens          int     `json:"tokens"`
+	Seconds         float64 `json:"seconds"`
+	// LargeShare is the share of tokens from models other than model 0.
+	LargeShare float64 `json:"large_model_share"`
+	// TTFT and TPOT percentiles, in milliseconds.
+	TTFTp50MS float64 `json:"ttft_p50_ms"`
+	TTFTp99MS float64 `json:"ttft_p99_ms"`
+	TPOTp50MS float64 `json:"tpot_p50_ms"`
+	TPOTp99MS float64 `json:"tpot_p99_ms"`
+	// Requests counts requests completed inside the windows.
+	Requests int `json:"requests_completed"`
+	// VsFirst is the mean per-round difference from the first system at
+	// the same concurrency (rounds share seeds, so they pair up),
+	// VsFirstCI95 the half-width of its 95% confidence interval (0 with
+	// fewer than two rounds).
+	VsFirst     float64 `json:"vs_first_tokens_per_second"`
+	VsFirstCI95 float64 `json:"vs_first_ci95"`
+}
+
+// Summarize reports Compare's rows; systems is the number of systems per
+// concurrency (the rows of one concurrency are consecutive, the first
+// system first).
+func Summarize(rows []Row, systems int) []Summary {
+	out := make([]Summary, len(rows))
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	byRound := func(v []float64) map[int]float64 {
+		m := make(map[int]float64, len(v))
+		for r, x := range v {
+			m[r] = x
+		}
+		return m
+	}
+	for i, r := range rows {
+		out[i] = Summary{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
+			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
+			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
+			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
+		first := rows[i-i%systems]
+		out[i].VsFirst, out[i].VsFirstCI95, _ = PairedLead(byRound(r.PerRound), byRound(first.PerRound))
+	}
+	return out
 }

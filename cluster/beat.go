@@ -4,10 +4,10 @@
 //
 // RunMember runs one model's sub-server on the bus and announces it with
 // heartbeats; Join is the front end's side: it waits until every model has
-// announced itself, builds a router over the remote models and watches
+// announced itself, builds a deployment over the remote models and watches
 // their heartbeats. A model that misses Config.Misses heartbeats (or
 // restarts) is marked down: its requests in flight end with an error
-// wrapping router.ErrUnavailable, the surviving sub-servers free them, and
+// wrapping deploy.ErrUnavailable, the surviving sub-servers free them, and
 // new requests are refused until it rejoins. A member that loses its front
 // end (or sees a new one) drops every request it holds.
 //

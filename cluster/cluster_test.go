@@ -16,11 +16,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -74,8 +74,12 @@ func (s *syncBuffer) String() string {
 func start(t *testing.T, profile string, hb time.Duration, p string) (*cluster.Local, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
+	preset, err := sim.LookupPreset(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := func(i int) []string {
-		return []string{"--engine", "sim", "--profile", profile, "--max-wait", "50ms", "--log-level", "warn"}
+		return []string{"--engine", "sim", "--profile", profile + "/" + preset.Models[i], "--max-wait", "50ms", "--log-level", "warn"}
 	}
 	l, err := cluster.Start(context.Background(), cluster.LocalConfig{
 		Binary: bin.path, Models: []string{"slm", "llm"}, ModelArgs: [][]string{args(0), args(1)},
@@ -172,7 +176,7 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	if err := syscall.Kill(pids[1], syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(err, router.ErrUnavailable) || took > 3*100*time.Millisecond+300*time.Millisecond {
+	if !errors.Is(err, deploy.ErrUnavailable) || took > 3*100*time.Millisecond+300*time.Millisecond {
 		t.Fatalf("frozen sub-server: request ended after %v with %v", took, err)
 	}
 	t.Logf("frozen sub-server: its request failed after %v: %v", took.Round(time.Millisecond), err)
@@ -241,7 +245,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 				s, err := l.Submit(context.Background(), []int32{1, int32(w + 3), int32(n % 100)}, route.Params{MaxTokens: 40, Seed: uint64(w<<16 | n)})
 				if err != nil {
 					mu.Lock()
-					if errors.Is(err, router.ErrUnavailable) {
+					if errors.Is(err, deploy.ErrUnavailable) {
 						res.refused++
 					} else {
 						res.other = append(res.other, err)
@@ -257,7 +261,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 				switch {
 				case err == nil && len(r.Tokens) == 40:
 					res.ok++
-				case errors.Is(err, router.ErrUnavailable):
+				case errors.Is(err, deploy.ErrUnavailable):
 					res.failed++
 					if d := time.Since(killedAt); !killedAt.IsZero() && d > res.slowest {
 						res.slowest = d

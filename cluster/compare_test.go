@@ -9,9 +9,9 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
@@ -36,12 +36,12 @@ func TestThroughputNATSvsMemory(t *testing.T) {
 	}
 	params := map[string]string{"p": "0.35"}
 	memory := func() (bench.System, error) {
-		ms := make([]router.Model, len(preset.Models))
+		ms := make([]deploy.Model, len(preset.Models))
 		for i, name := range preset.Models {
-			ms[i] = router.Model{Name: name, Engine: sim.New(sim.Config{Name: name, Profile: preset.Profiles[i], Seed: uint64(i + 1)}),
-				Policy: sched.Policy{B: sched.Static(1), MaxWait: 50 * time.Millisecond}}
+			ms[i] = deploy.Model{Name: name, Engine: sim.New(sim.Config{Name: name, Profile: preset.Profiles[i], Seed: uint64(i + 1)})}
 		}
-		return router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: params, Registry: builtin.Registry()})
+		return deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: params, Registry: builtin.Registry(),
+			Launch: sched.Launch{MaxWait: 50 * time.Millisecond}})
 	}
 	procs := func() (bench.System, error) {
 		a := []string{"--engine", "sim", "--profile", "paper-r2r", "--thresholds", "1", "--max-wait", "50ms", "--log-level", "warn"}

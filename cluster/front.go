@@ -11,9 +11,9 @@ import (
 	gonats "github.com/nats-io/nats.go"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -52,12 +52,12 @@ type Member struct {
 	Seen time.Time
 }
 
-// Front is a running front end: a router over remote models and the
+// Front is a running front end: a deployment over remote models and the
 // liveness monitor that marks them down and up.
 type Front struct {
 	cfg    FrontConfig
 	bus    *busnats.Bus
-	r      *router.Router
+	r      *deploy.Deployment
 	inc    uint64
 	sub    *gonats.Subscription
 	beats  chan Beat
@@ -115,11 +115,11 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		f.shutdown()
 		return nil, err
 	}
-	ms := make([]router.Model, len(cfg.Models))
+	ms := make([]deploy.Model, len(cfg.Models))
 	for i, name := range cfg.Models {
-		ms[i] = router.Model{Name: name, Remote: &infos[i]}
+		ms[i] = deploy.Model{Name: name, Remote: &infos[i]}
 	}
-	f.r, err = router.New(router.Config{Models: ms, Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry, Bus: b})
+	f.r, err = deploy.New(deploy.Config{Models: ms, Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry, Bus: b})
 	if err != nil {
 		f.shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -252,8 +252,8 @@ func (f *Front) up(b Beat) {
 	f.cfg.OnEvent("model up", "model", f.cfg.Models[b.Index], "index", b.Index)
 }
 
-// Router returns the front end's router: Submit, streams, cancellation.
-func (f *Front) Router() *router.Router { return f.r }
+// Deployment returns the front end's deployment: Submit, streams, cancellation.
+func (f *Front) Deployment() *deploy.Deployment { return f.r }
 
 // Members returns the front end's view of every model.
 func (f *Front) Members() []Member {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -31,8 +31,11 @@ type LocalConfig struct {
 	Prefix string
 	// Models are the model names, in the algorithm's order.
 	Models []string
-	// ModelArgs[i] are the subserver flags that describe model i's engine
-	// and policy ("--engine", "sim", "--profile", "paper-r2r", ...).
+	// ModelArgs[i] are the subserver flags that describe model i and its
+	// launch policy: serve passes the model's description and its policy
+	// as one value each ("--model-config", YAML, "--policy", JSON); the
+	// hand-written flags ("--engine", "sim", "--profile",
+	// "paper-r2r/slm", ...) work too.
 	ModelArgs [][]string
 	// Registry, Algorithm and Params: see FrontConfig. Members build the
 	// algorithm from the binary's built-in registry.
@@ -202,8 +205,8 @@ func (l *Local) supervise(i int, c *child) {
 	}
 }
 
-// Router returns the front end's router.
-func (l *Local) Router() *router.Router { return l.front.Router() }
+// Deployment returns the front end's deployment.
+func (l *Local) Deployment() *deploy.Deployment { return l.front.Deployment() }
 
 // Front returns the front end.
 func (l *Local) Front() *Front { return l.front }

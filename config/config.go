@@ -6,14 +6,16 @@
 // anything is started.
 //
 // A preset runs one routing algorithm over its models; the server builds
-// one router per preset, each with its own engines, so two presets over the
-// same model definitions load that model twice. Thresholds are explicit
-// ("1,3", or one value for every model) or "auto" (the default): in one
-// process the runtime estimates the routing probabilities and step
-// latencies from what it observes and applies the throughput model's best
-// table B*(n) (autotune); for sub-servers in other processes the table is
-// computed up front, which needs known inputs (r2r-random over simulated
-// engines).
+// one deployment per preset, each with its own engines, so two presets over the
+// same model definitions load that model twice. A preset's launch policy
+// (ParseLaunch, the one place thresholds are read) is explicit ("1,3", or
+// one value for every model), a plan file ("@plan.json", as `tokenrouter
+// plan --format json` writes it) or "auto" (the default): in one process
+// the runtime estimates the routing probabilities and step latencies from
+// what it observes and applies the throughput model's best table B*(n)
+// (autotune); for sub-servers in other processes the table is computed up
+// front, which needs known inputs (an algorithm that states its routing
+// process, route.Predictable, over simulated engines).
 package config
 
 import (
@@ -30,17 +32,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
-// Engine kinds.
-const (
-	// EngineSim is the simulated engine (no weights).
-	EngineSim = "sim"
-	// EngineCPU is the pure-Go CPU engine (GGUF or llama2.c weights).
-	EngineCPU = "cpu"
-)
+// DefaultEngine is the engine kind of a model that names none: the
+// simulated engine. Package loader knows the kinds and checks each model's
+// fields against its kind.
+const DefaultEngine = "sim"
 
 // AutoThresholds in Preset.Thresholds asks the throughput model for B.
 const AutoThresholds = "auto"
@@ -49,19 +48,17 @@ const AutoThresholds = "auto"
 // its algorithm, the limits, the max-wait guard, the size of "auto" tables
 // and of simulated models.
 const (
-	DefaultHost             = "127.0.0.1"
-	DefaultPort             = 30000
-	DefaultProfile          = "paper-r2r"
-	DefaultAlgorithm        = "r2r-random"
-	DefaultP                = "0.35"
-	DefaultMaxBodyBytes     = 1 << 20
-	DefaultMaxInFlight      = 1024
-	DefaultMaxTokens        = 256
-	DefaultShutdownTimeout  = 30 * time.Second
-	DefaultMaxWait          = 50 * time.Millisecond
-	DefaultAutoConcurrency  = 16
-	DefaultSimVocabSize     = 32000
-	DefaultSimContextLength = 32768
+	DefaultHost            = "127.0.0.1"
+	DefaultPort            = 30000
+	DefaultProfile         = "paper-r2r"
+	DefaultAlgorithm       = "r2r-random"
+	DefaultP               = "0.35"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxInFlight     = 1024
+	DefaultMaxTokens       = 256
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxWait         = 50 * time.Millisecond
+	DefaultAutoConcurrency = 16
 )
 
 // Config is the whole serving configuration.
@@ -91,32 +88,41 @@ type Config struct {
 	Presets []Preset `yaml:"presets"`
 }
 
-// Model defines one model.
+// Model describes one model: its engine kind and the fields that kind
+// reads (package loader opens it). The same description comes from a
+// configuration file's models entry or from command-line flags, and
+// travels to a sub-server in another process as YAML.
 type Model struct {
 	// Name identifies the model in presets, metrics and responses.
 	Name string `yaml:"name"`
-	// Engine is "sim" or "cpu".
+	// Engine is the engine kind: "sim" (the default) or "cpu".
 	Engine string `yaml:"engine"`
 	// Profile (sim) is a latency preset and model, "paper-r2r/slm"; a bare
-	// preset name picks the preset's model of the same name.
-	Profile string `yaml:"profile"`
+	// preset name picks the preset's model of the same name. A preset may
+	// be a profile file ending in .json (bench --calibrate writes one).
+	Profile string `yaml:"profile,omitempty"`
 	// Latency (sim) gives an explicit latency profile instead of Profile.
-	Latency *Latency `yaml:"latency"`
+	Latency *Latency `yaml:"latency,omitempty"`
 	// Seed (sim) makes this model's tokens differ from another's.
-	Seed uint64 `yaml:"seed"`
-	// VocabSize and ContextLength (sim) size the simulated model; for cpu
-	// ContextLength caps the model's own.
-	VocabSize     int `yaml:"vocab_size"`
-	ContextLength int `yaml:"context_length"`
+	Seed uint64 `yaml:"seed,omitempty"`
+	// Agree (sim) is the probability that this model samples the token a
+	// model with seed AgreeSeed would (a small model tracking its large
+	// one, for speculative decoding).
+	Agree     float64 `yaml:"agree,omitempty"`
+	AgreeSeed uint64  `yaml:"agree_seed,omitempty"`
+	// VocabSize and ContextLength (sim) size the simulated model (0: the
+	// engine's defaults); for cpu ContextLength caps the model's own.
+	VocabSize     int `yaml:"vocab_size,omitempty"`
+	ContextLength int `yaml:"context_length,omitempty"`
 	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
-	Path string `yaml:"path"`
+	Path string `yaml:"path,omitempty"`
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
 	// SentencePiece .model or GGUF); default: the GGUF's own.
-	Tokenizer string `yaml:"tokenizer"`
+	Tokenizer string `yaml:"tokenizer,omitempty"`
 	// Threads (cpu) is the kernel thread count (0: GOMAXPROCS).
-	Threads int `yaml:"threads"`
+	Threads int `yaml:"threads,omitempty"`
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
-	KVBudgetMB int `yaml:"kv_budget_mb"`
+	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
 }
 
 // Latency is an explicit sim latency profile: a step over b sequences
@@ -125,9 +131,9 @@ type Latency struct {
 	// Base is the fixed cost of a step.
 	Base time.Duration `yaml:"base"`
 	// PerSeq is the cost per sequence in the batch.
-	PerSeq time.Duration `yaml:"per_seq"`
+	PerSeq time.Duration `yaml:"per_seq,omitempty"`
 	// PerToken is the cost per extended token beyond one per sequence.
-	PerToken time.Duration `yaml:"per_token"`
+	PerToken time.Duration `yaml:"per_token,omitempty"`
 }
 
 // Preset maps a client-facing name to an algorithm over models.
@@ -159,8 +165,8 @@ func Default() Config {
 	c := Config{}
 	c.fillServer()
 	c.Models = []Model{
-		{Name: "slm", Engine: EngineSim, Profile: DefaultProfile + "/slm", Seed: 1},
-		{Name: "llm", Engine: EngineSim, Profile: DefaultProfile + "/llm", Seed: 2},
+		{Name: "slm", Engine: DefaultEngine, Profile: DefaultProfile + "/slm", Seed: 1},
+		{Name: "llm", Engine: DefaultEngine, Profile: DefaultProfile + "/llm", Seed: 2},
 	}
 	c.Presets = []Preset{{
 		Name: DefaultAlgorithm, Algorithm: DefaultAlgorithm, Models: []string{"slm", "llm"},
@@ -199,15 +205,7 @@ func (c *Config) FillDefaults() {
 	for i := range c.Models {
 		m := &c.Models[i]
 		if m.Engine == "" {
-			m.Engine = EngineSim
-		}
-		if m.Engine == EngineSim {
-			if m.VocabSize == 0 {
-				m.VocabSize = DefaultSimVocabSize
-			}
-			if m.ContextLength == 0 {
-				m.ContextLength = DefaultSimContextLength
-			}
+			m.Engine = DefaultEngine
 		}
 	}
 	for i := range c.Presets {
@@ -231,18 +229,28 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(b)
+	c, err := decode(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
+	rel := func(p string) string {
+		if p != "" && !filepath.IsAbs(p) {
+			return filepath.Join(dir, p)
+		}
+		return p
+	}
 	for i := range c.Models {
 		m := &c.Models[i]
-		for _, p := range []*string{&m.Path, &m.Tokenizer} {
-			if *p != "" && !filepath.IsAbs(*p) {
-				*p = filepath.Join(dir, *p)
-			}
+		m.Path, m.Tokenizer = rel(m.Path), rel(m.Tokenizer)
+	}
+	for i := range c.Presets {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(c.Presets[i].Thresholds), "@"); ok {
+			c.Presets[i].Thresholds = "@" + rel(f)
 		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
@@ -250,6 +258,18 @@ func Load(path string) (Config, error) {
 // Parse decodes YAML (unknown keys are errors), fills defaults and
 // validates. Missing models and presets mean the embedded default's.
 func Parse(b []byte) (Config, error) {
+	c, err := decode(b)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// decode reads YAML (unknown keys are errors) and fills defaults.
+func decode(b []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -261,15 +281,13 @@ func Parse(b []byte) (Config, error) {
 		c.Models, c.Presets = d.Models, d.Presets
 	}
 	c.FillDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
 	return c, nil
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
 
-// Validate checks the configuration as a whole.
+// Validate checks the configuration as a whole, apart from each model's
+// engine-specific fields, which package loader checks against its kind.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("config: "+format, a...)) }
@@ -305,29 +323,8 @@ func (c *Config) Validate() error {
 			bad("model %q defined twice", m.Name)
 		}
 		models[m.Name] = m
-		switch m.Engine {
-		case EngineSim:
-			if _, err := m.SimProfile(); err != nil {
-				bad("model %q: %w", m.Name, err)
-			}
-			if m.VocabSize <= 258 {
-				bad("model %q: vocab_size %d: a simulated model needs more than 258 tokens", m.Name, m.VocabSize)
-			}
-			if m.ContextLength < 2 {
-				bad("model %q: context_length %d too small", m.Name, m.ContextLength)
-			}
-		case EngineCPU:
-			if m.Path == "" {
-				bad("model %q: engine cpu needs path", m.Name)
-			}
-			if m.Profile != "" || m.Latency != nil {
-				bad("model %q: profile and latency apply to engine sim only", m.Name)
-			}
-			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
-				bad("model %q: threads, kv_budget_mb and context_length must not be negative", m.Name)
-			}
-		default:
-			bad("model %q: engine %q: want sim or cpu", m.Name, m.Engine)
+		if m.Engine == "" {
+			bad("model %q: no engine", m.Name)
 		}
 	}
 	presets := map[string]bool{}
@@ -357,7 +354,7 @@ func (c *Config) Validate() error {
 			}
 			seen[n] = true
 		}
-		if _, _, err := p.ParseThresholds(); err != nil {
+		if _, err := p.Launch(); err != nil {
 			bad("preset %q: %w", p.Name, err)
 		}
 		if p.AutoConcurrency < 1 || p.AutoConcurrency > 256 {
@@ -392,58 +389,50 @@ func bracket(h string) string {
 	return h
 }
 
-// SimProfile resolves a sim model's latency profile.
-func (m *Model) SimProfile() (sim.Profile, error) {
-	if m.Latency != nil {
-		if m.Profile != "" {
-			return sim.Profile{}, errors.New("give profile or latency, not both")
-		}
-		l := *m.Latency
-		if l.Base < 0 || l.PerSeq < 0 || l.PerToken < 0 {
-			return sim.Profile{}, errors.New("latency: negative duration")
-		}
-		return sim.Profile{Base: l.Base, PerSeq: l.PerSeq, PerToken: l.PerToken}, nil
-	}
-	if m.Profile == "" {
-		return sim.Profile{}, errors.New("engine sim needs profile (e.g. paper-r2r/slm) or latency")
-	}
-	preset, model, _ := strings.Cut(m.Profile, "/")
-	if model == "" {
-		model = m.Name
-	}
-	p, err := sim.LookupPreset(preset)
-	if err != nil {
-		return sim.Profile{}, err
-	}
-	for i, n := range p.Models {
-		if n == model {
-			return p.Profiles[i], nil
-		}
-	}
-	return sim.Profile{}, fmt.Errorf("profile %q: preset %s has models %s", m.Profile, p.Name, strings.Join(p.Models, ", "))
+// Launch is the preset's launch policy (see ParseLaunch): its thresholds
+// for its models and its max-wait guard (negative: none).
+func (p *Preset) Launch() (sched.Launch, error) {
+	return ParseLaunch(p.Thresholds, len(p.Models), max(p.MaxWait, 0))
 }
 
-// ParseThresholds returns the static tables (one per model) or auto=true.
-// One value applies to every model.
-func (p *Preset) ParseThresholds() (tables []sched.Table, auto bool, err error) {
-	s := strings.TrimSpace(p.Thresholds)
-	if s == AutoThresholds {
-		return nil, true, nil
-	}
-	if s == "" {
+// ParseLaunch builds a deployment's launch policy for models models from a
+// threshold spec and a max-wait guard (0: none). It is the one place
+// thresholds are read, for a configuration file's presets and for the
+// serve, bench and subserver flags alike. The spec is "auto" (automatic
+// thresholds), B values such as "1,3" (one per model, or one for every
+// model), or "@FILE": the JSON a `tokenrouter plan --format json` run wrote,
+// whose best row per concurrency gives each model a threshold table B(n).
+func ParseLaunch(spec string, models int, maxWait time.Duration) (sched.Launch, error) {
+	l := sched.Launch{MaxWait: maxWait}
+	s := strings.TrimSpace(spec)
+	switch {
+	case s == AutoThresholds:
+		l.Auto = true
+		return l, nil
+	case strings.HasPrefix(s, "@"):
+		rows, err := perfmodel.ReadPlan(s[1:])
+		if err != nil {
+			return l, fmt.Errorf("thresholds %q: %w", spec, err)
+		}
+		if l.Tables, err = perfmodel.PlanTables(rows, models); err != nil {
+			return l, fmt.Errorf("thresholds %q: %w", spec, err)
+		}
+		return l, nil
+	case s == "":
 		s = "1"
 	}
 	t, err := sched.ParseStatic(s)
 	if err != nil {
-		return nil, false, fmt.Errorf("thresholds %q: want \"auto\" or B values such as \"1,3\": %w", p.Thresholds, err)
+		return l, fmt.Errorf("thresholds %q: want \"auto\", B values such as \"1,3\" or @plan.json: %w", spec, err)
 	}
 	switch {
 	case len(t) == 1:
-		for len(t) < len(p.Models) {
+		for len(t) < models {
 			t = append(t, t[0])
 		}
-	case len(t) != len(p.Models):
-		return nil, false, fmt.Errorf("thresholds %q: %d values for %d models", p.Thresholds, len(t), len(p.Models))
+	case len(t) != models:
+		return l, fmt.Errorf("thresholds %q: %d values for %d models", spec, len(t), models)
 	}
-	return t, false, nil
+	l.Tables = t
+	return l, nil
 }

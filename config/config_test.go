@@ -1,10 +1,14 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 func TestDefault(t *testing.T) {
@@ -15,13 +19,9 @@ func TestDefault(t *testing.T) {
 	if c.Addr() != "127.0.0.1:30000" || len(c.Models) != 2 || c.Presets[0].Name != "r2r-random" || c.Presets[0].Params["p"] != "0.35" {
 		t.Fatalf("%+v", c)
 	}
-	tabs, auto, err := c.Presets[0].ParseThresholds()
-	if err != nil || !auto || tabs != nil {
-		t.Fatalf("thresholds %v %v %v", tabs, auto, err)
-	}
-	p, err := c.Models[1].SimProfile()
-	if err != nil || p.Base != 27900*time.Microsecond {
-		t.Fatalf("llm profile %v %v", p, err)
+	l, err := c.Presets[0].Launch()
+	if err != nil || !l.Auto || l.Tables != nil || l.MaxWait != DefaultMaxWait {
+		t.Fatalf("launch %+v %v", l, err)
 	}
 }
 
@@ -36,13 +36,13 @@ func TestLoadExample(t *testing.T) {
 	if c.Presets[0].Params["p"] != "0.35" || c.Presets[0].MaxWait != 50*time.Millisecond || c.ShutdownTimeout != 30*time.Second {
 		t.Fatalf("preset %+v", c.Presets[0])
 	}
-	if _, auto, _ := c.Presets[1].ParseThresholds(); !auto || c.Presets[1].AutoConcurrency != 8 {
+	if l, _ := c.Presets[1].Launch(); !l.Auto || c.Presets[1].AutoConcurrency != 8 {
 		t.Fatalf("auto preset %+v", c.Presets[1])
 	}
-	if tabs, _, _ := c.Presets[2].ParseThresholds(); len(tabs) != 2 {
-		t.Fatalf("one B for both models: %v", tabs)
+	if l, _ := c.Presets[2].Launch(); len(l.Tables) != 2 || l.Tables[1][0] != 1 {
+		t.Fatalf("one B for both models: %+v", l)
 	}
-	if m, _ := c.Model("stories"); m.Engine != EngineCPU || m.Tokenizer != filepath.Join("testdata", "../../../shared/models/tok512.bin") {
+	if m, _ := c.Model("stories"); m.Engine != "cpu" || m.Tokenizer != filepath.Join("testdata", "../../testdata/models/tok512.bin") {
 		t.Fatalf("paths are relative to the file: %+v", m)
 	}
 }
@@ -60,10 +60,6 @@ func TestParseEmptyIsDefault(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"bogus: 1\n", "field bogus not found"},
-		{"models: [{name: a, engine: gpu}]\npresets: [{name: x, algorithm: r2r-random, models: [a]}]\n", `engine "gpu"`},
-		{"models: [{name: a, engine: sim}]\npresets: [{name: x, algorithm: r2r-random, models: [a]}]\n", "needs profile"},
-		{"models: [{name: a, engine: sim, profile: nope/a}]\npresets: [{name: x, algorithm: r2r-random, models: [a]}]\n", "unknown profile"},
-		{"models: [{name: a, engine: cpu}]\npresets: [{name: x, algorithm: r2r-random, models: [a]}]\n", "needs path"},
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a, b]}]\n", `unknown model "b"`},
 		{"models: [{name: a, profile: paper-r2r/slm}, {name: b, profile: paper-r2r/llm}]\npresets: [{name: x, algorithm: r2r-random, models: [a, b], thresholds: '1,2,3'}]\n", "3 values for 2 models"},
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a], thresholds: fast}]\n", `want "auto"`},
@@ -74,5 +70,36 @@ func TestErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestLaunchFromPlan reads a preset's thresholds from a plan file named
+// relative to the configuration file.
+func TestLaunchFromPlan(t *testing.T) {
+	dir := t.TempDir()
+	plan := `[{"concurrency":2,"thresholds":[1,2],"feasible":true,"best":true},
+{"concurrency":2,"thresholds":[1,1],"feasible":true,"best":false},
+{"concurrency":4,"thresholds":[1,3],"feasible":true,"best":true}]`
+	if err := os.WriteFile(filepath.Join(dir, "plan.json"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "presets: [{name: x, algorithm: r2r-random, models: [slm, llm], thresholds: '@plan.json', max_wait: -1s}]\n" +
+		"models: [{name: slm, profile: paper-r2r/slm}, {name: llm, profile: paper-r2r/llm}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Presets[0].Launch()
+	if err != nil || l.Auto || l.MaxWait != 0 || !slices.Equal(l.Tables[1], sched.Table{2, 2, 2, 2, 3}) {
+		t.Fatalf("launch %+v, %v", l, err)
+	}
+	if _, err := ParseLaunch("@"+filepath.Join(dir, "missing.json"), 2, 0); err == nil {
+		t.Fatal("a missing plan file accepted")
+	}
+	if l, err := ParseLaunch("3", 2, time.Millisecond); err != nil || len(l.Tables) != 2 || l.Tables[0][0] != 3 || l.MaxWait != time.Millisecond {
+		t.Fatalf("one value for every model: %+v, %v", l, err)
 	}
 }

@@ -102,8 +102,6 @@ type Engine interface {
 	Step(ctx context.Context, in []Input, out []Output) error
 	// Truncate keeps the first n tokens of seq's KV cache and drops the rest.
 	Truncate(seq SeqID, n int) error
-	// Len reports how many tokens seq holds (0 for an unknown sequence).
-	Len(seq SeqID) int
 	// Release frees seq's KV cache. Releasing an unknown sequence is a no-op.
 	Release(seq SeqID)
 	// Close frees the engine's resources.

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 )
 
 func TestLoad(t *testing.T) {
@@ -79,9 +79,9 @@ func TestSweepOnSim(t *testing.T) {
 	}
 }
 
-func build(t *testing.T, alg string, params map[string]string) *router.Router {
+func build(t *testing.T, alg string, params map[string]string) *deploy.Deployment {
 	t.Helper()
-	r, err := router.New(router.Config{Models: []router.Model{
+	r, err := deploy.New(deploy.Config{Models: []deploy.Model{
 		{Name: "slm", Engine: sim.New(sim.Config{Seed: 1})}, {Name: "llm", Engine: sim.New(sim.Config{Seed: 2})},
 	}, Algorithm: alg, Params: params, Registry: builtin.Registry()})
 	if err != nil {

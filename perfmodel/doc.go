@@ -48,12 +48,13 @@
 // A Planner caches results by model, concurrency and thresholds and is safe
 // for concurrent use. The package-level Optimize and Table use a fresh
 // Planner with default options. Planner.EvaluatePolicies predicts any set of
-// sched.Policy values (tables, max-wait guards, the Lookahead rule).
+// Policy values (sched.Policy tables and max-wait guards, and the lookahead
+// rule only the model runs).
 //
 // Beyond static thresholds: OptimalThroughput solves the semi-Markov
 // decision process over every launch policy that decides at batch
 // completions, an upper bound for any rule sched.Decide can express. For the
-// paper's R2R pair the expected-wait rule (sched.Policy.Lookahead on every
+// paper's R2R pair the expected-wait rule (Policy.Lookahead on every
 // model, LookaheadPolicies) reaches that optimum (within 0.01 tok/s for
 // N = 2..6), and beats the static B* by 0.3% at N = 4 and 2.0% at N = 16.
 // Most of the remaining gap to the no-contention bound

@@ -112,11 +112,11 @@ func multinomials(p [][]float64, n int) [][][]outcome {
 	return out
 }
 
-// staticPolicies returns one static sched.Policy per threshold, no max-wait.
-func staticPolicies(b []int) []sched.Policy {
-	pols := make([]sched.Policy, len(b))
+// staticPolicies returns one static policy per threshold, no max-wait.
+func staticPolicies(b []int) []Policy {
+	pols := make([]Policy, len(b))
 	for i, x := range b {
-		pols[i] = sched.Policy{B: sched.Static(x)}
+		pols[i] = Policy{Policy: sched.Policy{B: sched.Static(x)}}
 	}
 	return pols
 }
@@ -143,7 +143,7 @@ func checkThresholds(m Model, n int, b []int) error {
 // buildChain enumerates the states reachable from "all n requests queued at
 // model 0" under the launch policies pols (no max-wait), with at most
 // maxStates states.
-func buildChain(ctx context.Context, m Model, n int, pols []sched.Policy, maxStates int) (*chain, error) {
+func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates int) (*chain, error) {
 	quanta := m.Quanta()
 	cd, err := newCodec(n, quanta)
 	if err != nil {
@@ -270,7 +270,7 @@ func buildChain(ctx context.Context, m Model, n int, pols []sched.Policy, maxSta
 // opts.Tolerance, the error wraps ErrNotConverged and the Result still holds
 // the throughput of the best distribution found together with its Residual,
 // for the caller to judge.
-func EvaluateExact(ctx context.Context, m Model, n int, pols []sched.Policy, opts Options) (Result, error) {
+func EvaluateExact(ctx context.Context, m Model, n int, pols []Policy, opts Options) (Result, error) {
 	opts = opts.withDefaults()
 	if err := m.Validate(); err != nil {
 		return Result{}, err
@@ -308,7 +308,7 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []sched.Policy, opt
 }
 
 // policyThresholds returns each policy's threshold at n active requests.
-func policyThresholds(pols []sched.Policy, n int) []int {
+func policyThresholds(pols []Policy, n int) []int {
 	b := make([]int, len(pols))
 	for i, p := range pols {
 		b[i] = p.B.At(n)

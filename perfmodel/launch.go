@@ -10,7 +10,7 @@ import (
 // state laid out as (k_i, b_i, r_i) at indices 3i, 3i+1, 3i+2, with r_i in
 // time quanta. The exact chain and the simulator share it.
 type launchEnv struct {
-	pols      []sched.Policy
+	pols      []Policy
 	n         int
 	quanta    []int
 	p         [][]float64
@@ -18,7 +18,7 @@ type launchEnv struct {
 	lookahead bool
 }
 
-func newLaunchEnv(m Model, n int, pols []sched.Policy) *launchEnv {
+func newLaunchEnv(m Model, n int, pols []Policy) *launchEnv {
 	e := &launchEnv{pols: pols, n: n, quanta: m.Quanta(), p: m.P, quantum: time.Duration(m.delta() * float64(time.Millisecond))}
 	for _, p := range pols {
 		e.lookahead = e.lookahead || p.Lookahead
@@ -65,11 +65,14 @@ func (e *launchEnv) launchAll(s []int, now time.Duration, ready, wake []time.Dur
 			if ready != nil {
 				st.ReadySince = ready[i]
 			}
+			var inc float64
+			var in time.Duration
 			if e.lookahead {
-				inc, h := e.incoming(s, i)
-				st.Incoming, st.IncomingIn = inc, time.Duration(h)*e.quantum
+				var h int
+				inc, h = e.incoming(s, i)
+				in = time.Duration(h) * e.quantum
 			}
-			d := sched.Decide(pol, st, now)
+			d := pol.decide(st, now, inc, in)
 			if d.Launch {
 				s[3*i+1], s[3*i], s[3*i+2] = s[3*i], 0, e.quanta[i]
 				launched = true

@@ -333,7 +333,7 @@ func FormatB(b []int) string {
 // stationary solve converges, simulated otherwise. It does not check
 // static feasibility (a table or a lookahead rule may never deadlock); a
 // policy set that does deadlock returns ErrInfeasible.
-func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []sched.Policy) (Result, error) {
+func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []Policy) (Result, error) {
 	exact := true
 	for _, p := range pols {
 		exact = exact && p.MaxWait <= 0
@@ -348,16 +348,16 @@ func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []
 }
 
 // LookaheadPolicies returns one policy per model using the expected-wait
-// rule (sched.Policy.Lookahead) with each model's step latency and cap as
-// its threshold table (nil: no cap beyond the number of active requests).
-func LookaheadPolicies(m Model, cap []sched.Table) []sched.Policy {
-	pols := make([]sched.Policy, m.M())
+// rule (Policy.Lookahead) with each model's step latency and cap as its
+// threshold table (nil: no cap beyond the number of active requests).
+func LookaheadPolicies(m Model, cap []sched.Table) []Policy {
+	pols := make([]Policy, m.M())
 	for i, l := range m.L {
 		b := sched.Table{math.MaxInt32}
 		if i < len(cap) && cap[i] != nil {
 			b = cap[i]
 		}
-		pols[i] = sched.Policy{B: b, Lookahead: true, Step: time.Duration(l * float64(time.Millisecond))}
+		pols[i] = Policy{Policy: sched.Policy{B: b}, Lookahead: true, Step: time.Duration(l * float64(time.Millisecond))}
 	}
 	return pols
 }

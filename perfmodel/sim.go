@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/sched"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -46,7 +45,7 @@ func (o SimOptions) withDefaults() SimOptions {
 // (with each model's policy) says so, including any max-wait guard. The
 // result is the overall tokens per second with a 95% confidence interval
 // from batch means.
-func Simulate(ctx context.Context, m Model, n int, pols []sched.Policy, o SimOptions) (Result, error) {
+func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) (Result, error) {
 	o = o.withDefaults()
 	if err := m.Validate(); err != nil {
 		return Result{}, err

@@ -202,6 +202,17 @@ type Entrant interface {
 	Entry(r *Request) int
 }
 
+// Predictable is implemented by algorithms whose routing process is known
+// before they run, for the throughput model (DESIGN §6): p[i][j] is the
+// probability that a request that just stepped on model i steps next on
+// model j (p[i][i]: it stays), c[i][j] the tokens committed on that move.
+// ok is false when this instance's process is not stationary (say, a
+// parameter scheduled to change during the run). The runtime computes
+// thresholds up front from it when the step latencies are known too.
+type Predictable interface {
+	Process() (p, c [][]float64, ok bool)
+}
+
 // Spec configures one algorithm instance.
 type Spec struct {
 	// Model is the index of the model this instance runs on.

@@ -7,6 +7,9 @@
 package sched
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,7 +48,8 @@ func (t Table) At(n int) int {
 // Static returns a table holding the single threshold b.
 func Static(b int) Table { return Table{b} }
 
-// Policy is one model's launch rule.
+// Policy is one model's launch rule. Its JSON form is how it travels to a
+// sub-server in another process: {"b":[1,1,2,3],"max_wait":"50ms"}.
 type Policy struct {
 	// B is the threshold table.
 	B Table
@@ -53,14 +57,70 @@ type Policy struct {
 	// this long, so no threshold can deadlock or starve. 0 disables the
 	// guard (used to validate the throughput model, which has none).
 	MaxWait time.Duration
-	// Lookahead, when true, also launches below the threshold once waiting
-	// for the next expected arrivals costs more request-time than it saves
-	// (see LookaheadLaunch). The threshold still launches at or above B, so
-	// B acts as an upper bound; set it to the concurrency for a pure
-	// lookahead rule. Off by default.
-	Lookahead bool
-	// Step is this model's step latency, used by Lookahead.
-	Step time.Duration
+}
+
+// policyJSON is Policy's JSON form, with the wait as a Go duration.
+type policyJSON struct {
+	B       Table  `json:"b"`
+	MaxWait string `json:"max_wait"`
+}
+
+// MarshalJSON encodes the policy with its wait as a duration string.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(policyJSON{B: p.B, MaxWait: p.MaxWait.String()})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote and checks it.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("sched: policy: %w", err)
+	}
+	var w time.Duration
+	if j.MaxWait != "" {
+		var err error
+		if w, err = time.ParseDuration(j.MaxWait); err != nil || w < 0 {
+			return fmt.Errorf("sched: policy: max_wait %q: want a non-negative duration", j.MaxWait)
+		}
+	}
+	for _, v := range j.B {
+		if v < 1 {
+			return fmt.Errorf("sched: policy: threshold %d: must be at least 1", v)
+		}
+	}
+	if len(j.B) == 0 {
+		return errors.New("sched: policy: no threshold table")
+	}
+	*p = Policy{B: j.B, MaxWait: w}
+	return nil
+}
+
+// Launch is a deployment's launch policy: automatic thresholds, or one
+// threshold table per model, and the max-wait guard. It is built in one
+// place (config.Preset.Launch, from a threshold spec such as "auto",
+// "1,3" or "@plan.json") and handed to the runtime, which gives each
+// model its Policy.
+type Launch struct {
+	// Auto asks the runtime to estimate the routing process and the step
+	// latencies while it runs and to push the throughput model's tables
+	// B*(n) (autotune); every model starts at B = 1.
+	Auto bool
+	// Tables holds one threshold table per model when Auto is false; a
+	// model without one launches at B = 1.
+	Tables []Table
+	// MaxWait is every model's max-wait guard (0 disables it).
+	MaxWait time.Duration
+}
+
+// Policy returns model i's starting policy.
+func (l Launch) Policy(i int) Policy {
+	p := Policy{B: Static(1), MaxWait: l.MaxWait}
+	if !l.Auto && i >= 0 && i < len(l.Tables) && len(l.Tables[i]) > 0 {
+		p.B = l.Tables[i]
+	}
+	return p
 }
 
 // State is what the decision looks at. Times are offsets from any fixed
@@ -73,13 +133,6 @@ type State struct {
 	Active int
 	// ReadySince is when the oldest runnable request became runnable.
 	ReadySince time.Duration
-	// Incoming is the expected number of requests that arrive at this model
-	// when the next upstream step that can route here completes; 0 when no
-	// such step is running. Used only by Policy.Lookahead.
-	Incoming float64
-	// IncomingIn is the time from now until that upstream step completes.
-	// Used only by Policy.Lookahead.
-	IncomingIn time.Duration
 }
 
 // Decision is the scheduler's answer.
@@ -95,16 +148,12 @@ type Decision struct {
 }
 
 // Decide is the delayed-batching rule: launch when at least B(active)
-// requests are runnable, when Policy.Lookahead is set and LookaheadLaunch
-// says waiting does not pay, or when the oldest has waited MaxWait.
+// requests are runnable, or when the oldest has waited MaxWait.
 func Decide(p Policy, s State, now time.Duration) Decision {
 	if s.Runnable <= 0 {
 		return Decision{}
 	}
 	if s.Runnable >= p.B.At(s.Active) {
-		return Decision{Launch: true}
-	}
-	if p.Lookahead && LookaheadLaunch(s.Runnable, s.Incoming, s.IncomingIn, p.Step) {
 		return Decision{Launch: true}
 	}
 	if p.MaxWait <= 0 {
@@ -115,26 +164,6 @@ func Decide(p Policy, s State, now time.Duration) Decision {
 		return Decision{Launch: true}
 	}
 	return Decision{WakeAt: deadline, Wake: true}
-}
-
-// LookaheadLaunch is the expected-wait rule. With k requests runnable on an
-// idle model whose step takes step, and incoming requests expected to arrive
-// after a wait h, launching now delays the arrivals by step − h (they miss
-// this batch and wait for it to finish) while waiting delays the k runnable
-// requests by h. It reports whether to launch now: when nothing is expected
-// (incoming ≤ 0), when the arrival comes no sooner than a whole step, or when
-// k·h ≥ incoming·(step − h).
-func LookaheadLaunch(k int, incoming float64, h, step time.Duration) bool {
-	if k <= 0 {
-		return false
-	}
-	if incoming <= 0 || h >= step {
-		return true
-	}
-	if h < 0 {
-		h = 0
-	}
-	return float64(k)*float64(h) >= incoming*float64(step-h)
 }
 
 // ParseStatic parses a comma-separated threshold vector such as "1,3" into

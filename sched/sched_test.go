@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 )
@@ -47,5 +49,36 @@ func TestParseStaticAndFeasible(t *testing.T) {
 	}
 	if !Feasible([]int{1, 3}, 3) || Feasible([]int{1, 4}, 3) || Feasible([]int{2, 2}, 2) {
 		t.Fatal("feasibility is Σ(B_i−1) < N")
+	}
+}
+
+func TestPolicyJSON(t *testing.T) {
+	p := Policy{B: Table{1, 1, 2, 3}, MaxWait: 50 * time.Millisecond}
+	b, err := json.Marshal(p)
+	if err != nil || string(b) != `{"b":[1,1,2,3],"max_wait":"50ms"}` {
+		t.Fatalf("%s, %v", b, err)
+	}
+	var back Policy
+	if err := json.Unmarshal(b, &back); err != nil || !slices.Equal(back.B, p.B) || back.MaxWait != p.MaxWait {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, bad := range []string{`{"b":[]}`, `{"b":[0]}`, `{"b":[1],"max_wait":"-1s"}`, `{"b":[1],"max_wait":"soon"}`, `{"b":[1],"lookahead":true}`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestLaunchPolicy(t *testing.T) {
+	l := Launch{Tables: []Table{Static(1), {1, 2, 3}}, MaxWait: time.Millisecond}
+	if p := l.Policy(1); !slices.Equal(p.B, Table{1, 2, 3}) || p.MaxWait != time.Millisecond {
+		t.Fatalf("static: %+v", p)
+	}
+	l.Auto = true
+	if p := l.Policy(1); !slices.Equal(p.B, Static(1)) || p.MaxWait != time.Millisecond {
+		t.Fatalf("auto starts at B = 1: %+v", p)
+	}
+	if p := (Launch{}).Policy(3); !slices.Equal(p.B, Static(1)) || p.MaxWait != 0 {
+		t.Fatalf("zero value: %+v", p)
 	}
 }

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/buildinfo"
 	"github.com/tokenrouter/tokenrouter/server/simtok"
 )
 
@@ -249,6 +251,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("%d", code)
 	}
 	body := string(b)
+	bi := buildinfo.Read()
 	for _, want := range []string{
 		`tokenrouter_model_queue_length{model="slm",preset="r2r-random"} 0`,
 		`tokenrouter_model_requests{model="llm",preset="r2r-random",state="pending"} 0`,
@@ -264,6 +267,7 @@ func TestMetrics(t *testing.T) {
 		`tokenrouter_requests_total{finish_reason="length",preset="r2r-random"} 3`,
 		`tokenrouter_http_requests_total{code="200",path="/generate"} 3`,
 		`go_goroutines`,
+		fmt.Sprintf(`tokenrouter_build_info{goversion=%q,revision=%q,version=%q} 1`, bi.GoVersion, bi.Revision, bi.Version),
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

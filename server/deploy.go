@@ -5,23 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/autotune"
-
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
-	"github.com/tokenrouter/tokenrouter/engine/sim"
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/route/r2rrandom"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
-	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
 // modelInfo describes one model of a deployment for /v1/models and
@@ -34,13 +27,13 @@ type modelInfo struct {
 	info      engine.Info
 }
 
-// deployment is one preset: a router over its own engines, the text layer
+// deployment is one preset: a deployment over its own engines, the text layer
 // (tokenizer, chat template) and its metrics.
 type deployment struct {
 	name      string
 	algorithm string
 	params    map[string]string
-	r         *router.Router
+	r         *deploy.Deployment
 	models    []modelInfo
 	text      *textModel
 	family    chat.Family
@@ -89,136 +82,11 @@ func (d *deployment) simulated() bool {
 	return true
 }
 
-// opened is one model's engine (nil for a remote model) with its text
-// facts.
-type opened struct {
-	eng      engine.Engine
-	text     *textModel
-	template string
-	profile  *sim.Profile
-}
-
-// openModel opens one model definition: its engine, or, when remote, only
-// what the front end needs (tokenizer, chat template, sim profile).
-func openModel(m config.Model, remote bool, vocab int) (opened, error) {
-	switch m.Engine {
-	case config.EngineSim:
-		prof, err := m.SimProfile()
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o := opened{text: simText(), profile: &prof}
-		if !remote {
-			o.eng = sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize, ContextLength: m.ContextLength})
-		}
-		return o, nil
-	case config.EngineCPU:
-		if remote {
-			return openCPUText(m, vocab)
-		}
-		return openCPU(m)
-	}
-	return opened{}, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
-}
-
-// openCPUText opens a remote cpu model's tokenizer and chat template
-// without its weights (a GGUF file is parsed for its metadata only; its
-// tensors are not loaded). vocab is the vocabulary size the remote model
-// announced.
-func openCPUText(m config.Model, vocab int) (opened, error) {
-	var (
-		o   opened
-		tok *tokenizer.Tokenizer
-		err error
-	)
-	switch {
-	case m.Tokenizer != "":
-		if tok, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		if gguf.IsFile(m.Path) {
-			if f, err := gguf.OpenMeta(m.Path); err == nil {
-				o.template, _ = f.String("tokenizer.chat_template")
-			}
-		}
-	case gguf.IsFile(m.Path):
-		f, err := gguf.OpenMeta(m.Path)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.template, _ = f.String("tokenizer.chat_template")
-		if tok, err = tokenizer.FromGGUF(f); err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-	default:
-		return opened{}, fmt.Errorf("model %s: the front end of a remote model needs its tokenizer: give tokenizer, or a path to its GGUF file", m.Name)
-	}
-	if tok.VocabSize() != vocab {
-		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), vocab)
-	}
-	o.text = realText(tok)
-	return o, nil
-}
-
-// openCPU loads real weights with their tokenizer and chat template.
-func openCPU(m config.Model) (opened, error) {
-	opts := cpu.Options{Threads: m.Threads, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength}
-	var (
-		o   opened
-		tok *tokenizer.Tokenizer
-		err error
-	)
-	if gguf.IsFile(m.Path) {
-		f, err := gguf.Open(m.Path)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		eng, err := cpu.NewFromGGUF(f, opts)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.eng = eng
-		o.template, _ = f.String("tokenizer.chat_template")
-		if m.Tokenizer == "" {
-			if tok, err = tokenizer.FromGGUF(f); err != nil {
-				eng.Close()
-				return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-			}
-		}
-	} else {
-		if m.Tokenizer == "" {
-			return opened{}, fmt.Errorf("model %s: %s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Name, m.Path)
-		}
-		eng, err := cpu.Open(m.Path, opts)
-		if err != nil {
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		o.eng = eng
-	}
-	if tok == nil {
-		if tok, err = tokenizer.Open(m.Tokenizer, o.eng.Info().VocabSize); err != nil {
-			o.eng.Close()
-			return opened{}, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-	}
-	if tok.VocabSize() != o.eng.Info().VocabSize {
-		o.eng.Close()
-		return opened{}, fmt.Errorf("model %s: tokenizer has %d tokens but the model has %d", m.Name, tok.VocabSize(), o.eng.Info().VocabSize)
-	}
-	o.text = realText(tok)
-	return o, nil
-}
-
-// buildDeployment opens a preset's engines and starts its router, or,
-// with deploy set, has deploy run the preset's models elsewhere and opens
+// buildDeployment opens a preset's engines and starts its deployment, or,
+// with opts.Deploy set, has it run the preset's models elsewhere and opens
 // only their text side here.
-func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, reg *route.Registry, m *metrics, deploy Deployer) (*deployment, error) {
-	tables, auto, err := p.ParseThresholds()
-	if err != nil {
-		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-	}
+func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, opts Options, m *metrics) (*deployment, error) {
 	d := &deployment{name: p.Name, algorithm: p.Algorithm, params: p.Params, created: time.Now().Unix()}
-	remote := deploy != nil
 	mcs := make([]config.Model, len(p.Models))
 	for i, name := range p.Models {
 		mc, ok := cfg.Model(name)
@@ -228,95 +96,72 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 		mcs[i] = mc
 		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
 	}
-	var (
-		opens   []opened
-		engines []engine.Engine
-	)
-	closeAll := func() {
-		for _, e := range engines {
-			e.Close()
-		}
-	}
-	if !remote {
-		for _, mc := range mcs {
-			o, err := openModel(mc, false, 0)
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-			}
-			opens = append(opens, o)
-			engines = append(engines, o.eng)
-		}
-	}
-	if auto && !remote {
-		// The runtime estimates the routing process and step latencies
-		// from what it observes and pushes B*(n) (autotune); every model
-		// starts at B = 1.
-		tables = make([]sched.Table, len(mcs))
-		for i := range tables {
-			tables[i] = sched.Static(1)
-		}
-	} else if auto {
-		// Sub-servers elsewhere get their tables up front.
-		profiles := make([]*sim.Profile, len(mcs))
-		for i, mc := range mcs {
-			if mc.Engine == config.EngineSim {
-				if prof, err := mc.SimProfile(); err == nil {
-					profiles[i] = &prof
-				}
-			}
-		}
-		if tables, err = autoTables(ctx, p, profiles); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-	}
-	maxWait := p.MaxWait
-	if maxWait < 0 {
-		maxWait = 0
-	}
-	ms := make([]router.Model, len(mcs))
-	for i := range mcs {
-		ms[i] = router.Model{Name: p.Models[i], Policy: sched.Policy{B: tables[i], MaxWait: maxWait}}
-		if !remote {
-			ms[i].Engine = engines[i]
-		}
-	}
 	d.obs = m.observer(d)
-	rc := router.Config{Models: ms, Algorithm: p.Algorithm, Params: p.Params, Registry: reg, MaxBatch: p.MaxBatch, Observer: d.obs}
-	if auto && !remote {
-		rc.Auto = &autotune.Options{}
+	texts, err := d.start(ctx, p, mcs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
-	if remote {
-		r, closer, err := deploy(ctx, p.Name, rc, mcs)
-		if err != nil {
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-		d.r, d.closer = r, closer
-	} else {
-		r, err := router.New(rc)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
-		}
-		d.r = r
+	if err := d.setText(texts); err != nil {
+		return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
 	}
-	infos := d.r.Models()
-	var template string
-	for i, mc := range mcs {
-		info := infos[i]
-		if remote {
-			o, err := openModel(mc, true, info.VocabSize)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
+	return d, nil
+}
+
+// start opens the models' engines and starts d's deployment over them, or has
+// opts.Deploy run them elsewhere, and returns the models' text sides.
+func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
+	launch, err := p.Launch()
+	if err != nil {
+		return nil, err
+	}
+	rc := deploy.Config{Models: make([]deploy.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
+		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch}
+	for i := range mcs {
+		rc.Models[i].Name = p.Models[i]
+	}
+	if opts.Deploy == nil {
+		opened, err := opts.Kinds.OpenAll(ctx, mcs)
+		if err != nil {
+			return nil, err
+		}
+		texts := make([]loader.Text, len(opened))
+		for i, o := range opened {
+			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
+		}
+		if d.r, err = deploy.New(rc); err != nil {
+			for _, o := range opened {
+				err = errors.Join(err, o.Engine.Close())
 			}
-			opens = append(opens, o)
+			return nil, err
 		}
-		o := opens[i]
+		return texts, nil
+	}
+	if launch.Auto {
+		// Sub-servers elsewhere get their tables up front.
+		if rc.Launch, err = autoLaunch(ctx, p, launch, opts, mcs); err != nil {
+			return nil, err
+		}
+	}
+	if d.r, d.closer, err = opts.Deploy(ctx, p.Name, rc, mcs); err != nil {
+		return nil, err
+	}
+	texts := make([]loader.Text, len(mcs))
+	for i, info := range d.r.Models() {
+		if texts[i], err = opts.Kinds.OpenText(mcs[i], info.VocabSize); err != nil {
+			return nil, errors.Join(err, d.close())
+		}
+	}
+	return texts, nil
+}
+
+// setText sets up d's text side from its models' facts and text sides: the
+// first real model's tokenizer and chat template serve the preset.
+func (d *deployment) setText(texts []loader.Text) error {
+	var template string
+	for i, info := range d.r.Models() {
 		d.models[i].simulated, d.models[i].info = info.Simulated, info
-		// The first real model's tokenizer and template serve the preset.
-		if d.text == nil || (d.text.sim && !o.text.sim) {
-			d.text, template = o.text, o.template
+		if t := textOf(texts[i]); d.text == nil || (d.text.sim && !t.sim) {
+			d.text, template = t, texts[i].Template
 		}
 		if i == 0 || info.ContextLength < d.ctxLen {
 			d.ctxLen = info.ContextLength
@@ -324,8 +169,8 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 	}
 	for _, mi := range d.models {
 		if mi.info.VocabSize != d.models[0].info.VocabSize {
-			return nil, errors.Join(fmt.Errorf("preset %s: models %s and %s have different vocabularies (%d and %d tokens)",
-				p.Name, d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize), d.close())
+			return fmt.Errorf("models %s and %s have different vocabularies (%d and %d tokens)",
+				d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize)
 		}
 	}
 	d.family = chat.Detect(template)
@@ -334,10 +179,10 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, r
 			d.stopIDs = append(d.stopIDs, id)
 		}
 	}
-	return d, nil
+	return nil
 }
 
-// close stops d's router (closing its engines) and then what its Deployer
+// close stops d's deployment (closing its engines) and then what its Deployer
 // returned to close.
 func (d *deployment) close() error {
 	var err error
@@ -350,26 +195,36 @@ func (d *deployment) close() error {
 	return err
 }
 
-// autoTables asks the throughput model for the threshold tables. It needs
-// the routing matrix and the step latencies up front, which are known for
-// r2r-random over simulated engines; other setups need explicit B.
-func autoTables(ctx context.Context, p config.Preset, profiles []*sim.Profile) ([]sched.Table, error) {
-	if p.Algorithm != r2rrandom.Name || len(profiles) != 2 || profiles[0] == nil || profiles[1] == nil {
-		return nil, errors.New(`thresholds "auto" needs the throughput model's inputs up front: ` +
-			`available for r2r-random over two simulated models; give explicit thresholds (e.g. "1,3") otherwise`)
-	}
-	prob := 0.35
-	if v, ok := p.Params["p"]; ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return nil, fmt.Errorf("param p=%q: %w", v, err)
+// autoLaunch computes automatic thresholds up front, for sub-servers
+// elsewhere: it needs the algorithm's routing process (route.Predictable)
+// and every model's step latency (a simulated profile) before anything
+// runs; other setups need explicit thresholds.
+func autoLaunch(ctx context.Context, p config.Preset, l sched.Launch, opts Options, mcs []config.Model) (sched.Launch, error) {
+	const need = `thresholds "auto" for sub-servers elsewhere needs the throughput model's inputs up front ` +
+		`(an algorithm that states its routing process over models whose step times are known, such as r2r-random over simulated models); ` +
+		`give explicit thresholds (e.g. "1,3" or @plan.json) otherwise`
+	md := perfmodel.Model{L: make([]float64, len(mcs))}
+	for i, mc := range mcs {
+		lat := opts.Kinds.StepLatency(mc)
+		if lat <= 0 {
+			return l, errors.New(need)
 		}
-		prob = f
+		md.L[i] = float64(lat) / float64(time.Millisecond)
 	}
-	ms := func(pr *sim.Profile) float64 { return float64(pr.Latency(1, 1)) / float64(time.Millisecond) }
-	t, err := perfmodel.Table(ctx, perfmodel.R2R(prob, ms(profiles[0]), ms(profiles[1])), p.AutoConcurrency, nil)
+	a, err := opts.Registry.New(p.Algorithm, route.Spec{Model: -1, Models: p.Models, Params: p.Params})
 	if err != nil {
-		return nil, fmt.Errorf("auto thresholds: %w", err)
+		return l, err
 	}
-	return t, nil
+	pr, ok := a.(route.Predictable)
+	if ok {
+		md.P, md.C, ok = pr.Process()
+	}
+	if !ok {
+		return l, errors.New(need)
+	}
+	t, err := perfmodel.Table(ctx, md, p.AutoConcurrency, nil)
+	if err != nil {
+		return l, fmt.Errorf("auto thresholds: %w", err)
+	}
+	return sched.Launch{Tables: t, MaxWait: l.MaxWait}, nil
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -256,11 +256,11 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	defer release()
 	st, err := g.dep.r.Submit(ctx, g.prompt, g.params)
 	switch {
-	case errors.Is(err, router.ErrBadRequest):
+	case errors.Is(err, deploy.ErrBadRequest):
 		return nil, badRequest("", "invalid_value", "%v", strings.TrimPrefix(err.Error(), "bad request: "))
-	case errors.Is(err, router.ErrClosed):
+	case errors.Is(err, deploy.ErrClosed):
 		return nil, errUnavailable("The server is shutting down")
-	case errors.Is(err, router.ErrUnavailable):
+	case errors.Is(err, deploy.ErrUnavailable):
 		return nil, errUnavailable(unavailableMessage(err))
 	case err != nil:
 		return nil, err
@@ -282,7 +282,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	)
 	for !ended {
 		rerr := st.Recv(ctx, &chunk)
-		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, router.ErrUnavailable) {
+		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, deploy.ErrUnavailable) {
 			return nil, errUnavailable(unavailableMessage(rerr))
 		}
 		if rerr != nil && !chunk.Done {
@@ -409,7 +409,7 @@ func (s *Server) nativeResponse(g *genRequest, res *genResult) NativeResponse {
 	}
 }
 
-// unavailableMessage words an error wrapping router.ErrUnavailable (a
+// unavailableMessage words an error wrapping deploy.ErrUnavailable (a
 // model of a multi-process deployment stopped answering) for the client.
 func unavailableMessage(err error) string {
 	return "A model of this deployment is unavailable; retry later (" + err.Error() + ")"

@@ -37,6 +37,12 @@ type env struct {
 // by edit. Cleanup shuts it down and closes it.
 func start(t *testing.T, edit func(*config.Config)) *env {
 	t.Helper()
+	return startWith(t, edit, Options{})
+}
+
+// startWith is start with server options.
+func startWith(t *testing.T, edit func(*config.Config), opts Options) *env {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Port = 0
 	cfg.ShutdownTimeout = 5 * time.Second
@@ -44,7 +50,7 @@ func start(t *testing.T, edit func(*config.Config)) *env {
 		edit(&cfg)
 	}
 	cfg.FillDefaults()
-	s, err := New(context.Background(), cfg, Options{})
+	s, err := New(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +195,7 @@ func readEvents(r io.Reader, each func(event) bool) ([]event, error) {
 	return evs, sc.Err()
 }
 
-// waitIdle waits until every router of s holds no request and no KV.
+// waitIdle waits until every deployment of s holds no request and no KV.
 func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

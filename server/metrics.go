@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tokenrouter/tokenrouter/internal/buildinfo"
 )
 
 // metrics holds the server's Prometheus registry. Labels: preset (the name
@@ -81,7 +83,13 @@ func newMetrics(s *Server) *metrics {
 	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
 	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
 	m.inFlight = d("tokenrouter_http_generation_in_flight", "Generation requests admitted and not finished.")
-	m.reg.MustRegister(m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
+	bi := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tokenrouter_build_info", Help: "Always 1; the labels say what the server was built from.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+	})
+	build.Set(1)
+	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

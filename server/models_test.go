@@ -2,39 +2,28 @@ package server
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 )
 
-// sharedModels is the folder of the small trained test models.
-var sharedModels = filepath.Join("..", "..", "shared", "models")
-
-func needModels(t *testing.T, files ...string) {
-	t.Helper()
-	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(sharedModels, f)); err != nil {
-			t.Skipf("test model %s not found: %v", f, err)
-		}
-	}
-}
-
 // TestRealModels serves two real TinyStories models with their shared
 // tokenizer under r2r-random, through the example configuration file.
 func TestRealModels(t *testing.T) {
-	needModels(t, "stories260K.bin", "llama2xs-model.bin", "tok512.bin", "stories260K.gguf")
+	models := testmodels.Dir(t)
 	cfg, err := config.Load(filepath.Join("..", "config", "testdata", "example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := start(t, func(c *config.Config) {
 		c.Models, c.Presets = cfg.Models, cfg.Presets[2:]
-		c.Models = append(c.Models, config.Model{Name: "gguf", Engine: config.EngineCPU, Path: filepath.Join(sharedModels, "stories260K.gguf")})
+		c.Models = append(c.Models, config.Model{Name: "gguf", Engine: loader.KindCPU, Path: filepath.Join(models, "stories260K.gguf")})
 		c.Presets = append(c.Presets, config.Preset{Name: "gguf-only", Algorithm: "r2r-random", Models: []string{"gguf", "stories"},
 			Params: map[string]string{"p": "0"}})
 	})

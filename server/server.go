@@ -34,9 +34,10 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry resolves algorithm names (default: route/builtin).
 	Registry *route.Registry
+	// Kinds opens the models' engines and text sides (default:
+	// loader.Builtin()).
+	Kinds loader.Kinds
 	// Deploy, if set, runs every preset's models outside this process
 	// (child processes, other machines); the server then opens only their
 	// tokenizers and chat templates, not their weights. Nil runs every
@@ -54,16 +58,18 @@ type Options struct {
 	Deploy Deployer
 }
 
-// Deployer runs one preset's models elsewhere and returns a router over
-// them, for Options.Deploy. preset is the preset's name; rc is the router
+// Deployer runs one preset's models elsewhere and returns a deployment over
+// them, for Options.Deploy. preset is the preset's name; rc is the deployment
 // configuration the server would start in process, without engines: the
-// models' names and policies (thresholds, max-wait), the algorithm, its
-// parameters and registry, MaxBatch and the metrics Observer; models are
-// the models' definitions in the same order. The returned router's models
-// must announce their engine facts (router.Model.Remote). The server
-// closes the router, then closer (which may be nil), on Close. ctx bounds
+// models' names, the launch policy (static tables by now: automatic
+// thresholds are computed up front; model i runs rc.Launch.Policy(i)), the
+// algorithm, its parameters and registry, MaxBatch and the metrics
+// Observer; models are
+// the models' definitions in the same order. The returned deployment's models
+// must announce their engine facts (deploy.Model.Remote). The server
+// closes the deployment, then closer (which may be nil), on Close. ctx bounds
 // the start-up.
-type Deployer func(ctx context.Context, preset string, rc router.Config, models []config.Model) (r *router.Router, closer io.Closer, err error)
+type Deployer func(ctx context.Context, preset string, rc deploy.Config, models []config.Model) (r *deploy.Deployment, closer io.Closer, err error)
 
 // RemoteStatser is an optional capability of the closer a Deployer
 // returns: the counters its sub-servers last reported, in model order.
@@ -80,7 +86,7 @@ type RemoteStat struct {
 	Stats subserver.Stats
 }
 
-// Server serves the HTTP API over one router per preset.
+// Server serves the HTTP API over one deployment per preset.
 type Server struct {
 	cfg     config.Config
 	log     *slog.Logger
@@ -99,7 +105,7 @@ type Server struct {
 	closeErr  error
 }
 
-// New validates cfg, opens every preset's engines and starts their routers
+// New validates cfg, opens every preset's engines and starts their deployments
 // (or has Options.Deploy run them elsewhere). ctx bounds the start-up work
 // (automatic thresholds, remote models joining). Close releases them.
 func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) {
@@ -112,10 +118,16 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) 
 	if opts.Registry == nil {
 		opts.Registry = builtin.Registry()
 	}
+	if opts.Kinds == nil {
+		opts.Kinds = loader.Builtin()
+	}
+	if err := opts.Kinds.CheckAll(&cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
 	s.metrics = newMetrics(s)
 	for _, p := range cfg.Presets {
-		d, err := buildDeployment(ctx, &cfg, p, opts.Registry, s.metrics, opts.Deploy)
+		d, err := buildDeployment(ctx, &cfg, p, opts, s.metrics)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("server: %w", err)
@@ -130,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) 
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close stops every router and closes the engines. Requests still in
+// Close stops every deployment and closes the engines. Requests still in
 // flight are cancelled.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {

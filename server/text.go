@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 	"github.com/tokenrouter/tokenrouter/server/simtok"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
@@ -22,6 +23,15 @@ type textModel struct {
 	stripFirstSpace bool
 	sim             bool
 	kind            string
+}
+
+// textOf is the text model of a model's text side: its tokenizer, or the
+// simulated vocabulary when it has none.
+func textOf(t loader.Text) *textModel {
+	if t.Tokenizer == nil {
+		return simText()
+	}
+	return realText(t.Tokenizer)
 }
 
 // simText is the sim tokenizer's text model.

@@ -44,11 +44,6 @@ type Config struct {
 	Bus bus.Bus
 	// MaxBatch bounds a step's batch (default 256).
 	MaxBatch int
-	// NoPending makes a sub-server forget a request's KV when it hands the
-	// request to a peer, so a returning request re-extends its whole
-	// sequence. It models independent single-model servers (the
-	// std-serving baseline), which keep no state for requests that left.
-	NoPending bool
 	// Observer, if set, is told about every step and every hand-off. It is
 	// called from the loop goroutine and must be quick.
 	Observer Observer
@@ -503,10 +498,6 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	m.Tokens = append(m.Tokens[:0], q.Tokens[anchor:]...)
 	m.By = append(m.By[:0], q.By[anchor:]...)
 	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
-	if s.cfg.NoPending {
-		s.cfg.Engine.Release(engine.SeqID(q.ID))
-		r.hasKV, r.seen[s.cfg.Index] = false, 0
-	}
 	m.Seen = append(m.Seen[:0], r.seen...)
 	if s.sender != nil {
 		s.sender.Send(q, m)

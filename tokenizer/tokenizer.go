@@ -7,6 +7,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -329,4 +330,26 @@ func (t *Tokenizer) Decode(ids []int32) string {
 		}
 	}
 	return string(b)
+}
+
+// SameVocabulary checks that two tokenizers give every id the same text
+// (control tokens are compared by id, since their spellings differ between
+// file formats) and the same special tokens, so that models using them can
+// share one sequence.
+func SameVocabulary(a, b *Tokenizer) error {
+	if a.VocabSize() != b.VocabSize() {
+		return fmt.Errorf("vocabularies of %d and %d tokens", a.VocabSize(), b.VocabSize())
+	}
+	if a.BOS != b.BOS || a.EOS != b.EOS {
+		return fmt.Errorf("BOS/EOS %d/%d and %d/%d differ", a.BOS, a.EOS, b.BOS, b.EOS)
+	}
+	for id := range int32(a.VocabSize()) {
+		if a.IsControl(id) != b.IsControl(id) {
+			return fmt.Errorf("token %d is a control token in one vocabulary only", id)
+		}
+		if !a.IsControl(id) && !bytes.Equal(a.AppendPiece(nil, id), b.AppendPiece(nil, id)) {
+			return fmt.Errorf("token %d is %q in one vocabulary and %q in the other", id, a.AppendPiece(nil, id), b.AppendPiece(nil, id))
+		}
+	}
+	return nil
 }

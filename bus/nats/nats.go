@@ -57,7 +57,6 @@ type Options struct {
 type Bus struct {
 	bus.Pool
 	conn   *gonats.Conn
-	own    bool
 	opt    Options
 	subj   []string // subj[i] is model i's subject
 	front  string
@@ -95,16 +94,7 @@ func Connect(url string, o Options) (*Bus, error) {
 		return nil, fmt.Errorf("bus/nats: connect %s: %w", url, err)
 	}
 	b.init(conn, o)
-	b.own = true
 	return b, nil
-}
-
-// New returns a bus over an existing connection; Close leaves the
-// connection open.
-func New(conn *gonats.Conn, o Options) *Bus {
-	b := &Bus{}
-	b.init(conn, o)
-	return b
 }
 
 func (b *Bus) init(conn *gonats.Conn, o Options) {
@@ -314,8 +304,7 @@ func (b *Bus) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Close detaches every endpoint and, when the bus dialled its own
-// connection, flushes and closes it.
+// Close detaches every endpoint, then flushes and closes the connection.
 func (b *Bus) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -331,12 +320,10 @@ func (b *Bus) Close() error {
 	for _, ep := range eps {
 		b.Detach(ep)
 	}
-	if b.own {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = b.conn.FlushWithContext(ctx) // best effort: the server may be gone
-		cancel()
-		b.conn.Close()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = b.conn.FlushWithContext(ctx) // best effort: the server may be gone
+	cancel()
+	b.conn.Close()
 	return nil
 }
 

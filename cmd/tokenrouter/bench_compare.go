@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,8 +16,9 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -45,33 +47,9 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.IntVar(&c.repeats, "calibrate-repeats", 7, "with --calibrate: repeats per point (the median counts)")
 }
 
-// compareRow is one system at one concurrency, as printed.
-type compareRow struct {
-	System          string  `json:"system"`
-	Concurrency     int     `json:"concurrency"`
-	TokensPerSecond float64 `json:"tokens_per_second"`
-	Tokens          int     `json:"tokens"`
-	Seconds         float64 `json:"seconds"`
-	LargeShare      float64 `json:"large_model_share"`
-	TTFTp50MS       float64 `json:"ttft_p50_ms"`
-	TTFTp99MS       float64 `json:"ttft_p99_ms"`
-	TPOTp50MS       float64 `json:"tpot_p50_ms"`
-	TPOTp99MS       float64 `json:"tpot_p99_ms"`
-	Requests        int     `json:"requests_completed"`
-	// VsFirst is the mean per-round difference from the first system at
-	// the same concurrency (rounds share seeds, so they pair up),
-	// VsFirstCI95 the half-width of its 95% confidence interval (0 with
-	// fewer than two rounds).
-	VsFirst     float64 `json:"vs_first_tokens_per_second"`
-	VsFirstCI95 float64 `json:"vs_first_ci95"`
-}
-
 // runCompare measures several systems at several concurrencies in one
 // invocation, interleaved.
 func runCompare(cmd *cobra.Command, f benchFlags) error {
-	if f.engine != "sim" {
-		return fmt.Errorf("--engine %q: bench supports sim", f.engine)
-	}
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
@@ -90,59 +68,67 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			return fmt.Errorf("--systems: unknown system %q (have %s)", s, strings.Join(bench.Systems(), ", "))
 		}
 	}
-	preset, params, tables, err := benchDeployment(f)
+	preset, params, launch, err := benchDeployment(f)
 	if err != nil {
 		return err
 	}
-	setup := benchSetup(f, preset, params, tables, nil)
-	errw := cmd.ErrOrStderr()
-	start := time.Now()
-	rows, err := bench.Compare(cmd.Context(), setup, systems, f.concurrency, bench.Options{
+	rows, err := bench.Compare(cmd.Context(), benchSetup(f, preset, params, launch, nil), systems, f.concurrency, bench.Options{
 		MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: f.duration, Seed: f.seed,
-	}, f.rounds, func(done, total int, r bench.Row) {
-		const width = 30
-		bar := strings.Repeat("=", width*done/total) + strings.Repeat(" ", width-width*done/total)
-		eta := time.Duration(float64(time.Since(start)) * float64(total-done) / float64(done)).Round(time.Second)
-		fmt.Fprintf(errw, "\r[%s] %d/%d %-14s N=%-3d %7.1f tok/s  eta %v   ", bar, done, total, r.System, r.Concurrency, r.TokensPerSecond, eta)
-		if done == total {
-			fmt.Fprintln(errw)
-		}
-	})
+	}, f.rounds, progressBar(cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
-	out := make([]compareRow, len(rows))
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	for i, r := range rows {
-		out[i] = compareRow{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
-			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
-			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
-			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
-		first := rows[i-i%len(systems)]
-		out[i].VsFirst, out[i].VsFirstCI95, _ = pairedLead(roundMap(r.PerRound), roundMap(first.PerRound))
-	}
+	out := bench.Summarize(rows, len(systems))
 	if f.compare.csv != "" {
 		if err := writeCompareCSV(f.compare.csv, out); err != nil {
 			return err
 		}
 	}
-	if f.compare.plotDir != "" {
-		var pts []plot.Point
-		for _, r := range out {
-			pts = append(pts, plot.Point{Series: r.System, X: float64(r.Concurrency), Y: r.TokensPerSecond})
-		}
-		path := filepath.Join(f.compare.plotDir, "throughput.png")
-		title := fmt.Sprintf("Throughput vs concurrency (%s, %s, profile %s)", f.algorithm, paramString(params), preset.Name)
-		if err := plot.Lines(path, title, "concurrent requests (N)", "committed tokens/s", pts, true); err != nil {
-			return err
-		}
-		fmt.Fprintln(errw, "wrote", path)
+	if err := plotCompare(cmd, f, preset.Name, params, out); err != nil {
+		return err
 	}
-	w := cmd.OutOrStdout()
 	if f.format == "json" {
-		return json.NewEncoder(w).Encode(out)
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 	}
-	fmt.Fprintf(w, "%s, %s, profile %s, %v per point in %d interleaved rounds\n", f.algorithm, paramString(params), preset.Name, f.duration, max(f.rounds, 1))
+	printCompare(cmd.OutOrStdout(), f, preset.Name, params, systems, rows, out)
+	return nil
+}
+
+// progressBar draws bench.Compare's progress on w.
+func progressBar(w io.Writer) func(done, total int, r bench.Row) {
+	start := time.Now()
+	return func(done, total int, r bench.Row) {
+		const width = 30
+		bar := strings.Repeat("=", width*done/total) + strings.Repeat(" ", width-width*done/total)
+		eta := time.Duration(float64(time.Since(start)) * float64(total-done) / float64(done)).Round(time.Second)
+		fmt.Fprintf(w, "\r[%s] %d/%d %-14s N=%-3d %7.1f tok/s  eta %v   ", bar, done, total, r.System, r.Concurrency, r.TokensPerSecond, eta)
+		if done == total {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// plotCompare draws throughput against concurrency when --plot is given.
+func plotCompare(cmd *cobra.Command, f benchFlags, profile string, params map[string]string, out []bench.Summary) error {
+	if f.compare.plotDir == "" {
+		return nil
+	}
+	var pts []plot.Point
+	for _, r := range out {
+		pts = append(pts, plot.Point{Series: r.System, X: float64(r.Concurrency), Y: r.TokensPerSecond})
+	}
+	path := filepath.Join(f.compare.plotDir, "throughput.png")
+	title := fmt.Sprintf("Throughput vs concurrency (%s, %s, profile %s)", f.algorithm, paramString(params), profile)
+	if err := plot.Lines(path, title, "concurrent requests (N)", "committed tokens/s", pts, true); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "wrote", path)
+	return nil
+}
+
+// printCompare prints the side-by-side table.
+func printCompare(w io.Writer, f benchFlags, profile string, params map[string]string, systems []string, rows []bench.Row, out []bench.Summary) {
+	fmt.Fprintf(w, "%s, %s, profile %s, %v per point in %d interleaved rounds\n", f.algorithm, paramString(params), profile, f.duration, max(f.rounds, 1))
 	fmt.Fprintf(w, "%-16s %4s %9s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done",
 		"vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
@@ -167,16 +153,6 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
 	}
-	return nil
-}
-
-// roundMap indexes per-round results by round for pairedLead.
-func roundMap(v []float64) map[int]float64 {
-	m := make(map[int]float64, len(v))
-	for r, x := range v {
-		m[r] = x
-	}
-	return m
 }
 
 func paramString(p map[string]string) string {
@@ -190,7 +166,7 @@ func paramString(p map[string]string) string {
 	return strings.Join(kv, " ")
 }
 
-func writeCompareCSV(path string, rows []compareRow) (err error) {
+func writeCompareCSV(path string, rows []bench.Summary) (err error) {
 	fh, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--csv: %w", err)
@@ -216,7 +192,7 @@ func writeCompareCSV(path string, rows []compareRow) (err error) {
 }
 
 // plotValidate draws predicted against measured throughput per threshold.
-func plotValidate(cmd *cobra.Command, f benchFlags, rep validateReport) error {
+func plotValidate(cmd *cobra.Command, f benchFlags, rep bench.ValidateReport) error {
 	if f.compare.plotDir == "" {
 		return nil
 	}
@@ -226,7 +202,7 @@ func plotValidate(cmd *cobra.Command, f benchFlags, rep validateReport) error {
 			Label: "B=" + perfmodel.FormatB(p.Thresholds)})
 	}
 	path := filepath.Join(f.compare.plotDir, "validate.png")
-	title := fmt.Sprintf("Throughput model vs runtime (%s p=%g, L=%v ms, max-wait %gms)", rep.Algorithm, rep.P, rep.LatencyMS, rep.MaxWaitMS)
+	title := fmt.Sprintf("Throughput model vs runtime (%s %s, L=%v ms, max-wait %gms)", rep.Algorithm, paramString(rep.Params), rep.LatencyMS, rep.MaxWaitMS)
 	if err := plot.Scatter(path, title, "predicted tokens/s (Markov chain)", "measured tokens/s", pts, true); err != nil {
 		return err
 	}
@@ -242,7 +218,8 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	if c.model == "" {
 		return fmt.Errorf("--calibrate: --model PATH is required")
 	}
-	eng, err := openEngine(c.model, c.threads)
+	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
+	eng, err := loader.Builtin().OpenEngine(cmd.Context(), config.Model{Name: name, Engine: loader.KindCPU, Path: c.model, Threads: c.threads})
 	if err != nil {
 		return fmt.Errorf("--calibrate: %w", err)
 	}
@@ -251,7 +228,6 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
 	errw := cmd.ErrOrStderr()
 	fmt.Fprintf(errw, "%-6s %-7s %10s %10s\n", "batch", "tokens", "measured", "fitted")
 	for _, m := range ms {
@@ -272,10 +248,4 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	}
 	fmt.Fprintf(errw, "wrote %s: base %v, per sequence %v, per extend token %v\n", c.out, prof.Base, prof.PerSeq, prof.PerToken)
 	return nil
-}
-
-// openEngine loads a model file (GGUF or llama2.c checkpoint) on the CPU
-// engine without a tokenizer.
-func openEngine(path string, threads int) (*cpu.Engine, error) {
-	return cpu.Open(path, cpu.Options{Threads: threads})
 }

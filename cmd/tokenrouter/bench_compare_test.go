@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/bench"
 )
 
 // fastProfile writes a two-model sim profile with short steps.
@@ -30,7 +32,7 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var rows []compareRow
+	var rows []bench.Summary
 	if err := json.Unmarshal([]byte(out[strings.LastIndex(out, "[{"):]), &rows); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}

@@ -9,26 +9,11 @@ import (
 	"testing"
 )
 
-func TestParseThresholds(t *testing.T) {
-	if tabs, err := parseThresholds("auto", 2); err != nil || tabs != nil {
-		t.Fatalf("auto: %v, %v", tabs, err)
-	}
-	tabs, err := parseThresholds("1,3", 2)
-	if err != nil || len(tabs) != 2 || tabs[1][0] != 3 {
-		t.Fatalf("1,3: %v, %v", tabs, err)
-	}
-	for _, bad := range []string{"1", "0,2", "x,1"} {
-		if _, err := parseThresholds(bad, 2); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 // TestValidateJSON runs a tiny validation and checks the report's shape
 // (no throughput assertions: timing on shared machines is noisy).
 func TestValidateJSON(t *testing.T) {
 	rep := validateJSON(t, "--duration", "300ms")
-	if len(rep.Points) != 2 || len(rep.PerConcurrency) != 1 || rep.P != 0.35 || !slices.Equal(rep.LatencyMS, []float64{6, 27.9}) {
+	if len(rep.Points) != 2 || len(rep.PerConcurrency) != 1 || rep.Params["p"] != "0.35" || rep.Profile != "paper-r2r" || !slices.Equal(rep.LatencyMS, []float64{6, 27.9}) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, pt := range rep.Points {
@@ -58,37 +43,6 @@ func TestValidateRejects(t *testing.T) {
 	}
 }
 
-func TestPairedLead(t *testing.T) {
-	a := map[int]float64{0: 10, 1: 12, 2: 11, 7: 99}
-	b := map[int]float64{0: 9, 1: 11, 2: 10.5, 5: 0}
-	m, h, n := pairedLead(a, b)
-	// Differences 1, 1, 0.5 (rounds 5 and 7 are unpaired): mean 5/6,
-	// sd 0.2887, se 0.1667, t(0.975, 2 df) = 4.3027.
-	if n != 3 || math.Abs(m-5.0/6) > 1e-12 || math.Abs(h-4.302653*math.Sqrt(1.0/12)/math.Sqrt(3)) > 1e-5 {
-		t.Fatalf("pairedLead = %v ± %v over %d", m, h, n)
-	}
-	if m, h, n := pairedLead(map[int]float64{3: 5}, map[int]float64{3: 2}); m != 3 || h != 0 || n != 1 {
-		t.Fatalf("one pair: %v ± %v over %d", m, h, n)
-	}
-}
-
-func TestDecide(t *testing.T) {
-	pts := []validatePoint{
-		{byRound: map[int]float64{0: 100, 1: 101, 2: 99}},
-		{byRound: map[int]float64{0: 110, 1: 111, 2: 109.5}}, // best
-		{byRound: map[int]float64{0: 109, 1: 112, 2: 109}},   // close: not yet resolved
-		{byRound: map[int]float64{0: 50, 1: 51, 2: 52}},
-	}
-	c := decide(pts, []int{0, 1, 2, 3})
-	if c.best != 1 || c.runnerUp != 2 || !slices.Equal(c.open, []int{2}) || c.pairs != 3 || math.Abs(c.margin-1.0/6) > 1e-12 {
-		t.Fatalf("contest %+v", c)
-	}
-	pts[2].byRound = map[int]float64{0: 108, 1: 109, 2: 107.6}
-	if c := decide(pts, []int{0, 1, 2, 3}); c.best != 1 || len(c.open) != 0 || c.runnerUp != 2 {
-		t.Fatalf("resolved contest %+v", c)
-	}
-}
-
 // TestValidateResolve checks that --resolve measures an unresolved best
 // again within its budget: with one round no point has an interval, so the
 // best and its runner-up are measured again until they are told apart or
@@ -113,7 +67,7 @@ func TestValidateResolve(t *testing.T) {
 
 // validateJSON runs a one-round validation at N = 2 with extra flags and
 // returns its JSON report.
-func validateJSON(t *testing.T, extra ...string) validateReport {
+func validateJSON(t *testing.T, extra ...string) validateOutput {
 	t.Helper()
 	cmd := newBenchCmd()
 	var out bytes.Buffer
@@ -124,7 +78,7 @@ func validateJSON(t *testing.T, extra ...string) validateReport {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	var rep validateReport
+	var rep validateOutput
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}

@@ -12,19 +12,11 @@ import (
 // TestEvalParetoOnRealPair sweeps r-stitch's entropy threshold on the real
 // model pair with a dataset the test writes: the table has a point per
 // value, quality is agreement with the large model alone, and the Pareto
-// plot is a readable PNG.
+// plot is a readable PNG. The dataset is the README's example.
 func TestEvalParetoOnRealPair(t *testing.T) {
 	m := modelsDir(t)
 	dir := t.TempDir()
-	data := filepath.Join(dir, "data.jsonl")
-	var lines []string
-	for _, p := range []string{"Once upon a time", "The little dog", "Lily wanted to", "One day, a boy", "The sun was"} {
-		b, _ := json.Marshal(map[string]string{"prompt": p, "answer": ""})
-		lines = append(lines, string(b))
-	}
-	if err := os.WriteFile(data, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := filepath.Join(m, "..", "eval", "stories.jsonl")
 	out, err := runCmd(t, "eval", "--dataset", data,
 		"--model", "slm="+filepath.Join(m, "llama2xs-model.bin"), "--model", "llm="+filepath.Join(m, "stories260K.gguf"),
 		"--tokenizer", filepath.Join(m, "tok512.bin"), "--algorithm", "r-stitch", "--sweep", "tau=0.0,0.3,0.6,1.0",

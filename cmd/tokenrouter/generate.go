@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -86,7 +87,7 @@ func newGenerateCmd() *cobra.Command {
 	f := cmd.Flags()
 	addRouteFlags(f, &rf)
 	f.StringArrayVar(&models, "model", nil, "model file (GGUF or llama2.c .bin), optionally NAME=PATH")
-	f.StringVar(&cfg.tokenizer, "tokenizer", "", "tokenizer file (llama2.c tokenizer.bin, SentencePiece .model or GGUF); default: the model's own")
+	f.StringVar(&cfg.tokenizer, "tokenizer", "", "tokenizer file for every --model (llama2.c tokenizer.bin, SentencePiece .model or GGUF; needed for llama2.c checkpoints); default: a GGUF file's own")
 	f.StringVar(&cfg.prompt, "prompt", "", "prompt text")
 	f.IntVar(&cfg.maxTokens, "max-tokens", 256, "maximum number of tokens to generate")
 	f.Float32Var(&temperature, "temperature", 0, "sampling temperature; 0 is greedy")
@@ -99,12 +100,9 @@ func newGenerateCmd() *cobra.Command {
 	return cmd
 }
 
-func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
+// check rejects bad output options.
+func (cfg generateConfig) check() error {
 	switch {
-	case len(cfg.models) == 0:
-		return errors.New("generate: --model is required")
-	case len(cfg.models) > 1:
-		return fmt.Errorf("generate: %d models given; generating with several models needs --algorithm, which is not available yet", len(cfg.models))
 	case cfg.format != "text" && cfg.format != "json":
 		return fmt.Errorf("generate: --format %q (want text or json)", cfg.format)
 	case cfg.maxTokens < 0:
@@ -112,104 +110,119 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 	case cfg.sampling.Temperature < 0:
 		return fmt.Errorf("generate: --temperature %v is negative", cfg.sampling.Temperature)
 	}
-	eng, tok, err := openModel(cfg.models[0].path, cfg.tokenizer, cfg.threads)
+	return nil
+}
+
+// encodePrompt encodes --prompt with BOS first when the tokenizer asks
+// for it (or the prompt is empty).
+func encodePrompt(tok *tokenizer.Tokenizer, prompt string) ([]int32, error) {
+	ids := tok.Encode(prompt, false)
+	if bos := tok.BOS; bos >= 0 && (tok.AddBOS || len(ids) == 0) {
+		ids = append([]int32{bos}, ids...)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("generate: empty prompt and the model has no BOS token")
+	}
+	return ids, nil
+}
+
+func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
+	if len(cfg.models) == 0 {
+		return errors.New("generate: --model is required")
+	}
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	m, err := loader.Builtin().Open(ctx, cpuModel(cfg.models[0], 0, cfg.tokenizer, cfg.threads))
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
-	defer eng.Close()
-
-	ctx := cmd.Context()
-	info := eng.Info()
-	prompt := tok.Encode(cfg.prompt, false)
-	if bos := tok.BOS; bos >= 0 && (tok.AddBOS || len(prompt) == 0) {
-		prompt = append([]int32{bos}, prompt...)
+	defer m.Engine.Close()
+	if m.Tokenizer == nil {
+		return fmt.Errorf("generate: model %s has no text", m.Engine.Info().Name)
 	}
-	if len(prompt) == 0 {
-		return errors.New("generate: empty prompt and the model has no BOS token")
+	prompt, err := encodePrompt(m.Tokenizer, cfg.prompt)
+	if err != nil {
+		return err
 	}
-	stdout := cmd.OutOrStdout()
-	text := cfg.format == "text"
-	var piece []byte
 	res := generateResult{PromptIDs: prompt, OutputIDs: []int32{}}
+	var text []byte
+	start := time.Now()
+	err = decode(ctx, m.Engine, prompt, cfg, func(id int32) (bool, error) {
+		if id == m.Tokenizer.EOS || id == m.Tokenizer.BOS {
+			return false, nil
+		}
+		res.OutputIDs = append(res.OutputIDs, id)
+		return true, writePiece(cmd, cfg, &text, m.Tokenizer, id)
+	})
+	if err != nil {
+		return err
+	}
+	res.TokensPerSecond = perSecond(len(res.OutputIDs), time.Since(start))
+	return writeResult(cmd, cfg, text, &res.Text, &res)
+}
+
+// decode runs one sequence on eng from prompt, greedily or as cfg samples,
+// and hands each sampled token to emit until it says stop, cfg.maxTokens
+// are out or the context is full.
+func decode(ctx context.Context, eng engine.Engine, prompt []int32, cfg generateConfig, emit func(int32) (bool, error)) error {
 	out := make([]engine.Output, 1)
 	in := []engine.Input{{Seq: 1, Tokens: prompt, Sampling: cfg.sampling}}
-	var outBytes []byte
-	next1 := make([]int32, 1)
-	start := time.Now()
-	for len(res.OutputIDs) < cfg.maxTokens && eng.Len(1)+len(in[0].Tokens) <= info.ContextLength {
+	next := make([]int32, 1)
+	held := 0 // tokens in the sequence's KV cache
+	for n := 0; n < cfg.maxTokens && held+len(in[0].Tokens) <= eng.Info().ContextLength; n++ {
 		if err := eng.Step(ctx, in, out); err != nil {
 			return fmt.Errorf("generate: %w", err)
 		}
-		next := out[0].Token
-		if next == tok.EOS || next == tok.BOS {
-			break
+		held += len(in[0].Tokens)
+		if more, err := emit(out[0].Token); !more || err != nil {
+			return err
 		}
-		res.OutputIDs = append(res.OutputIDs, next)
-		piece = tok.AppendPiece(piece[:0], next)
-		outBytes = append(outBytes, piece...)
-		if text {
-			if _, err := stdout.Write(piece); err != nil {
-				return err
-			}
-		}
-		next1[0] = next
-		in[0].Tokens = next1
+		next[0] = out[0].Token
+		in[0].Tokens = next
 	}
-	elapsed := time.Since(start).Seconds()
-	if elapsed > 0 {
-		res.TokensPerSecond = float64(len(res.OutputIDs)) / elapsed
+	return nil
+}
+
+// writePiece appends token id's text to text and, in text format, prints
+// it at once.
+func writePiece(cmd *cobra.Command, cfg generateConfig, text *[]byte, tok *tokenizer.Tokenizer, id int32) error {
+	n := len(*text)
+	*text = tok.AppendPiece(*text, id)
+	if cfg.format != "text" {
+		return nil
 	}
-	if text {
-		_, err := fmt.Fprintln(stdout)
+	_, err := cmd.OutOrStdout().Write((*text)[n:])
+	return err
+}
+
+// writeResult ends the output: a newline after streamed text, or res as
+// JSON with its text field (*field) set to text.
+func writeResult(cmd *cobra.Command, cfg generateConfig, text []byte, field *string, res any) error {
+	if cfg.format == "text" {
+		_, err := fmt.Fprintln(cmd.OutOrStdout())
 		return err
 	}
-	res.Text = string(bytes.ToValidUTF8(outBytes, []byte("\uFFFD")))
-	enc := json.NewEncoder(stdout)
+	*field = string(bytes.ToValidUTF8(text, []byte("\uFFFD")))
+	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetEscapeHTML(false)
 	return enc.Encode(res)
 }
 
-// openModel loads a model on the CPU engine with its tokenizer: the GGUF
-// file's own, or tokenizerPath (required for llama2.c checkpoints).
-func openModel(path, tokenizerPath string, threads int) (*cpu.Engine, *tokenizer.Tokenizer, error) {
-	opts := cpu.Options{Threads: threads}
-	var eng *cpu.Engine
-	var tok *tokenizer.Tokenizer
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil, err
+// perSecond is n over d in tokens per second (0 for no time).
+func perSecond(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
 	}
-	var err error
-	if gguf.IsFile(path) {
-		f, err := gguf.Open(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		if eng, err = cpu.NewFromGGUF(f, opts); err != nil {
-			return nil, nil, err
-		}
-		if tokenizerPath == "" {
-			if tok, err = tokenizer.FromGGUF(f); err != nil {
-				eng.Close()
-				return nil, nil, err
-			}
-		}
-	} else {
-		if tokenizerPath == "" {
-			return nil, nil, fmt.Errorf("%s is not a GGUF file; a llama2.c checkpoint needs --tokenizer", path)
-		}
-		if eng, err = cpu.Open(path, opts); err != nil {
-			return nil, nil, err
-		}
+	return float64(n) / d.Seconds()
+}
+
+// cpuModel describes the --model value spec (the i-th) on the CPU engine.
+func cpuModel(spec modelSpec, i int, tokenizerPath string, threads int) config.Model {
+	name := spec.name
+	if name == "" {
+		name = fmt.Sprintf("m%d", i)
 	}
-	if tok == nil {
-		if tok, err = tokenizer.Open(tokenizerPath, eng.Info().VocabSize); err != nil {
-			eng.Close()
-			return nil, nil, err
-		}
-	}
-	if tok.VocabSize() != eng.Info().VocabSize {
-		eng.Close()
-		return nil, nil, fmt.Errorf("tokenizer has %d tokens but the model has %d", tok.VocabSize(), eng.Info().VocabSize)
-	}
-	return eng, tok, nil
+	return config.Model{Name: name, Engine: loader.KindCPU, Path: spec.path, Tokenizer: tokenizerPath, Threads: threads}
 }

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
@@ -43,11 +42,8 @@ type routedResult struct {
 // runtime: one sub-server per model, the algorithm moving the request
 // between them. Models must share a vocabulary.
 func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) error {
-	switch {
-	case cfg.format != "text" && cfg.format != "json":
-		return fmt.Errorf("generate: --format %q (want text or json)", cfg.format)
-	case cfg.sampling.Temperature < 0:
-		return fmt.Errorf("generate: --temperature %v is negative", cfg.sampling.Temperature)
+	if err := cfg.check(); err != nil {
+		return err
 	}
 	if rf.algorithm == "" {
 		return fmt.Errorf("generate: %d models given: choose a routing algorithm with --algorithm (have %v)", len(cfg.models), builtin.Registry().Names())
@@ -56,71 +52,85 @@ func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) e
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
-	var ms []router.Model
-	names := map[string]bool{}
-	defer func() {
-		for _, m := range ms {
-			_ = m.Engine.Close()
-		}
-	}()
-	var tok *tokenizer.Tokenizer
-	for i, spec := range cfg.models {
-		name := spec.name
-		if name == "" {
-			name = fmt.Sprintf("m%d", i)
-		}
-		if names[name] {
-			return fmt.Errorf("generate: model name %q given twice", name)
-		}
-		names[name] = true
-		tp := cfg.tokenizer
-		if gguf.IsFile(spec.path) {
-			tp = "" // a GGUF file carries its own tokenizer
-		}
-		eng, t, err := openModel(spec.path, tp, cfg.threads)
-		if err != nil {
-			return fmt.Errorf("generate: model %s: %w", name, err)
-		}
-		ms = append(ms, router.Model{Name: name, Engine: eng, Policy: sched.Policy{B: sched.Static(1)}})
-		if tok == nil {
-			tok = t
-		} else if err := sameVocabulary(tok, t); err != nil {
-			return fmt.Errorf("generate: models %s and %s cannot share steps: %w", ms[0].Name, name, err)
-		}
+	r, tok, err := openRouted(cmd.Context(), cfg, rf.algorithm, params)
+	if err != nil {
+		return err
 	}
-	prompt := tok.Encode(cfg.prompt, false)
-	if bos := tok.BOS; bos >= 0 && (tok.AddBOS || len(prompt) == 0) {
-		prompt = append([]int32{bos}, prompt...)
-	}
-	if len(prompt) == 0 {
-		return errors.New("generate: empty prompt and the model has no BOS token")
+	defer r.Close()
+	prompt, err := encodePrompt(tok, cfg.prompt)
+	if err != nil {
+		return err
 	}
 	maxTokens := cfg.maxTokens
-	for _, m := range ms {
-		maxTokens = min(maxTokens, m.Engine.Info().ContextLength-len(prompt))
+	for _, in := range r.Models() {
+		maxTokens = min(maxTokens, in.ContextLength-len(prompt))
 	}
 	res := routedResult{generateResult: generateResult{PromptIDs: prompt, OutputIDs: []int32{}},
 		Models: []string{}, TokensByModel: map[string]int{}, Algorithm: rf.algorithm}
-	for _, m := range ms {
-		res.TokensByModel[m.Name] = 0
+	for _, n := range r.Names() {
+		res.TokensByModel[n] = 0
 	}
-	if maxTokens <= 0 {
-		return writeRouted(cmd, cfg, res, nil)
+	var text []byte
+	if maxTokens > 0 {
+		start := time.Now()
+		if err := streamRouted(cmd, cfg, r, tok, prompt, maxTokens, &res, &text); err != nil {
+			return err
+		}
+		res.TokensPerSecond = perSecond(len(res.OutputIDs), time.Since(start))
 	}
-	r, err := router.New(router.Config{Models: ms, Algorithm: rf.algorithm, Params: params, Registry: builtin.Registry()})
+	return writeResult(cmd, cfg, text, &res.Text, &res)
+}
+
+// openRouted opens the --model models and starts a router running alg over
+// them; it returns the router and the models' shared tokenizer.
+func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[string]string) (*deploy.Deployment, *tokenizer.Tokenizer, error) {
+	descs := make([]config.Model, len(cfg.models))
+	for i, spec := range cfg.models {
+		descs[i] = cpuModel(spec, i, cfg.tokenizer, cfg.threads)
+		for _, d := range descs[:i] {
+			if d.Name == descs[i].Name {
+				return nil, nil, fmt.Errorf("generate: model name %q given twice", d.Name)
+			}
+		}
+	}
+	opened, err := loader.Builtin().OpenAll(ctx, descs)
 	if err != nil {
-		return fmt.Errorf("generate: %w", err)
+		return nil, nil, fmt.Errorf("generate: %w", err)
 	}
-	ms = nil // the router closes the engines
-	defer r.Close()
+	ms := make([]deploy.Model, len(opened))
+	for i, o := range opened {
+		ms[i] = deploy.Model{Name: descs[i].Name, Engine: o.Engine}
+		if i > 0 && err == nil {
+			if e := tokenizer.SameVocabulary(opened[0].Tokenizer, o.Tokenizer); e != nil {
+				err = fmt.Errorf("generate: models %s and %s cannot share steps: %w", descs[0].Name, descs[i].Name, e)
+			}
+		}
+	}
+	var r *deploy.Deployment
+	if err == nil {
+		r, err = deploy.New(deploy.Config{Models: ms, Algorithm: alg, Params: params, Registry: builtin.Registry()})
+	}
+	if err != nil {
+		for _, o := range opened {
+			err = errors.Join(err, o.Engine.Close())
+		}
+		return nil, nil, err
+	}
+	return r, opened[0].Tokenizer, nil
+}
+
+// streamRouted submits prompt and records (and, as text, prints) each
+// committed token with the model that wrote it, until the request ends or
+// the model writes BOS.
+func streamRouted(cmd *cobra.Command, cfg generateConfig, r *deploy.Deployment, tok *tokenizer.Tokenizer, prompt []int32,
+	maxTokens int, res *routedResult, text *[]byte) error {
 	ctx := cmd.Context()
-	start := time.Now()
 	s, err := r.Submit(ctx, prompt, route.Params{MaxTokens: maxTokens, Sampling: cfg.sampling, Seed: cfg.sampling.Seed})
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
 	defer s.Close()
-	var out []byte
+	names := r.Names()
 	var c stream.Chunk
 	for !c.Done {
 		if err := s.Recv(ctx, &c); err != nil {
@@ -128,56 +138,15 @@ func runGenerateRouted(cmd *cobra.Command, cfg generateConfig, rf *routeFlags) e
 		}
 		for i, id := range c.Tokens {
 			if id == tok.BOS {
-				c.Done = true
-				break
+				return nil
 			}
-			name := r.Names()[c.By[i]]
+			name := names[c.By[i]]
 			res.OutputIDs = append(res.OutputIDs, id)
 			res.Models = append(res.Models, name)
 			res.TokensByModel[name]++
-			piece := tok.AppendPiece(nil, id)
-			out = append(out, piece...)
-			if cfg.format == "text" {
-				if _, err := cmd.OutOrStdout().Write(piece); err != nil {
-					return err
-				}
+			if err := writePiece(cmd, cfg, text, tok, id); err != nil {
+				return err
 			}
-		}
-	}
-	if d := time.Since(start).Seconds(); d > 0 {
-		res.TokensPerSecond = float64(len(res.OutputIDs)) / d
-	}
-	return writeRouted(cmd, cfg, res, out)
-}
-
-// writeRouted prints the result: a newline after streamed text, or JSON.
-func writeRouted(cmd *cobra.Command, cfg generateConfig, res routedResult, text []byte) error {
-	if cfg.format == "text" {
-		_, err := fmt.Fprintln(cmd.OutOrStdout())
-		return err
-	}
-	res.Text = string(bytes.ToValidUTF8(text, []byte("\uFFFD")))
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetEscapeHTML(false)
-	return enc.Encode(res)
-}
-
-// sameVocabulary checks that two tokenizers give every id the same text
-// (control tokens are compared by id, since their spellings differ between
-// file formats) and the same special tokens.
-func sameVocabulary(a, b *tokenizer.Tokenizer) error {
-	if a.VocabSize() != b.VocabSize() {
-		return fmt.Errorf("vocabularies of %d and %d tokens", a.VocabSize(), b.VocabSize())
-	}
-	if a.BOS != b.BOS || a.EOS != b.EOS {
-		return fmt.Errorf("BOS/EOS %d/%d and %d/%d differ", a.BOS, a.EOS, b.BOS, b.EOS)
-	}
-	for id := range int32(a.VocabSize()) {
-		if a.IsControl(id) != b.IsControl(id) {
-			return fmt.Errorf("token %d is a control token in one vocabulary only", id)
-		}
-		if !a.IsControl(id) && !bytes.Equal(a.AppendPiece(nil, id), b.AppendPiece(nil, id)) {
-			return fmt.Errorf("token %d is %q in one vocabulary and %q in the other", id, a.AppendPiece(nil, id), b.AppendPiece(nil, id))
 		}
 	}
 	return nil

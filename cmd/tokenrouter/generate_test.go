@@ -70,7 +70,7 @@ func TestGenerateTextAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"generate", "--model", filepath.Join(dir, "stories260K.bin")}, "needs --tokenizer"},
+		{[]string{"generate", "--model", filepath.Join(dir, "stories260K.bin")}, "needs tokenizer"},
 		{[]string{"generate", "--model", filepath.Join(dir, "stories260K.gguf"), "--format", "xml"}, "--format"},
 		{[]string{"generate", "--model", filepath.Join(dir, "nonexistent.gguf")}, "no such file"},
 	} {

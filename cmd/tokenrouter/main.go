@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tokenrouter/tokenrouter/internal/buildinfo"
 )
 
 func main() {
@@ -31,7 +33,9 @@ func newRootCmd() *cobra.Command {
 		Short:         "Serve token-level LLM routing: program per request, execute per model",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("tokenrouter {{.Version}}\n")
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		lvl, _ := cmd.Flags().GetString("log-level")

@@ -14,127 +14,101 @@ import (
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
-// planRow is one (N, B) line of `tokenrouter plan --format json`.
-type planRow struct {
-	Concurrency     int      `json:"concurrency"`
-	Thresholds      []int    `json:"thresholds"`
-	TokensPerSecond *float64 `json:"tokens_per_second"`
-	Feasible        bool     `json:"feasible"`
-	Method          string   `json:"method"`
-	Best            bool     `json:"best"`
-	CIHalfWidth     float64  `json:"ci_half_width,omitempty"`
-	States          int      `json:"states,omitempty"`
-	Residual        *float64 `json:"residual,omitempty"`
-	BoundFraction   float64  `json:"bound_fraction,omitempty"`
+// planFlags are the plan command's flags.
+type planFlags struct {
+	algorithm, concurrency, format string
+	p, deltaMS                     float64
+	latencies, weights             []float64
+	b0, maxStates                  int
+	seed                           uint64
 }
 
 // newPlanCmd builds `tokenrouter plan`: predicted throughput of every
 // threshold vector per concurrency, from the perfmodel Markov chain (or its
 // simulator for large chains), with the best vector per concurrency marked.
 func newPlanCmd() *cobra.Command {
-	var (
-		algorithm   string
-		p           float64
-		latencies   []float64
-		weights     []float64
-		concurrency string
-		b0          int
-		format      string
-		deltaMS     float64
-		maxStates   int
-		seed        uint64
-	)
+	var f planFlags
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Predict throughput per threshold vector and pick the best (throughput model)",
 		Long: "plan evaluates the delayed-batching throughput model (DESIGN §6) for every threshold\n" +
 			"vector B at each concurrency N and marks the best. Infeasible vectors (Σ(B_i−1) ≥ N) are\n" +
-			"listed but not evaluated. Each value says whether it is exact (Markov chain) or simulated.",
+			"listed but not evaluated. Each value says whether it is exact (Markov chain) or simulated.\n" +
+			"serve and bench take the JSON output as their thresholds: --thresholds @plan.json.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var m perfmodel.Model
-			switch algorithm {
-			case "r2r":
-				if len(latencies) != 2 {
-					return fmt.Errorf("--latency-ms: r2r needs 2 latencies, got %d", len(latencies))
-				}
-				m = perfmodel.R2R(p, latencies[0], latencies[1])
-			case "ensemble", "me":
-				if len(weights) < 2 {
-					return fmt.Errorf("--weights: ensemble needs at least 2 weights, got %d", len(weights))
-				}
-				if len(latencies) != len(weights) {
-					return fmt.Errorf("--latency-ms: %d latencies for %d weights", len(latencies), len(weights))
-				}
-				m = perfmodel.Ensemble(weights, latencies)
-			default:
-				return fmt.Errorf("--algorithm %q: want r2r or ensemble", algorithm)
-			}
-			m.Delta = deltaMS
-			if err := m.Validate(); err != nil {
-				return fmt.Errorf("plan: %w", err)
-			}
-			ns, err := parseConcurrency(concurrency)
-			if err != nil {
-				return fmt.Errorf("--concurrency: %w", err)
-			}
-			var fixed map[int]int
-			if b0 > 0 {
-				fixed = map[int]int{0: b0}
-			}
-			pl := perfmodel.NewPlanner(perfmodel.Options{MaxStates: maxStates, Sim: perfmodel.SimOptions{Seed: seed}})
-			var rows []planRow
-			for _, n := range ns {
-				rs, err := pl.Search(cmd.Context(), m, n, fixed)
-				if err != nil {
-					return fmt.Errorf("plan N=%d: %w", n, err)
-				}
-				bound, err := m.NoContentionBound(n)
-				if err != nil {
-					return fmt.Errorf("plan: %w", err)
-				}
-				best := perfmodel.Best(rs)
-				for k, r := range rs {
-					row := planRow{Concurrency: n, Thresholds: r.B, Feasible: r.Feasible, Method: string(r.Method), Best: k == best}
-					if r.Feasible {
-						tps, res := r.TokensPerSecond, r.Residual
-						row.TokensPerSecond = &tps
-						row.CIHalfWidth = r.CIHalfWidth
-						row.BoundFraction = tps / bound
-						if r.Method == perfmodel.MethodExact {
-							row.States, row.Residual = r.States, &res
-						}
-					}
-					rows = append(rows, row)
-				}
-			}
-			switch format {
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rows); err != nil {
-					return fmt.Errorf("plan: %w", err)
-				}
-				return nil
-			case "table", "":
-				return writePlanTable(cmd.OutOrStdout(), rows)
-			default:
-				return fmt.Errorf("--format %q: want json or table", format)
-			}
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&algorithm, "algorithm", "r2r", "routing pattern: r2r (small/large with probability --p) or ensemble (per-token draw by --weights)")
-	f.Float64Var(&p, "p", 0.35, "r2r: probability that a small-model step routes to the large model")
-	f.Float64SliceVar(&latencies, "latency-ms", []float64{6.0, 27.9}, "step latency per model in milliseconds")
-	f.Float64SliceVar(&weights, "weights", nil, "ensemble: per-model draw weights (normalised)")
-	f.StringVar(&concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
-	f.IntVar(&b0, "b0", 0, "fix model 0's threshold (0: search it too)")
-	f.StringVar(&format, "format", "table", "output: table or json")
-	f.Float64Var(&deltaMS, "delta-ms", perfmodel.DefaultDelta, "time quantum in milliseconds (latencies are rounded to it)")
-	f.IntVar(&maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
-	f.Uint64Var(&seed, "seed", 1, "simulation seed")
+	fl := cmd.Flags()
+	fl.StringVar(&f.algorithm, "algorithm", "r2r", "routing pattern: r2r (small/large with probability --p) or ensemble (per-token draw by --weights)")
+	fl.Float64Var(&f.p, "p", 0.35, "r2r: probability that a small-model step routes to the large model")
+	fl.Float64SliceVar(&f.latencies, "latency-ms", []float64{6.0, 27.9}, "step latency per model in milliseconds")
+	fl.Float64SliceVar(&f.weights, "weights", nil, "ensemble: per-model draw weights (normalised)")
+	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
+	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
+	fl.StringVar(&f.format, "format", "table", "output: table or json")
+	fl.Float64Var(&f.deltaMS, "delta-ms", perfmodel.DefaultDelta, "time quantum in milliseconds (latencies are rounded to it)")
+	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
+	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	return cmd
+}
+
+// planModel is the throughput model the flags describe.
+func planModel(f planFlags) (perfmodel.Model, error) {
+	var m perfmodel.Model
+	switch f.algorithm {
+	case "r2r":
+		if len(f.latencies) != 2 {
+			return m, fmt.Errorf("--latency-ms: r2r needs 2 latencies, got %d", len(f.latencies))
+		}
+		m = perfmodel.R2R(f.p, f.latencies[0], f.latencies[1])
+	case "ensemble", "me":
+		if len(f.weights) < 2 {
+			return m, fmt.Errorf("--weights: ensemble needs at least 2 weights, got %d", len(f.weights))
+		}
+		if len(f.latencies) != len(f.weights) {
+			return m, fmt.Errorf("--latency-ms: %d latencies for %d weights", len(f.latencies), len(f.weights))
+		}
+		m = perfmodel.Ensemble(f.weights, f.latencies)
+	default:
+		return m, fmt.Errorf("--algorithm %q: want r2r or ensemble", f.algorithm)
+	}
+	m.Delta = f.deltaMS
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("plan: %w", err)
+	}
+	return m, nil
+}
+
+func runPlan(cmd *cobra.Command, f planFlags) error {
+	m, err := planModel(f)
+	if err != nil {
+		return err
+	}
+	ns, err := parseConcurrency(f.concurrency)
+	if err != nil {
+		return fmt.Errorf("--concurrency: %w", err)
+	}
+	var fixed map[int]int
+	if f.b0 > 0 {
+		fixed = map[int]int{0: f.b0}
+	}
+	pl := perfmodel.NewPlanner(perfmodel.Options{MaxStates: f.maxStates, Sim: perfmodel.SimOptions{Seed: f.seed}})
+	rows, err := pl.Plan(cmd.Context(), m, ns, fixed)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	switch f.format {
+	case "json":
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		return nil
+	case "table", "":
+		return writePlanTable(cmd.OutOrStdout(), rows)
+	}
+	return fmt.Errorf("--format %q: want json or table", f.format)
 }
 
 // parseConcurrency parses "2,3,4", "2-6" or a mix into a sorted list
@@ -187,7 +161,7 @@ func parseConcurrency(s string) ([]int, error) {
 }
 
 // writePlanTable prints the rows as an aligned table.
-func writePlanTable(w io.Writer, rows []planRow) error {
+func writePlanTable(w io.Writer, rows []perfmodel.PlanRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "N\tB\ttok/s\t±95%\tof bound\tmethod\tbest\t")
 	for _, r := range rows {

@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 func TestParseConcurrency(t *testing.T) {
@@ -33,14 +38,7 @@ func TestPlanJSON(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	var rows []struct {
-		Concurrency     int      `json:"concurrency"`
-		Thresholds      []int    `json:"thresholds"`
-		TokensPerSecond *float64 `json:"tokens_per_second"`
-		Feasible        bool     `json:"feasible"`
-		Method          string   `json:"method"`
-		Best            bool     `json:"best"`
-	}
+	var rows []perfmodel.PlanRow
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +72,48 @@ func TestPlanTableEnsemble(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "infeasible") || !strings.Contains(s, "exact") || strings.Count(s, "\n") != 9 {
 		t.Errorf("table:\n%s", s)
+	}
+}
+
+// TestPlanFeedsServeAndBench writes a plan as JSON and gives it to serve
+// and bench as their thresholds: each model gets the table of the plan's
+// best B per concurrency.
+func TestPlanFeedsServeAndBench(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plan.json")
+	out, err := runCmd(t, "plan", "--concurrency", "2-4", "--b0", "1", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newServeCmd()
+	if err := cmd.ParseFlags([]string{"--thresholds", "@" + path}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := serveConfig(cmd, flagsOf(t, cmd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cfg.Presets[0].Launch()
+	if err != nil || l.Auto || !slices.Equal(l.Tables[1], sched.Table{2, 2, 2, 2, 3}) || !slices.Equal(l.Tables[0], sched.Table{1, 1, 1, 1, 1}) {
+		t.Fatalf("serve --thresholds @plan.json: %+v, %v", l, err)
+	}
+	out, err = runCmd(t, "bench", "--thresholds", "@"+path, "--concurrency", "4", "--profile", "zero", "--algorithm", "single",
+		"--duration", "100ms", "--warmup", "10ms", "--max-tokens", "16", "--format", "json")
+	if err == nil {
+		t.Fatalf("a two-model plan accepted for the three-model profile zero: %s", out)
+	}
+	out, err = runCmd(t, "bench", "--thresholds", "@"+path, "--concurrency", "4", "--duration", "300ms", "--warmup", "50ms",
+		"--max-tokens", "64", "--format", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var row struct {
+		Thresholds []int   `json:"thresholds"`
+		TPS        float64 `json:"tokens_per_second"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &row); err != nil || !slices.Equal(row.Thresholds, []int{1, 3}) || row.TPS <= 0 {
+		t.Fatalf("bench --thresholds @plan.json at N=4: %+v, %v\n%s", row, err, out)
 	}
 }

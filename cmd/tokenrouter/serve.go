@@ -14,6 +14,7 @@ import (
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server"
 )
 
@@ -31,12 +32,8 @@ type serveFlags struct {
 	joinTimeout     time.Duration
 }
 
-func newServeCmd() *cobra.Command {
-	var f serveFlags
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the OpenAI-compatible and native HTTP API",
-		Long: `serve starts the HTTP server. With no arguments it serves two simulated models
+// serveLong is the serve command's help text.
+const serveLong = `serve starts the HTTP server. With no arguments it serves two simulated models
 (the paper-r2r latency profile: slm 6.0 ms, llm 27.9 ms per step) under r2r-random
 routing (p = 0.35) on 127.0.0.1:30000, as the preset "r2r-random":
 
@@ -71,9 +68,16 @@ end; the sub-servers own their thresholds and max-wait):
   tokenrouter serve --nats nats://10.0.0.1:4222
 
 With both flags, the child processes connect to that server instead of an
-embedded one.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
+embedded one.`
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the OpenAI-compatible and native HTTP API",
+		Long:  serveLong,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.configPath, "config", "", "YAML configuration file")
@@ -104,64 +108,29 @@ embedded one.`,
 // serveConfig turns flags (and the config file) into a configuration.
 func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	changed := cmd.Flags().Changed
-	var cfg config.Config
+	var (
+		cfg config.Config
+		err error
+	)
 	if f.configPath != "" {
 		for _, n := range []string{"profile", "model", "tokenizer", "threads", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
 		}
-		var err error
-		if cfg, err = config.Load(f.configPath); err != nil {
-			return cfg, err
-		}
+		cfg, err = config.Load(f.configPath)
 	} else {
-		cfg = config.Default()
-		params, err := parseParams(f.params)
-		if err != nil {
-			return cfg, err
-		}
-		if _, ok := params["p"]; !ok && f.algorithm == config.DefaultAlgorithm {
-			params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
-		}
-		var names []string
-		if len(f.models) > 0 {
-			cfg.Models = nil
-			for i, v := range f.models {
-				ms := parseModelSpec(v)
-				if ms.name == "" {
-					ms.name = fmt.Sprintf("m%d", i)
-				}
-				cfg.Models = append(cfg.Models, config.Model{Name: ms.name, Engine: config.EngineCPU, Path: ms.path,
-					Tokenizer: f.tokenizer, Threads: f.threads})
-				names = append(names, ms.name)
-			}
-		} else {
-			preset, err := sim.LookupPreset(f.profile)
-			if err != nil {
-				return cfg, fmt.Errorf("--profile: %w", err)
-			}
-			cfg.Models = nil
-			for i, n := range preset.Models {
-				cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: config.EngineSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
-				names = append(names, n)
-			}
-		}
-		name := f.preset
-		if name == "" {
-			name = f.algorithm
-		}
-		cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
-			Thresholds: f.thresholds, MaxWait: f.maxWait}}
-		if f.maxWait == 0 {
-			cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
-		}
+		cfg, err = flagsConfig(f)
+	}
+	if err != nil {
+		return cfg, err
 	}
 	cfg.FillDefaults() // before the overrides: an explicit --port 0 picks a free port
-	if f.configPath == "" || changed("host") {
+	override := func(name string) bool { return f.configPath == "" || changed(name) }
+	if override("host") {
 		cfg.Host = f.host
 	}
-	if f.configPath == "" || changed("port") {
+	if override("port") {
 		cfg.Port = f.port
 	}
 	if changed("api-key") {
@@ -169,19 +138,61 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	} else if cfg.APIKey == "" {
 		cfg.APIKey = os.Getenv("TOKENROUTER_API_KEY")
 	}
-	if f.configPath == "" || changed("max-in-flight") {
+	if override("max-in-flight") {
 		cfg.MaxInFlight = f.maxInFlight
 	}
-	if f.configPath == "" || changed("max-body-bytes") {
+	if override("max-body-bytes") {
 		cfg.MaxBodyBytes = f.maxBody
 	}
-	if f.configPath == "" || changed("default-max-tokens") {
+	if override("default-max-tokens") {
 		cfg.DefaultMaxTokens = f.defaultMaxTokens
 	}
-	if f.configPath == "" || changed("shutdown-timeout") {
+	if override("shutdown-timeout") {
 		cfg.ShutdownTimeout = f.shutdownTimeout
 	}
 	return cfg, cfg.Validate()
+}
+
+// flagsConfig is the configuration the model and preset flags describe:
+// --model files on the CPU engine, or --profile's simulated models, under
+// one preset.
+func flagsConfig(f serveFlags) (config.Config, error) {
+	cfg := config.Default()
+	params, err := parseParams(f.params)
+	if err != nil {
+		return cfg, err
+	}
+	if _, ok := params["p"]; !ok && f.algorithm == config.DefaultAlgorithm {
+		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
+	}
+	cfg.Models = nil
+	if len(f.models) > 0 {
+		for i, v := range f.models {
+			cfg.Models = append(cfg.Models, cpuModel(parseModelSpec(v), i, f.tokenizer, f.threads))
+		}
+	} else {
+		preset, err := sim.LookupPreset(f.profile)
+		if err != nil {
+			return cfg, fmt.Errorf("--profile: %w", err)
+		}
+		for i, n := range preset.Models {
+			cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
+		}
+	}
+	names := make([]string, len(cfg.Models))
+	for i, m := range cfg.Models {
+		names[i] = m.Name
+	}
+	name := f.preset
+	if name == "" {
+		name = f.algorithm
+	}
+	cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
+		Thresholds: f.thresholds, MaxWait: f.maxWait}}
+	if f.maxWait == 0 {
+		cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
+	}
+	return cfg, nil
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {

@@ -2,18 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/router"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
 )
@@ -34,7 +35,7 @@ type clusterDeploy struct {
 }
 
 // deploy implements server.Deployer.
-func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Config, models []config.Model) (*router.Router, io.Closer, error) {
+func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Config, models []config.Model) (*deploy.Deployment, io.Closer, error) {
 	names := make([]string, len(rc.Models))
 	for i, m := range rc.Models {
 		names[i] = m.Name
@@ -48,11 +49,11 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 		if err != nil {
 			return nil, nil, err
 		}
-		return f.Router(), remoteCloser{f, f}, nil
+		return f.Deployment(), remoteCloser{f, f}, nil
 	}
 	args := make([][]string, len(models))
 	for i, m := range models {
-		a, err := subserverArgs(m, rc.Models[i].Policy, rc.MaxBatch)
+		a, err := subserverArgs(m, rc.Launch.Policy(i), rc.MaxBatch)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -67,7 +68,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc router.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Router(), remoteCloser{l, l.Front()}, nil
+	return l.Deployment(), remoteCloser{l, l.Front()}, nil
 }
 
 // remoteCloser closes a deployment and reports its sub-servers' last
@@ -87,45 +88,28 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	return out
 }
 
-// subserverArgs are the subserver flags that run model m with policy pol.
+// subserverArgs are the subserver flags that run model m with policy pol:
+// the model's description as one YAML value and the policy as one JSON
+// value.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	var a []string
-	switch m.Engine {
-	case config.EngineSim:
-		a = append(a, "--engine", "sim", "--seed", strconv.FormatUint(m.Seed, 10))
-		switch {
-		case m.Latency != nil:
-			a = append(a, "--latency-base", m.Latency.Base.String(), "--latency-per-seq", m.Latency.PerSeq.String(),
-				"--latency-per-token", m.Latency.PerToken.String())
-		case strings.Contains(m.Profile, "/"):
-			a = append(a, "--profile", m.Profile)
-		default: // a bare preset names the preset's model of the same name
-			a = append(a, "--profile", m.Profile+"/"+m.Name)
+	for _, p := range []*string{&m.Path, &m.Tokenizer} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", m.Name, err)
+			}
+			*p = abs
 		}
-		if m.VocabSize > 0 {
-			a = append(a, "--vocab-size", strconv.Itoa(m.VocabSize))
-		}
-	case config.EngineCPU:
-		path, err := filepath.Abs(m.Path)
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w", m.Name, err)
-		}
-		a = append(a, "--engine", "cpu", "--path", path, "--threads", strconv.Itoa(m.Threads),
-			"--kv-budget-mb", strconv.Itoa(m.KVBudgetMB))
-	default:
-		return nil, fmt.Errorf("model %s: engine %q: want sim or cpu", m.Name, m.Engine)
 	}
-	if m.ContextLength > 0 {
-		a = append(a, "--context-length", strconv.Itoa(m.ContextLength))
+	desc, err := yaml.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
-	if len(pol.B) == 0 {
-		return nil, errors.New("no threshold table")
+	policy, err := json.Marshal(pol)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
-	b := make([]string, len(pol.B))
-	for i, v := range pol.B {
-		b[i] = strconv.Itoa(v)
-	}
-	a = append(a, "--threshold-table", strings.Join(b, ","), "--max-wait", pol.MaxWait.String())
+	a := []string{"--model-config", string(desc), "--policy", string(policy)}
 	if maxBatch > 0 {
 		a = append(a, "--max-batch", strconv.Itoa(maxBatch))
 	}

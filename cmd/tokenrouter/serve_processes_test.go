@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,9 +23,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
 )
@@ -42,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin.path = filepath.Join(dir, "tokenrouter")
-	if out, err := exec.Command("go", "build", "-o", bin.path, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin.path, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building tokenrouter: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -443,24 +446,24 @@ func TestServeProcessesSIGTERM(t *testing.T) {
 
 func TestSubserverArgs(t *testing.T) {
 	pol := sched.Policy{B: sched.Table{1, 2, 3}, MaxWait: 0}
-	a, err := subserverArgs(config.Model{Name: "llm", Engine: config.EngineSim, Profile: "paper-r2r", Seed: 0}, pol, 8)
+	m := config.Model{Name: "x", Engine: loader.KindSim, Seed: 3, Latency: &config.Latency{Base: time.Millisecond, PerSeq: 2 * time.Microsecond}}
+	a, err := subserverArgs(m, pol, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(a, " ")
-	for _, want := range []string{"--engine sim", "--seed 0", "--profile paper-r2r/llm", "--threshold-table 1,2,3", "--max-wait 0s", "--max-batch 8"} {
+	for _, want := range []string{`--policy {"b":[1,2,3],"max_wait":"0s"}`, "--max-batch 8"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q lacks %q", got, want)
 		}
 	}
-	a, err = subserverArgs(config.Model{Name: "x", Engine: config.EngineSim, Seed: 3,
-		Latency: &config.Latency{Base: time.Millisecond, PerSeq: 2 * time.Microsecond}}, pol, 0)
-	if got := strings.Join(a, " "); err != nil || !strings.Contains(got, "--latency-base 1ms --latency-per-seq 2µs --latency-per-token 0s") {
-		t.Errorf("latency: %q, %v", got, err)
+	var back config.Model
+	if a[0] != "--model-config" || yaml.Unmarshal([]byte(a[1]), &back) != nil || !reflect.DeepEqual(back, m) {
+		t.Errorf("the description does not travel as one value: %q", a)
 	}
-	a, err = subserverArgs(config.Model{Name: "m", Engine: config.EngineCPU, Path: "m.gguf", Threads: 2}, pol, 0)
-	if got := strings.Join(a, " "); err != nil || !strings.Contains(got, "--engine cpu --path /") || !strings.Contains(got, "--threads 2") {
-		t.Errorf("cpu: %q, %v", got, err)
+	a, err = subserverArgs(config.Model{Name: "m", Engine: loader.KindCPU, Path: "m.gguf", Threads: 2}, pol, 0)
+	if err != nil || yaml.Unmarshal([]byte(a[1]), &back) != nil || !filepath.IsAbs(back.Path) || back.Threads != 2 {
+		t.Errorf("cpu: %q, %v", a, err)
 	}
 }
 

@@ -2,76 +2,84 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/engine/cpu"
-	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // subserverFlags are the subserver command's flags.
 type subserverFlags struct {
-	url, prefix, model, engine, profile, path, algorithm, thresholds, table string
-	models, params                                                          []string
-	index, threads, maxBatch, misses, vocabSize, contextLength, kvBudgetMB  int
-	seed                                                                    uint64
-	maxWait, heartbeat, latBase, latPerSeq, latPerToken                     time.Duration
-	stdinEOF, seedSet                                                       bool
+	url, prefix, model, modelConfig, algorithm, thresholds, policy string
+	models, params                                                 []string
+	index, maxBatch, misses                                        int
+	desc                                                           config.Model
+	maxWait, heartbeat                                             time.Duration
+	latency                                                        config.Latency
+	stdinEOF                                                       bool
 }
+
+// subserverLong is the subserver command's help text.
+const subserverLong = `subserver runs the sub-server of model --index of a deployment and connects it
+to the deployment's NATS bus; the front end (serve --nats, or serve --processes,
+which starts these processes itself) admits requests and streams their tokens.
+
+  tokenrouter subserver --nats nats://10.0.0.1:4222 --index 1 --models slm,llm \
+    --engine sim --profile paper-r2r/llm --algorithm r2r-random --param p=0.35
+
+The model is described by --engine and its fields (--profile, --path, ...) or,
+as serve --processes passes it, by --model-config: one YAML mapping with the
+fields of a configuration file's models entry.
+
+Every member and the front end must agree on --models, --algorithm, --prefix,
+--heartbeat and --misses.`
 
 func newSubserverCmd() *cobra.Command {
 	var f subserverFlags
 	cmd := &cobra.Command{
 		Use:   "subserver",
 		Short: "Run one model's sub-server as its own process, attached to a NATS bus",
-		Long: `subserver runs the sub-server of model --index of a deployment and connects it
-to the deployment's NATS bus; the front end (serve --nats, or serve --processes,
-which starts these processes itself) admits requests and streams their tokens.
-
-  tokenrouter subserver --nats nats://10.0.0.1:4222 --index 1 --engine sim --profile paper-r2r \
-    --algorithm r2r-random --param p=0.35
-
-Every member and the front end must agree on --models, --algorithm, --prefix,
---heartbeat and --misses.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSubserver(cmd, f) },
+		Long:  subserverLong,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runSubserver(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "nats", "", "NATS server URL (required), nats://HOST:PORT")
 	fl.StringVar(&f.prefix, "prefix", busnats.DefaultPrefix, "the deployment's NATS subject prefix")
 	fl.IntVar(&f.index, "index", 0, "this model's index (0: the small model)")
-	fl.StringSliceVar(&f.models, "models", nil, "all model names in order (default: the sim profile's)")
+	fl.StringSliceVar(&f.models, "models", nil, "all model names in order (required)")
 	fl.StringVar(&f.model, "model", "", "this model's name (default: models[index]); must match --models")
-	fl.StringVar(&f.engine, "engine", "sim", "engine: sim or cpu")
-	fl.StringVar(&f.profile, "profile", "paper-r2r", "sim latency profile: a preset (its model --index) or preset/model")
-	fl.DurationVar(&f.latBase, "latency-base", 0, "sim: explicit step latency base (with --latency-per-seq, --latency-per-token; replaces --profile)")
-	fl.DurationVar(&f.latPerSeq, "latency-per-seq", 0, "sim: explicit step latency per sequence")
-	fl.DurationVar(&f.latPerToken, "latency-per-token", 0, "sim: explicit step latency per extra token")
-	fl.Uint64Var(&f.seed, "seed", 0, "sim seed (default: index+1; an explicit 0 is seed 0)")
-	fl.IntVar(&f.vocabSize, "vocab-size", 0, "sim: vocabulary size (0: the sim default)")
-	fl.IntVar(&f.contextLength, "context-length", 0, "sim: context length; cpu: cap on the model's own (0: default)")
-	fl.StringVar(&f.path, "path", "", "cpu: GGUF file or llama2.c checkpoint")
-	fl.IntVar(&f.threads, "threads", 0, "cpu: kernel threads (0: GOMAXPROCS)")
-	fl.IntVar(&f.kvBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
-	fl.StringVar(&f.algorithm, "algorithm", "r2r-random", "routing algorithm")
+	fl.StringVar(&f.modelConfig, "model-config", "", "this model's description as YAML (a config file's models entry; replaces the model flags below)")
+	fl.StringVar(&f.desc.Engine, "engine", config.DefaultEngine, "engine kind: "+strings.Join(loader.Builtin().Names(), " or "))
+	fl.StringVar(&f.desc.Profile, "profile", "", "sim: latency profile preset/model (a bare preset picks the model named like this one)")
+	fl.DurationVar(&f.latency.Base, "latency-base", 0, "sim: explicit step latency base (with --latency-per-seq, --latency-per-token; replaces --profile)")
+	fl.DurationVar(&f.latency.PerSeq, "latency-per-seq", 0, "sim: explicit step latency per sequence")
+	fl.DurationVar(&f.latency.PerToken, "latency-per-token", 0, "sim: explicit step latency per extra token")
+	fl.Uint64Var(&f.desc.Seed, "seed", 0, "sim seed (default: index+1; an explicit 0 is seed 0)")
+	fl.IntVar(&f.desc.VocabSize, "vocab-size", 0, "sim: vocabulary size (0: the sim default)")
+	fl.IntVar(&f.desc.ContextLength, "context-length", 0, "sim: context length; cpu: cap on the model's own (0: default)")
+	fl.StringVar(&f.desc.Path, "path", "", "cpu: GGUF file or llama2.c checkpoint")
+	fl.IntVar(&f.desc.Threads, "threads", 0, "cpu: kernel threads (0: GOMAXPROCS)")
+	fl.IntVar(&f.desc.KVBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
+	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
-	fl.StringVar(&f.thresholds, "thresholds", "1", "this model's batching threshold B")
-	fl.StringVar(&f.table, "threshold-table", "", "this model's threshold table B(n) for n = 0, 1, 2, ... active requests (\"1,1,2,3\"; replaces --thresholds)")
+	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: one value, one per model (\"1,3\": this model takes its own) or @plan.json")
 	fl.DurationVar(&f.maxWait, "max-wait", 50*time.Millisecond, "launch a step anyway after this wait (0 disables the guard)")
+	fl.StringVar(&f.policy, "policy", "", "this model's launch policy as JSON, {\"b\":[1,1,2,3],\"max_wait\":\"50ms\"} (replaces --thresholds and --max-wait)")
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "largest step batch (0: default)")
 	fl.DurationVar(&f.heartbeat, "heartbeat", cluster.DefaultHeartbeat, "heartbeat interval")
 	fl.IntVar(&f.misses, "misses", cluster.DefaultMisses, "missed front-end heartbeats before dropping every request")
@@ -88,24 +96,19 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	if err != nil {
 		return err
 	}
-	table, err := subserverTable(f)
+	pol, err := subserverPolicy(cmd, f)
 	if err != nil {
 		return err
 	}
-	f.seedSet = cmd.Flags().Changed("seed")
-	eng, models, err := openSubserverEngine(f)
+	desc, err := subserverModel(cmd, f)
 	if err != nil {
 		return err
-	}
-	if f.index < 0 || f.index >= len(models) {
-		eng.Close()
-		return fmt.Errorf("--index %d: have %d models %v", f.index, len(models), models)
-	}
-	if f.model != "" && f.model != models[f.index] {
-		eng.Close()
-		return fmt.Errorf("--model %q: model %d of %v is %q", f.model, f.index, models, models[f.index])
 	}
 	ctx := cmd.Context()
+	eng, err := loader.Builtin().OpenEngine(ctx, desc)
+	if err != nil {
+		return err
+	}
 	if f.stdinEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -115,12 +118,12 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 			cancel()
 		}()
 	}
-	log := slog.Default().With("model", models[f.index], "index", f.index)
-	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", f.engine)
+	log := slog.Default().With("model", desc.Name, "index", f.index)
+	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", desc.Engine)
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
-		URL: f.url, Prefix: f.prefix, Index: f.index, Models: models, Engine: eng,
+		URL: f.url, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
-		Policy: sched.Policy{B: table, MaxWait: f.maxWait}, MaxBatch: f.maxBatch,
+		Policy: pol, MaxBatch: f.maxBatch,
 		Heartbeat: f.heartbeat, Misses: f.misses,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})
@@ -128,79 +131,64 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	return err
 }
 
-// subserverTable is this model's threshold table from --thresholds or
-// --threshold-table.
-func subserverTable(f subserverFlags) (sched.Table, error) {
-	if f.table == "" {
-		tables, err := sched.ParseStatic(f.thresholds)
-		if err != nil || len(tables) != 1 {
-			return nil, fmt.Errorf("--thresholds %q: want one value for this model (%v)", f.thresholds, err)
-		}
-		return tables[0], nil
+// subserverModel is this model's description: --model-config, or the
+// model flags, named after --models[--index].
+func subserverModel(cmd *cobra.Command, f subserverFlags) (config.Model, error) {
+	if f.index < 0 || f.index >= len(f.models) {
+		return config.Model{}, fmt.Errorf("--index %d: --models has %d names %v", f.index, len(f.models), f.models)
 	}
-	var t sched.Table
-	for _, v := range strings.Split(f.table, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || b < 1 {
-			return nil, fmt.Errorf("--threshold-table %q: want positive integers such as \"1,1,2,3\"", f.table)
-		}
-		t = append(t, b)
+	name := f.models[f.index]
+	if f.model != "" && f.model != name {
+		return config.Model{}, fmt.Errorf("--model %q: model %d of %v is %q", f.model, f.index, f.models, name)
 	}
-	return t, nil
+	desc := f.desc
+	if f.modelConfig != "" {
+		for _, n := range []string{"engine", "profile", "latency-base", "latency-per-seq", "latency-per-token", "seed", "vocab-size",
+			"context-length", "path", "threads", "kv-budget-mb"} {
+			if cmd.Flags().Changed(n) {
+				return config.Model{}, fmt.Errorf("--%s: --model-config describes the model", n)
+			}
+		}
+		dec := yaml.NewDecoder(strings.NewReader(f.modelConfig))
+		dec.KnownFields(true)
+		desc = config.Model{}
+		if err := dec.Decode(&desc); err != nil {
+			return config.Model{}, fmt.Errorf("--model-config: %w", err)
+		}
+		if desc.Name != name {
+			return config.Model{}, fmt.Errorf("--model-config names model %q; model %d of %v is %q", desc.Name, f.index, f.models, name)
+		}
+		return desc, nil
+	}
+	desc.Name = name
+	if f.latency != (config.Latency{}) {
+		desc.Latency = &f.latency
+	}
+	if !cmd.Flags().Changed("seed") {
+		desc.Seed = uint64(f.index + 1)
+	}
+	return desc, nil
 }
 
-// openSubserverEngine opens this model's engine and returns the
-// deployment's model names.
-func openSubserverEngine(f subserverFlags) (engine.Engine, []string, error) {
-	switch f.engine {
-	case "sim":
-		preset, err := sim.LookupPreset(f.profile)
-		explicit := f.latBase != 0 || f.latPerSeq != 0 || f.latPerToken != 0
-		named := strings.Contains(f.profile, "/")
-		if err != nil && !named && !explicit {
-			return nil, nil, err
-		}
-		models := f.models
-		if len(models) == 0 {
-			if named || explicit {
-				return nil, nil, errors.New("--engine sim with --profile preset/model or explicit latencies needs --models")
-			}
-			models = preset.Models
-		}
-		if f.index < 0 || f.index >= len(models) {
-			return nil, nil, fmt.Errorf("--index %d: have %d models %v", f.index, len(models), models)
-		}
-		seed := f.seed
-		if !f.seedSet {
-			seed = uint64(f.index + 1)
-		}
-		name := models[f.index]
-		var prof sim.Profile
-		switch {
-		case explicit || named:
-			mc := config.Model{Name: name, Engine: config.EngineSim, Profile: f.profile}
-			if explicit {
-				mc.Profile = ""
-				mc.Latency = &config.Latency{Base: f.latBase, PerSeq: f.latPerSeq, PerToken: f.latPerToken}
-			}
-			if prof, err = mc.SimProfile(); err != nil {
-				return nil, nil, fmt.Errorf("model %s: %w", name, err)
-			}
-		case f.index < len(preset.Profiles):
-			prof = preset.Profiles[f.index]
-		default:
-			return nil, nil, fmt.Errorf("--index %d: profile %s has %d models", f.index, preset.Name, len(preset.Profiles))
-		}
-		return sim.New(sim.Config{Name: name, Profile: prof, Seed: seed, VocabSize: f.vocabSize, ContextLength: f.contextLength}), models, nil
-	case "cpu":
-		if f.path == "" || len(f.models) == 0 {
-			return nil, nil, errors.New("--engine cpu needs --path and --models")
-		}
-		eng, err := cpu.Open(f.path, cpu.Options{Threads: f.threads, KVBudgetBytes: int64(f.kvBudgetMB) << 20, ContextLength: f.contextLength})
+// subserverPolicy is this model's launch policy: --policy, or what
+// --thresholds and --max-wait say for model --index.
+func subserverPolicy(cmd *cobra.Command, f subserverFlags) (sched.Policy, error) {
+	var p sched.Policy
+	if f.policy == "" {
+		l, err := config.ParseLaunch(f.thresholds, len(f.models), f.maxWait)
 		if err != nil {
-			return nil, nil, err
+			return p, fmt.Errorf("--thresholds: %w", err)
 		}
-		return eng, f.models, nil
+		if l.Auto {
+			return p, errors.New(`--thresholds auto: a sub-server on its own cannot tune; give B values or @plan.json`)
+		}
+		return l.Policy(f.index), nil
 	}
-	return nil, nil, fmt.Errorf("--engine %q: want sim or cpu", f.engine)
+	if cmd.Flags().Changed("thresholds") || cmd.Flags().Changed("max-wait") {
+		return p, errors.New("--policy replaces --thresholds and --max-wait")
+	}
+	if err := json.Unmarshal([]byte(f.policy), &p); err != nil {
+		return p, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
 }

@@ -374,14 +374,6 @@ func (e *Engine) Truncate(id engine.SeqID, n int) error {
 	return nil
 }
 
-// Len reports the number of tokens seq holds.
-func (e *Engine) Len(id engine.SeqID) int {
-	if s := e.seqs[id]; s != nil {
-		return len(s.h)
-	}
-	return 0
-}
-
 // Sequences reports how many sequences hold KV state.
 func (e *Engine) Sequences() int { return len(e.seqs) }
 

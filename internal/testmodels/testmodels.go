@@ -1,6 +1,6 @@
 // Package testmodels locates the real trained model files that tests read
-// from ../shared/models beside the repository (they are never copied into
-// it), and skips a test clearly when they are absent.
+// from the repository's testdata/models folder (provenance and licences in
+// its SOURCES.md and LICENSES.md).
 package testmodels
 
 import (
@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// Dir returns ../shared/models relative to the repository root (the
-// folder holding go.mod above the test's working directory), or skips the
-// test when that folder is absent.
+// Dir returns the repository's testdata/models folder: the one beside the
+// go.mod found above the test's working directory. A missing folder fails
+// the test: the files are part of the repository.
 func Dir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -28,16 +28,9 @@ func Dir(t testing.TB) string {
 		}
 		dir = parent
 	}
-	m := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(m); err != nil {
-		t.Skipf("shared models directory %s is absent; skipping tests on real model files", m)
+	m := filepath.Join(dir, "testdata", "models")
+	if _, err := os.Stat(filepath.Join(m, "stories260K.gguf")); err != nil {
+		t.Fatalf("model files missing from %s: %v", m, err)
 	}
 	return m
-}
-
-// Path returns the path of one model file, skipping the test when the
-// shared models folder is absent.
-func Path(t testing.TB, name string) string {
-	t.Helper()
-	return filepath.Join(Dir(t), name)
 }

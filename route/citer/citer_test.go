@@ -3,17 +3,17 @@ package citer_test
 import (
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/citer"
-	"github.com/tokenrouter/tokenrouter/route/conformance"
 )
 
 // routed counts the requests of a 32-request step the router sends to the
 // large model, with weights whose output logit is shifted by bias.
 func routed(t *testing.T, bias float32, hidden bool) (n int, batchEqualsAlone bool) {
 	t.Helper()
-	w, err := conformance.WriteWeights(t.TempDir(), 64, 2, bias)
+	w, err := routetest.WriteWeights(t.TempDir(), 64, 2, bias)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func routed(t *testing.T, bias float32, hidden bool) (n int, batchEqualsAlone bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return conformance.CountRouted(t, a, hidden)
+	return routetest.CountRouted(t, a, hidden)
 }
 
 func TestRouting(t *testing.T) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/route/conformance"
 	"github.com/tokenrouter/tokenrouter/route/nn"
 	"github.com/tokenrouter/tokenrouter/route/r2r"
 )
@@ -45,7 +45,7 @@ func decide(t *testing.T, path, thr string, s *route.Step) []route.Decision {
 
 func TestRouterBatchedThresholdAndWeights(t *testing.T) {
 	dir := t.TempDir()
-	w, err := conformance.WriteWeights(dir, 64, 1, 0)
+	w, err := routetest.WriteWeights(dir, 64, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

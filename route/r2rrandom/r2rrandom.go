@@ -73,6 +73,16 @@ func New(s route.Spec) (route.Algorithm, error) {
 	return a, nil
 }
 
+// Process is the routing process of DESIGN §6's R2R case:
+// P = [[1−p, p], [1, 0]], C = [[1, 0], [1, 0]] (a routed token is dropped,
+// the large model commits one and hands back). It is not stationary when
+// p is scheduled to change (switch-at).
+func (a *Algorithm) Process() (p, c [][]float64, ok bool) {
+	return [][]float64{{1 - a.P, a.P}, {1, 0}}, [][]float64{{1, 0}, {1, 0}}, a.SwitchAt == 0
+}
+
+var _ route.Predictable = (*Algorithm)(nil)
+
 // Prob returns the routing probability in force at time now.
 func (a *Algorithm) Prob(now time.Time) float64 {
 	if a.SwitchAt > 0 && now.Sub(a.Start) >= a.SwitchAt {

@@ -67,3 +67,21 @@ func TestBadParams(t *testing.T) {
 		}
 	}
 }
+
+func TestProcess(t *testing.T) {
+	a, err := New(spec("p", "0.25"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, c, ok := a.(route.Predictable).Process()
+	if !ok || p[0][1] != 0.25 || p[0][0] != 0.75 || p[1][0] != 1 || c[0][0] != 1 || c[1][0] != 1 || c[0][1] != 0 {
+		t.Fatalf("P %v C %v ok %v", p, c, ok)
+	}
+	s, err := New(spec("p", "0.35", "p-after", "0.1", "switch-at", "20s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.(route.Predictable).Process(); ok {
+		t.Fatal("a scheduled change of p is not a stationary process")
+	}
+}

@@ -2,21 +2,18 @@ package speculative_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
-
-const modelsDir = "../../../shared/models"
 
 // alone is what e generates by itself, greedily.
 func alone(t *testing.T, e engine.Engine, prompt []int32, n int) []int32 {
@@ -39,11 +36,11 @@ func alone(t *testing.T, e engine.Engine, prompt []int32, n int) []int32 {
 // outputs and how many tokens each model produced.
 func speculate(t *testing.T, draft, target engine.Engine, k string, prompts [][]int32, n int) ([][]int32, [2]int) {
 	t.Helper()
-	ms := []router.Model{
-		{Name: "draft", Engine: draft, Policy: sched.Policy{B: sched.Static(1)}},
-		{Name: "target", Engine: target, Policy: sched.Policy{B: sched.Static(1)}},
+	ms := []deploy.Model{
+		{Name: "draft", Engine: draft},
+		{Name: "target", Engine: target},
 	}
-	r, err := router.New(router.Config{Models: ms, Algorithm: "speculative", Params: map[string]string{"k": k}, Registry: builtin.Registry()})
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "speculative", Params: map[string]string{"k": k}, Registry: builtin.Registry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +87,7 @@ func TestGreedyEqualsTargetOnSim(t *testing.T) {
 // the output must equal stories260K alone; the acceptance rate per k is
 // logged (accepted drafts / proposed drafts).
 func TestGreedyEqualsTargetOnRealPair(t *testing.T) {
-	for _, f := range []string{"llama2xs-model.bin", "stories260K.gguf"} {
-		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
-			t.Skipf("shared model %s not found in %s: skipping", f, modelsDir)
-		}
-	}
+	modelsDir := testmodels.Dir(t)
 	open := func(f string) engine.Engine {
 		e, err := cpu.Open(filepath.Join(modelsDir, f), cpu.Options{Threads: 1})
 		if err != nil {

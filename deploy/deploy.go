@@ -1,8 +1,10 @@
-// Package router runs TokenRouter in one process: one sub-server per model
-// on a bus, and the front end that admits requests and streams their
-// committed tokens back. It is the runtime the HTTP server and the
-// benchmarks drive.
-package router
+// Package deploy runs one TokenRouter deployment: one sub-server per
+// local model on a bus (models whose sub-servers run in other processes
+// attach to the same bus themselves), and the front end that admits
+// requests and streams their committed tokens back. It is the runtime the
+// HTTP server, the cluster front end and the benchmarks drive; the
+// algorithms it runs are written against package route.
+package deploy
 
 import (
 	"context"
@@ -25,16 +27,14 @@ import (
 type Model struct {
 	// Name is the model's name.
 	Name string
-	// Engine runs it; the router owns it and closes it. Nil for a remote
+	// Engine runs it; the deployment owns it and closes it. Nil for a remote
 	// model.
 	Engine engine.Engine
 	// Remote, set instead of Engine, declares a model whose sub-server
 	// runs elsewhere (another process or machine) and attaches to Bus
-	// itself; the facts are the ones that sub-server announced. Policy
-	// then belongs to the remote sub-server.
+	// itself; the facts are the ones that sub-server announced. Its launch
+	// policy belongs to the remote sub-server.
 	Remote *engine.Info
-	// Policy is its launch policy (thresholds and max-wait).
-	Policy sched.Policy
 }
 
 // Config describes a deployment.
@@ -53,19 +53,19 @@ type Config struct {
 	MaxBatch int
 	// Observer, if set, watches every sub-server's steps and hand-offs.
 	Observer subserver.Observer
-	// NoPending drops a request's KV on every hand-off (see
-	// subserver.Config.NoPending); the std-serving baseline sets it.
-	NoPending bool
-	// Auto, if set, turns on automatic thresholds (DESIGN §6): each model
-	// starts at B = 1 and a tuner, started and stopped with the router,
-	// estimates the routing process from what it observes and pushes the
-	// tables B*(n). The models' Policy.B is ignored; their MaxWait guard
-	// and lookahead settings stay. Nil keeps every Policy as given.
-	Auto *autotune.Options
+	// Launch is the launch policy of the local models: static tables
+	// (the zero value: B = 1 everywhere, no max-wait guard) or automatic
+	// thresholds (DESIGN §6): each model starts at B = 1 and a tuner,
+	// started and stopped with the deployment, estimates the routing process
+	// from what it observes and pushes the tables B*(n), keeping the
+	// max-wait guard.
+	Launch sched.Launch
+	// Tuning tunes the tuner of automatic thresholds (nil: its defaults).
+	Tuning *autotune.Options
 }
 
-// Router is a running deployment.
-type Router struct {
+// Deployment is a running deployment.
+type Deployment struct {
 	cfg   Config
 	bus   bus.Bus
 	subs  []*subserver.Server
@@ -94,7 +94,7 @@ type openReq struct {
 }
 
 // ErrClosed is returned by Submit after Close.
-var ErrClosed = errors.New("router: closed")
+var ErrClosed = errors.New("deploy: closed")
 
 // ErrBadRequest wraps every error Submit returns for invalid input.
 var ErrBadRequest = errors.New("bad request")
@@ -104,48 +104,52 @@ var ErrBadRequest = errors.New("bad request")
 var ErrUnavailable = errors.New("model unavailable")
 
 // New builds the sub-servers and starts their loops.
-func New(cfg Config) (*Router, error) {
+func New(cfg Config) (*Deployment, error) {
 	if len(cfg.Models) == 0 {
-		return nil, errors.New("router: no models")
+		return nil, errors.New("deploy: no models")
 	}
 	if cfg.Registry == nil {
-		return nil, errors.New("router: no algorithm registry")
+		return nil, errors.New("deploy: no algorithm registry")
 	}
 	names := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
 		names[i] = m.Name
 		if (m.Engine == nil) == (m.Remote == nil) {
-			return nil, fmt.Errorf("router: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
+			return nil, fmt.Errorf("deploy: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
 		}
-		if m.Remote != nil && cfg.Auto != nil {
-			return nil, fmt.Errorf("router: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
+		if m.Remote != nil && cfg.Launch.Auto {
+			return nil, fmt.Errorf("deploy: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
 		}
 	}
 	b := cfg.Bus
 	if b == nil {
 		b = bus.NewMemory()
 	}
-	r := &Router{cfg: cfg, bus: b, open: map[uint64]openReq{}}
+	r := &Deployment{cfg: cfg, bus: b, open: map[uint64]openReq{}}
 	front, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: names, Params: cfg.Params})
 	if err != nil {
-		return nil, fmt.Errorf("router: %w", err)
+		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	r.front = front
 	r.entry, _ = front.(route.Entrant)
 	r.stat, _ = front.(route.Stater)
 	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
-		return nil, fmt.Errorf("router: %w", err)
+		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	obs := cfg.Observer
-	if cfg.Auto != nil {
+	if cfg.Launch.Auto {
 		base := make([]sched.Policy, len(cfg.Models))
-		for i, m := range cfg.Models {
-			base[i] = m.Policy
+		for i := range cfg.Models {
+			base[i] = cfg.Launch.Policy(i)
 		}
-		t, err := autotune.New(base, *cfg.Auto)
+		var opts autotune.Options
+		if cfg.Tuning != nil {
+			opts = *cfg.Tuning
+		}
+		t, err := autotune.New(base, opts)
 		if err != nil {
 			r.abort()
-			return nil, fmt.Errorf("router: %w", err)
+			return nil, fmt.Errorf("deploy: %w", err)
 		}
 		r.tuner = t
 		obs = t
@@ -161,19 +165,19 @@ func New(cfg Config) (*Router, error) {
 		alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: names, Params: cfg.Params})
 		if err != nil {
 			r.abort()
-			return nil, fmt.Errorf("router: %w", err)
+			return nil, fmt.Errorf("deploy: %w", err)
 		}
-		pol := m.Policy
+		pol := cfg.Launch.Policy(i)
 		if r.tuner != nil {
 			pol = r.tuner.Initial(i)
 		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, NoPending: cfg.NoPending,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs,
 		})
 		if err != nil {
 			r.abort()
-			return nil, fmt.Errorf("router: %w", err)
+			return nil, fmt.Errorf("deploy: %w", err)
 		}
 		r.subs = append(r.subs, s)
 		r.info = append(r.info, m.Engine.Info())
@@ -220,12 +224,12 @@ func (o observers) Routed(model int, moved []int) {
 	}
 }
 
-// Tuner returns the automatic-threshold tuner, or nil when Config.Auto is
-// not set.
-func (r *Router) Tuner() *autotune.Tuner { return r.tuner }
+// Tuner returns the automatic-threshold tuner, or nil when the launch
+// policy is static.
+func (r *Deployment) Tuner() *autotune.Tuner { return r.tuner }
 
 // abort undoes a partial New.
-func (r *Router) abort() {
+func (r *Deployment) abort() {
 	for i, m := range r.cfg.Models {
 		if m.Engine != nil {
 			r.bus.Detach(i)
@@ -235,10 +239,10 @@ func (r *Router) abort() {
 }
 
 // Models reports the models' facts, in index order.
-func (r *Router) Models() []engine.Info { return r.info }
+func (r *Deployment) Models() []engine.Info { return r.info }
 
 // Names returns the model names in index order.
-func (r *Router) Names() []string {
+func (r *Deployment) Names() []string {
 	out := make([]string, len(r.cfg.Models))
 	for i, m := range r.cfg.Models {
 		out[i] = m.Name
@@ -248,12 +252,12 @@ func (r *Router) Names() []string {
 
 // SubServers returns the sub-servers running in this process (for metrics
 // and policy updates), in model order; remote models have none.
-func (r *Router) SubServers() []*subserver.Server { return r.subs }
+func (r *Deployment) SubServers() []*subserver.Server { return r.subs }
 
 // Submit admits a request: prompt tokens and parameters. The stream ends
 // when the request finishes or fails; cancelling ctx (or Stream.Close)
 // cancels it in every sub-server, wherever it is.
-func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
+func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
 	}
@@ -272,7 +276,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("router: submit: %w", err)
+		return nil, fmt.Errorf("deploy: submit: %w", err)
 	}
 	id := r.nextID.Add(1)
 	s := stream.New(id, func() { r.cancelReq(id, nil) })
@@ -281,7 +285,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	if r.entry != nil {
 		entry = r.entry.Entry(&view)
 		if entry < 0 || entry >= len(r.info) {
-			return nil, fmt.Errorf("router: algorithm chose entry model %d of %d", entry, len(r.info))
+			return nil, fmt.Errorf("deploy: algorithm chose entry model %d of %d", entry, len(r.info))
 		}
 	}
 	var st route.State
@@ -295,7 +299,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	}
 	for i, cause := range r.down {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("router: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
+		return nil, fmt.Errorf("deploy: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
 	}
 	r.open[id] = openReq{s: s}
 	r.mu.Unlock()
@@ -305,7 +309,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	a.Kind, a.ID, a.From = bus.Admit, id, bus.Frontend
 	if err := r.bus.Broadcast(bctx, a); err != nil {
 		r.forget(id)
-		return nil, fmt.Errorf("router: admit: %w", err)
+		return nil, fmt.Errorf("deploy: admit: %w", err)
 	}
 	e := r.bus.Get()
 	e.Kind, e.ID, e.From = bus.Peer, id, bus.Frontend
@@ -320,7 +324,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 	m.Seen = append(m.Seen[:0], make([]int, len(r.info))...)
 	if err := r.bus.Send(bctx, entry, e); err != nil {
 		r.cancelReq(id, err)
-		return nil, fmt.Errorf("router: admit: %w", err)
+		return nil, fmt.Errorf("deploy: admit: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { r.cancelReq(id, ctx.Err()) })
 	r.mu.Lock()
@@ -342,7 +346,7 @@ func (r *Router) Submit(ctx context.Context, prompt []int32, p route.Params) (*s
 }
 
 // cancelReq cancels request id everywhere and ends its stream.
-func (r *Router) cancelReq(id uint64, cause error) {
+func (r *Deployment) cancelReq(id uint64, cause error) {
 	s := r.forget(id)
 	if s == nil {
 		return
@@ -353,7 +357,7 @@ func (r *Router) cancelReq(id uint64, cause error) {
 	s.Finish(stream.Cancelled, cause)
 }
 
-func (r *Router) forget(id uint64) *stream.Stream {
+func (r *Deployment) forget(id uint64) *stream.Stream {
 	r.mu.Lock()
 	o, ok := r.open[id]
 	delete(r.open, id)
@@ -368,7 +372,7 @@ func (r *Router) forget(id uint64) *stream.Stream {
 }
 
 // deliver is the front end's bus handler.
-func (r *Router) deliver(e *bus.Event) {
+func (r *Deployment) deliver(e *bus.Event) {
 	defer r.bus.Put(e)
 	switch e.Kind {
 	case bus.Commit:
@@ -395,7 +399,7 @@ func (r *Router) deliver(e *bus.Event) {
 // answering): every request in flight ends with an error wrapping
 // ErrUnavailable and cause and is cancelled in every sub-server, and
 // Submit fails until ModelUp(i). It returns the number of requests ended.
-func (r *Router) ModelDown(i int, cause error) int {
+func (r *Deployment) ModelDown(i int, cause error) int {
 	if i < 0 || i >= len(r.info) {
 		return 0
 	}
@@ -409,7 +413,7 @@ func (r *Router) ModelDown(i int, cause error) int {
 		ids = append(ids, id)
 	}
 	r.mu.Unlock()
-	err := fmt.Errorf("router: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
+	err := fmt.Errorf("deploy: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
 	n := 0
 	for _, id := range ids {
 		s := r.forget(id)
@@ -426,14 +430,14 @@ func (r *Router) ModelDown(i int, cause error) int {
 }
 
 // ModelUp marks model i available again (its sub-server rejoined).
-func (r *Router) ModelUp(i int) {
+func (r *Deployment) ModelUp(i int) {
 	r.mu.Lock()
 	delete(r.down, i)
 	r.mu.Unlock()
 }
 
 // Active returns the number of requests in flight.
-func (r *Router) Active() int {
+func (r *Deployment) Active() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.open)
@@ -441,7 +445,7 @@ func (r *Router) Active() int {
 
 // Close cancels every request, stops the sub-servers, waits for them and
 // closes the engines and the bus.
-func (r *Router) Close() error {
+func (r *Deployment) Close() error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

@@ -1,18 +1,17 @@
-package conformance_test
+package routetest_test
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/route/conformance"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // TestRealPairCounts runs each algorithm on the real pair (llama2xs small,
@@ -20,12 +19,8 @@ import (
 // algorithm that routes must use both models.
 func TestRealPairCounts(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf"}
-	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
-			t.Skipf("shared model %s not found in %s: skipping", f, modelsDir)
-		}
-	}
-	w, err := conformance.WriteWeights(t.TempDir(), 64, 5, 0)
+	modelsDir := testmodels.Dir(t)
+	w, err := routetest.WriteWeights(t.TempDir(), 64, 5, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,15 +39,15 @@ func TestRealPairCounts(t *testing.T) {
 	}
 	prompts := [][]int32{{1, 403, 407, 261, 378}, {1, 426}, {1, 416, 439}, {1, 281}, {1}, {1, 261, 378}}
 	for _, c := range runs {
-		var ms []router.Model
+		var ms []deploy.Model
 		for i, f := range files {
 			e, err := cpu.Open(filepath.Join(modelsDir, f), cpu.Options{Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ms = append(ms, router.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e, Policy: sched.Policy{B: sched.Static(1)}})
+			ms = append(ms, deploy.Model{Name: []string{"llama2xs", "stories260K"}[i], Engine: e})
 		}
-		r, err := router.New(router.Config{Models: ms, Algorithm: c.alg, Params: c.params, Registry: builtin.Registry()})
+		r, err := deploy.New(deploy.Config{Models: ms, Algorithm: c.alg, Params: c.params, Registry: builtin.Registry()})
 		if err != nil {
 			t.Fatal(err)
 		}

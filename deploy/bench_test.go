@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -21,13 +20,12 @@ import (
 // allocations per committed token (all goroutines: loop, bus, front end,
 // clients) over b.N steps in steady state.
 func benchLoop(b *testing.B, algorithm string, models, batch int) {
-	var ms []router.Model
+	var ms []deploy.Model
 	for i := range models {
-		ms = append(ms, router.Model{Name: string(rune('a' + i)),
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24}),
-			Policy: sched.Policy{B: sched.Static(1)}})
+		ms = append(ms, deploy.Model{Name: string(rune('a' + i)),
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24})})
 	}
-	r, err := router.New(router.Config{Models: ms, Algorithm: algorithm, Params: map[string]string{"p": "0.35"},
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: algorithm, Params: map[string]string{"p": "0.35"},
 		Registry: builtin.Registry(), MaxBatch: batch})
 	if err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 	"github.com/tokenrouter/tokenrouter/subserver"
@@ -43,7 +43,7 @@ func remote(t *testing.T, url string, lat ...time.Duration) ([]*subserver.Server
 			t.Fatal(err)
 		}
 		s, err := subserver.New(subserver.Config{Index: i, Models: len(lat), Name: names[i], Engine: eng, Algorithm: alg,
-			Policy: sched.Policy{B: sched.Static(1)}, Bus: b})
+			Policy: sched.Launch{}.Policy(i), Bus: b})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +69,11 @@ func TestRemoteModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fb.Close()
-	if _, err := router.New(router.Config{Models: []router.Model{{Name: "slm"}}, Algorithm: "single", Registry: builtin.Registry(), Bus: fb}); err == nil {
+	if _, err := deploy.New(deploy.Config{Models: []deploy.Model{{Name: "slm"}}, Algorithm: "single", Registry: builtin.Registry(), Bus: fb}); err == nil {
 		t.Fatal("a model with neither engine nor remote facts was accepted")
 	}
-	r, err := router.New(router.Config{
-		Models:    []router.Model{{Name: "slm", Remote: &infos[0]}, {Name: "llm", Remote: &infos[1]}},
+	r, err := deploy.New(deploy.Config{
+		Models:    []deploy.Model{{Name: "slm", Remote: &infos[0]}, {Name: "llm", Remote: &infos[1]}},
 		Algorithm: "r2r-random", Params: map[string]string{"p": "0.5"}, Registry: builtin.Registry(), Bus: fb,
 	})
 	if err != nil {
@@ -114,11 +114,11 @@ func TestRemoteModels(t *testing.T) {
 		t.Fatalf("ModelDown ended %d requests, want 6", n)
 	}
 	for _, s := range streams {
-		if _, err := s.Wait(ctx); !errors.Is(err, router.ErrUnavailable) || !errors.Is(err, cause) {
+		if _, err := s.Wait(ctx); !errors.Is(err, deploy.ErrUnavailable) || !errors.Is(err, cause) {
 			t.Fatalf("stream %d: err %v, want unavailable: %v", s.ID, err, cause)
 		}
 	}
-	if _, err := r.Submit(ctx, prompt, route.Params{MaxTokens: 4}); !errors.Is(err, router.ErrUnavailable) {
+	if _, err := r.Submit(ctx, prompt, route.Params{MaxTokens: 4}); !errors.Is(err, deploy.ErrUnavailable) {
 		t.Fatalf("submit while down: %v", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

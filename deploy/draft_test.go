@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -7,11 +7,10 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 // draft is a minimal draft-and-verify algorithm used to exercise the
@@ -77,8 +76,12 @@ func largeAlone(t *testing.T, prompt []int32, n int, seed uint64) []int32 {
 	out := make([]engine.Output, 1)
 	seq := slices.Clone(prompt)
 	var gen []int32
-	for range n {
-		if err := e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: seq[len(seq)-max(1, len(seq)-e.Len(1)):]}}, out); err != nil {
+	for k := range n {
+		toks := seq // the prompt first, then one token per step
+		if k > 0 {
+			toks = seq[len(seq)-1:]
+		}
+		if err := e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: toks}}, out); err != nil {
 			t.Fatal(err)
 		}
 		gen = append(gen, out[0].Token)
@@ -94,11 +97,11 @@ func TestDraftVerifyEqualsLargeModelAlone(t *testing.T) {
 func testDraftVerifyEqualsLargeModelAlone(t *testing.T, bc busCase) {
 	for _, agree := range []float64{0, 0.7, 1} {
 		sends := 0
-		ms := []router.Model{
-			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
-			{Name: "target", Engine: sim.New(sim.Config{Seed: 22}), Policy: sched.Policy{B: sched.Static(1)}},
+		ms := []deploy.Model{
+			{Name: "draft", Engine: sim.New(sim.Config{Seed: 11, Agree: agree, AgreeSeed: 22})},
+			{Name: "target", Engine: sim.New(sim.Config{Seed: 22})},
 		}
-		r, err := router.New(router.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
+		r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "draft", Registry: draftRegistry(4, &sends), Bus: bc.bus(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +156,7 @@ func testLockstepMatchesRouted(t *testing.T, bc busCase) {
 		var systems []bench.System
 		es := mk()
 		lcfg := lockstep.Config{Engines: es, Names: []string{"a", "b"}, Algorithm: "draft", Registry: reg}
-		rcfg := router.Config{Models: []router.Model{{Name: "a", Engine: mk()[0]}, {Name: "b", Engine: mk()[1]}}, Algorithm: "draft", Registry: reg}
+		rcfg := deploy.Config{Models: []deploy.Model{{Name: "a", Engine: mk()[0]}, {Name: "b", Engine: mk()[1]}}, Algorithm: "draft", Registry: reg}
 		if alg == "r2r" {
 			rr := newRouter(t, bc, simModels(0, 0), "0.4")
 			systems = append(systems, rr)
@@ -161,7 +164,7 @@ func testLockstepMatchesRouted(t *testing.T, bc busCase) {
 			lcfg.Engines = []engine.Engine{sim.New(sim.Config{Seed: 1}), sim.New(sim.Config{Seed: 2})}
 		} else {
 			rcfg.Bus = bc.bus(t)
-			rr, err := router.New(rcfg)
+			rr, err := deploy.New(rcfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/autotune"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
@@ -22,15 +22,14 @@ import (
 func TestAutoThresholdsConverge(t *testing.T) {
 	const p, n = 0.35, 6
 	lat := []time.Duration{2 * time.Millisecond, 8 * time.Millisecond}
-	var ms []router.Model
+	var ms []deploy.Model
 	for i, l := range lat {
-		ms = append(ms, router.Model{Name: []string{"slm", "llm"}[i],
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}}),
-			Policy: sched.Policy{B: sched.Static(3), MaxWait: 40 * time.Millisecond}})
+		ms = append(ms, deploy.Model{Name: []string{"slm", "llm"}[i],
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}})})
 	}
-	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
-		Registry: builtin.Registry(),
-		Auto:     &autotune.Options{Window: 800 * time.Millisecond, Tick: 20 * time.Millisecond, MinInterval: 200 * time.Millisecond}})
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
+		Registry: builtin.Registry(), Launch: sched.Launch{Auto: true, Tables: []sched.Table{sched.Static(3), sched.Static(3)}, MaxWait: 40 * time.Millisecond},
+		Tuning: &autotune.Options{Window: 800 * time.Millisecond, Tick: 20 * time.Millisecond, MinInterval: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

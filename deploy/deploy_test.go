@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/router"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
@@ -22,21 +22,25 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func builtinRegistry() *route.Registry { return builtin.Registry() }
 
-func simModels(lat ...time.Duration) []router.Model {
-	var ms []router.Model
+func simModels(lat ...time.Duration) []deploy.Model {
+	var ms []deploy.Model
 	for i, l := range lat {
-		ms = append(ms, router.Model{
+		ms = append(ms, deploy.Model{
 			Name:   []string{"slm", "llm", "xl"}[i],
 			Engine: sim.New(sim.Config{Name: "m", Seed: uint64(i + 1), Profile: sim.Profile{Base: l}}),
-			Policy: sched.Policy{B: sched.Static(1)},
 		})
 	}
 	return ms
 }
 
-func newRouter(t *testing.T, bc busCase, ms []router.Model, p string) *router.Router {
+func newRouter(t *testing.T, bc busCase, ms []deploy.Model, p string, launch ...sched.Launch) *deploy.Deployment {
 	t.Helper()
-	r, err := router.New(router.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry(), Bus: bc.bus(t)})
+	var l sched.Launch
+	if len(launch) > 0 {
+		l = launch[0]
+	}
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": p}, Registry: builtin.Registry(),
+		Bus: bc.bus(t), Launch: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +166,7 @@ func bytes8(b []int8) []byte {
 }
 
 // waitIdle polls the sub-servers until they hold nothing.
-func waitIdle(t *testing.T, r *router.Router) {
+func waitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -227,14 +231,10 @@ func testMaxWaitGuardPreventsDeadlock(t *testing.T, bc busCase) {
 	// B = (2, 2) with N = 2 is infeasible: Σ(B_i−1) = 2 ≥ N. Once the two
 	// requests split (one routed, one stayed), each model waits for a
 	// second request that never comes.
-	build := func(maxWait time.Duration) *router.Router {
-		ms := simModels(0, 0)
-		for i := range ms {
-			ms[i].Policy = sched.Policy{B: sched.Static(2), MaxWait: maxWait}
-		}
-		return newRouter(t, bc, ms, "0.5")
+	build := func(maxWait time.Duration) *deploy.Deployment {
+		return newRouter(t, bc, simModels(0, 0), "0.5", sched.Launch{Tables: []sched.Table{sched.Static(2), sched.Static(2)}, MaxWait: maxWait})
 	}
-	submit := func(r *router.Router, ctx context.Context) error {
+	submit := func(r *deploy.Deployment, ctx context.Context) error {
 		var errs []error
 		var ss []*stream.Stream
 		for i := range 2 {
@@ -286,7 +286,7 @@ func testSubmitRejectsBadInput(t *testing.T, bc busCase) {
 		"bad token id": {[]int32{1, 99999}, route.Params{MaxTokens: 4}},
 		"negative id":  {[]int32{-5}, route.Params{MaxTokens: 4}},
 	} {
-		if _, err := r.Submit(ctx, c.prompt, c.p); !errors.Is(err, router.ErrBadRequest) {
+		if _, err := r.Submit(ctx, c.prompt, c.p); !errors.Is(err, deploy.ErrBadRequest) {
 			t.Errorf("%s: err %v, want ErrBadRequest", name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package router_test
+package deploy_test
 
 import (
 	"testing"
@@ -8,14 +8,14 @@ import (
 	"github.com/tokenrouter/tokenrouter/bus"
 )
 
-// busCase is one bus the router tests run on: every test body runs on the
+// busCase is one bus the deploy tests run on: every test body runs on the
 // in-memory bus and on NATS (an embedded server on loopback).
 type busCase struct {
 	name string
 	mk   func(t *testing.T) bus.Bus
 }
 
-// bus returns a new bus for one router, or nil for the router's own
+// bus returns a new bus for one deployment, or nil for the deployment's own
 // in-memory bus.
 func (c busCase) bus(t *testing.T) bus.Bus {
 	if c.mk == nil {

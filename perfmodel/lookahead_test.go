@@ -1,8 +1,10 @@
-package sched
+package perfmodel
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tokenrouter/tokenrouter/sched"
 )
 
 func TestLookaheadLaunch(t *testing.T) {
@@ -33,32 +35,32 @@ func TestLookaheadLaunch(t *testing.T) {
 
 func TestDecideLookahead(t *testing.T) {
 	ms := time.Millisecond
-	p := Policy{B: Static(4), Step: 28 * ms}
-	s := State{Runnable: 3, Active: 4, Incoming: 0.35, IncomingIn: 6 * ms}
+	p := Policy{Policy: sched.Policy{B: sched.Static(4)}, Step: 28 * ms}
+	s := sched.State{Runnable: 3, Active: 4}
 	// Off by default: the threshold alone decides.
-	if d := Decide(p, s, 0); d.Launch {
+	if d := p.decide(s, 0, 0.35, 6*ms); d.Launch {
 		t.Errorf("lookahead off: launched below the threshold")
 	}
 	p.Lookahead = true
-	if d := Decide(p, s, 0); !d.Launch {
+	if d := p.decide(s, 0, 0.35, 6*ms); !d.Launch {
 		t.Errorf("lookahead on, 3·6 ≥ 0.35·22: want launch")
 	}
-	s.Runnable, s.Incoming = 1, 1.05
-	if d := Decide(p, s, 0); d.Launch || d.Wake {
+	s.Runnable = 1
+	if d := p.decide(s, 0, 1.05, 6*ms); d.Launch || d.Wake {
 		t.Errorf("lookahead on, 1·6 < 1.05·22, no max-wait: %+v, want wait without wake", d)
 	}
 	// The threshold still launches regardless of the lookahead.
 	s.Runnable = 4
-	if d := Decide(p, s, 0); !d.Launch {
+	if d := p.decide(s, 0, 1.05, 6*ms); !d.Launch {
 		t.Errorf("at the threshold: want launch")
 	}
 	// The max-wait guard still applies while the lookahead waits.
 	p.MaxWait = 5 * ms
-	s = State{Runnable: 1, Active: 4, ReadySince: 10 * ms, Incoming: 1.05, IncomingIn: 6 * ms}
-	if d := Decide(p, s, 12*ms); d.Launch || !d.Wake || d.WakeAt != 15*ms {
+	s = sched.State{Runnable: 1, Active: 4, ReadySince: 10 * ms}
+	if d := p.decide(s, 12*ms, 1.05, 6*ms); d.Launch || !d.Wake || d.WakeAt != 15*ms {
 		t.Errorf("waiting under max-wait: %+v, want wake at 15ms", d)
 	}
-	if d := Decide(p, s, 15*ms); !d.Launch {
+	if d := p.decide(s, 15*ms, 1.05, 6*ms); !d.Launch {
 		t.Errorf("max-wait reached: want launch")
 	}
 }

@@ -1,7 +1,6 @@
-package conformance_test
+package routetest_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,25 +8,23 @@ import (
 	"github.com/tokenrouter/tokenrouter/bus/nats/natstest"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
-	"github.com/tokenrouter/tokenrouter/route/conformance"
 )
-
-// modelsDir holds the shared tiny models, relative to this package.
-const modelsDir = "../../../shared/models"
 
 // cases covers every built-in algorithm; the test fails when a registered
 // algorithm has no case.
-func cases(t *testing.T, hidden int) map[string]conformance.Case {
-	w, err := conformance.WriteWeights(t.TempDir(), hidden, 5, 0)
+func cases(t *testing.T, hidden int) map[string]routetest.Case {
+	w, err := routetest.WriteWeights(t.TempDir(), hidden, 5, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	two, both := []int{2}, []int{2, 3}
-	cs := map[string]conformance.Case{
+	cs := map[string]routetest.Case{
 		"single":      {Params: map[string]string{"model": "1"}, Models: both},
 		"r2r-random":  {Params: map[string]string{"p": "0.4"}, Models: two},
 		"r2r":         {Params: map[string]string{"weights": w["r2r"]}, Models: two},
@@ -49,10 +46,10 @@ func cases(t *testing.T, hidden int) map[string]conformance.Case {
 	return cs
 }
 
-func runAll(t *testing.T, hidden int, mk conformance.Engines, o conformance.Options) {
+func runAll(t *testing.T, hidden int, mk routetest.Engines, o routetest.Options) {
 	reg := builtin.Registry()
 	for name, c := range cases(t, hidden) {
-		t.Run(name, func(t *testing.T) { conformance.Run(t, reg, c, mk, o) })
+		t.Run(name, func(t *testing.T) { routetest.Run(t, reg, c, mk, o) })
 	}
 }
 
@@ -79,7 +76,7 @@ func runSim(t *testing.T, mkBus func(*testing.T) bus.Bus) {
 		}
 		return es
 	}
-	runAll(t, 64, mk, conformance.Options{
+	runAll(t, 64, mk, routetest.Options{
 		Prompts: [][]int32{{1, 5, 9}, {1, 7}, {1, 300, 301, 302}, {1}}, MaxTokens: 24, Timeout: 20 * time.Second, Bus: mkBus,
 	})
 }
@@ -89,11 +86,7 @@ func natsBus(t *testing.T) bus.Bus { return natstest.Bus(t, "conformance") }
 
 func TestCPU(t *testing.T) {
 	files := []string{"llama2xs-model.bin", "stories260K.gguf", "stories260K.bin"}
-	for _, f := range files {
-		if _, err := os.Stat(filepath.Join(modelsDir, f)); err != nil {
-			t.Skipf("shared model %s not found in %s (%v): skipping the cpu-engine conformance run", f, modelsDir, err)
-		}
-	}
+	modelsDir := testmodels.Dir(t)
 	mk := func(t *testing.T, n int) []engine.Engine {
 		var es []engine.Engine
 		for _, f := range files[:n] {
@@ -108,7 +101,7 @@ func TestCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cpu conformance skipped in -short mode")
 	}
-	runAll(t, 64, mk, conformance.Options{
+	runAll(t, 64, mk, routetest.Options{
 		Prompts: [][]int32{{1, 403, 407}, {1, 261, 378}, {1}}, MaxTokens: 8, Timeout: 30 * time.Second,
 	})
 }

@@ -1,13 +1,13 @@
-// Package conformance is the test suite every routing algorithm passes, on
-// any engines: each committed token is counted once and attributed to one
-// model; the same seeds give the same output; cancelling requests right
-// after hand-offs leaves nothing held in any sub-server; per-request state
-// survives a binary round trip on every hand-off without changing the
-// output; and the deployment neither deadlocks nor misbehaves with two or
-// three models (an algorithm that does not support a model count must
+// Package routetest is the conformance suite every routing algorithm
+// passes on the runtime (package deploy), on any engines: each committed
+// token is counted once and attributed to one model; the same seeds give
+// the same output; cancelling requests right after hand-offs leaves nothing
+// held in any sub-server; per-request state survives a binary round trip
+// on every hand-off without changing the output; and the deployment
+// neither deadlocks nor misbehaves with two or three models (an algorithm that does not support a model count must
 // refuse it at construction). It also writes the small random router
 // weight files the learned algorithms (r2r, citer, co-llm) load.
-package conformance
+package routetest
 
 import (
 	"context"
@@ -22,12 +22,11 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
-	"github.com/tokenrouter/tokenrouter/router"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
@@ -53,7 +52,7 @@ type Options struct {
 	// Timeout bounds each run; exceeding it is reported as a deadlock.
 	Timeout time.Duration
 	// Bus, if set, returns a fresh bus for each deployment (bus/nats with
-	// an embedded server, say); nil runs on the router's in-memory bus.
+	// an embedded server, say); nil runs on the deployment's in-memory bus.
 	Bus func(t *testing.T) bus.Bus
 }
 
@@ -196,29 +195,29 @@ func params(i int, o Options) route.Params {
 	return route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: uint64(1000 + i)}
 }
 
-func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *router.Router {
+func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *deploy.Deployment {
 	t.Helper()
-	ms := make([]router.Model, len(es))
+	ms := make([]deploy.Model, len(es))
 	for i, e := range es {
-		ms[i] = router.Model{Name: fmt.Sprintf("m%d", i), Engine: e, Policy: sched.Policy{B: sched.Static(1)}}
+		ms[i] = deploy.Model{Name: fmt.Sprintf("m%d", i), Engine: e}
 	}
-	cfg := router.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
+	cfg := deploy.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
 	if o.Bus != nil {
 		cfg.Bus = o.Bus(t)
 	}
 	if obs != nil {
 		cfg.Observer = obs
 	}
-	r, err := router.New(cfg)
+	r, err := deploy.New(cfg)
 	if err != nil {
-		t.Fatalf("router: %v", err)
+		t.Fatalf("deploy: %v", err)
 	}
 	return r
 }
 
 // waitIdle waits until no sub-server holds a record, a pending hand-off or
 // a KV sequence.
-func waitIdle(t *testing.T, r *router.Router) {
+func waitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -244,51 +243,14 @@ func waitIdle(t *testing.T, r *router.Router) {
 // MarshalBinary and UnmarshalBinary (into a fresh NewState), checking the
 // re-encoding is identical. Errors go to fail.
 type Trip struct {
-	// Inner is the wrapped algorithm.
-	Inner route.Algorithm
+	route.Wrapper
 	// Fail receives round-trip errors.
 	Fail func(error)
 }
 
-// Route delegates.
-func (w *Trip) Route(s *route.Step, d []route.Decision) { w.Inner.Route(s, d) }
-
-// NewState delegates (nil when the algorithm is stateless).
-func (w *Trip) NewState(r *route.Request) route.State {
-	if s, ok := w.Inner.(route.Stater); ok {
-		return s.NewState(r)
-	}
-	return nil
-}
-
-// Want delegates.
-func (w *Trip) Want(model int, r *route.Request) engine.Want {
-	if x, ok := w.Inner.(route.Wanter); ok {
-		return x.Want(model, r)
-	}
-	return 0
-}
-
-// Entry delegates (model 0 by default).
-func (w *Trip) Entry(r *route.Request) int {
-	if x, ok := w.Inner.(route.Entrant); ok {
-		return x.Entry(r)
-	}
-	return 0
-}
-
-// Receive delegates.
-func (w *Trip) Receive(r *route.Request, m *route.Message) {
-	if x, ok := w.Inner.(route.Receiver); ok {
-		x.Receive(r, m)
-	}
-}
-
 // Send delegates, then round-trips the state.
 func (w *Trip) Send(r *route.Request, m *route.Message) {
-	if x, ok := w.Inner.(route.Sender); ok {
-		x.Send(r, m)
-	}
+	w.Wrapper.Send(r, m)
 	if m.State == nil {
 		return
 	}
@@ -311,15 +273,9 @@ func (w *Trip) Send(r *route.Request, m *route.Message) {
 // TripRegistry returns a registry where name builds base's algorithm
 // wrapped in Trip.
 func TripRegistry(base *route.Registry, name string, fail func(error)) *route.Registry {
-	reg := route.NewRegistry()
-	_ = reg.Register(name, func(s route.Spec) (route.Algorithm, error) {
-		a, err := base.New(name, s)
-		if err != nil {
-			return nil, err
-		}
-		return &Trip{Inner: a, Fail: fail}, nil
+	return route.Wrap(base, name, func(a route.Algorithm) route.Algorithm {
+		return &Trip{Wrapper: route.Wrapper{Inner: a}, Fail: fail}
 	})
-	return reg
 }
 
 // WriteWeights writes random router weights for hidden size h into dir

@@ -1,0 +1,588 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// ValidateConfig configures Validate: the throughput model checked against
+// the runtime.
+type ValidateConfig struct {
+	// Setup is the deployment: two models with explicit, batch-independent
+	// latencies (the model's assumption), an algorithm whose routing
+	// process is known up front (route.Predictable), and the max-wait
+	// guard (Launch.MaxWait; 0 matches the model). Its launch tables and
+	// Observer are set per point.
+	Setup Setup
+	// Concurrency lists the N to validate; every feasible B = (1, B1) of
+	// each is a point.
+	Concurrency []int
+	// Duration is the measuring time per point, split into Rounds
+	// interleaved slices, each after its own Warmup.
+	Duration, Warmup time.Duration
+	// Rounds is the number of interleaved slices per point.
+	Rounds int
+	// Tolerance is the allowed relative gap between measured and
+	// predicted.
+	Tolerance float64
+	// Retries bounds how often a slice the machine starved is measured
+	// again; a slice is starved when its mean timer lateness exceeds
+	// MaxLateness or its mean step time is off the profile by more than
+	// MaxStepDev (relative).
+	Retries int
+	// MaxLateness and MaxStepDev: see Retries.
+	MaxLateness time.Duration
+	MaxStepDev  float64
+	// Resolve is the extra measuring time per N spent telling the best B1
+	// apart from its runner-up.
+	Resolve time.Duration
+	// MaxTokens and PromptLen size the requests; Seed seeds round 0
+	// (round r uses Seed + r).
+	MaxTokens, PromptLen int
+	Seed                 uint64
+	// Progress, if set, receives a line per slice.
+	Progress io.Writer
+}
+
+// ValidatePoint is one (N, B) point of a validation.
+type ValidatePoint struct {
+	// Concurrency is N; Thresholds is B.
+	Concurrency int   `json:"concurrency"`
+	Thresholds  []int `json:"thresholds"`
+	// TokensPerSecond is Tokens committed over Seconds measured in all
+	// slices; RoutedFraction the share of them from model 1.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	Tokens          int     `json:"tokens"`
+	Seconds         float64 `json:"seconds"`
+	RoutedFraction  float64 `json:"routed_fraction"`
+	// Predicted is the model's throughput, by Method ("exact" or
+	// "simulation"); ErrorPercent the measured value's error against it.
+	Predicted    float64 `json:"predicted_tokens_per_second"`
+	Method       string  `json:"method"`
+	ErrorPercent float64 `json:"error_percent"`
+	// PredictedAtRouted is the model's prediction at the routed fraction
+	// the measured windows actually had (the algorithm's parameter p set
+	// to it: a finite run's draws stray from p by about ±1%, which moves
+	// throughput by about as much), and ErrorAtRoutedPercent the measured
+	// value's error against it. The acceptance check (Within) uses
+	// Predicted.
+	PredictedAtRouted    float64 `json:"predicted_at_routed_fraction"`
+	ErrorAtRoutedPercent float64 `json:"error_at_routed_fraction_percent"`
+	// Within says |ErrorPercent| is within the tolerance.
+	Within bool `json:"within_tolerance"`
+	// PredictedBest and MeasuredBest mark the best B1 of this N.
+	PredictedBest bool `json:"predicted_best"`
+	MeasuredBest  bool `json:"measured_best"`
+	// Retries counts slices measured again because the machine starved;
+	// Starved counts slices kept although it still was.
+	Retries int `json:"retries"`
+	Starved int `json:"starved"`
+	// Slices is the number of slices measured (rounds, plus any the
+	// resolve step added).
+	Slices int `json:"slices"`
+
+	routed  float64
+	byRound map[int]float64 // tok/s of the slice measured in each round
+}
+
+// ValidateN summarises one concurrency.
+type ValidateN struct {
+	// Concurrency is N.
+	Concurrency int `json:"concurrency"`
+	// PredictedBestB1 and MeasuredBestB1 are the best B1; Match says they
+	// are equal.
+	PredictedBestB1 int  `json:"predicted_best_b1"`
+	MeasuredBestB1  int  `json:"measured_best_b1"`
+	Match           bool `json:"match"`
+	// MaxErrorPercent is the largest |error| of this N's points.
+	MaxErrorPercent float64 `json:"max_abs_error_percent"`
+	// RunnerUpB1 is the point closest to the measured best; Margin is the
+	// best's mean lead over it in paired slices (same round, same seed),
+	// MarginCI95 the half-width of its 95% confidence interval and Pairs
+	// the number of pairs.
+	RunnerUpB1 int     `json:"runner_up_b1,omitempty"`
+	Margin     float64 `json:"margin_tokens_per_second"`
+	MarginCI95 float64 `json:"margin_ci95"`
+	Pairs      int     `json:"pairs"`
+	// Resolved is true when the best leads every other point by more than
+	// the confidence interval: the measurement tells the best apart.
+	Resolved bool `json:"resolved"`
+	// ExtraSeconds is the measuring time the resolve step added.
+	ExtraSeconds float64 `json:"extra_seconds"`
+}
+
+// ValidateReport is a validation's result.
+type ValidateReport struct {
+	// Algorithm and Params are the algorithm validated.
+	Algorithm string            `json:"algorithm"`
+	Params    map[string]string `json:"params"`
+	// LatencyMS are the models' step times; MaxWaitMS the guard.
+	LatencyMS []float64 `json:"latency_ms"`
+	MaxWaitMS float64   `json:"max_wait_ms"`
+	// SecondsPerPoint, Rounds and TolerancePercent repeat the
+	// configuration.
+	SecondsPerPoint  float64 `json:"seconds_per_point"`
+	Rounds           int     `json:"rounds"`
+	TolerancePercent float64 `json:"tolerance_percent"`
+	// Points are every (N, B); PerConcurrency summarises each N.
+	Points         []ValidatePoint `json:"points"`
+	PerConcurrency []ValidateN     `json:"per_concurrency"`
+	// AllMatch says the measured best equals the predicted best at every
+	// N; AllWithin that every point is within the tolerance.
+	AllMatch  bool `json:"all_match"`
+	AllWithin bool `json:"all_within_tolerance"`
+	// ResolveSeconds is the Resolve budget per concurrency; AllResolved
+	// says every concurrency's best was told apart.
+	ResolveSeconds float64 `json:"resolve_seconds"`
+	AllResolved    bool    `json:"all_resolved"`
+}
+
+// Validate measures every point and compares it with the throughput
+// model's prediction. All points of a round share one seed, so two points'
+// slices of a round form a pair; the measured best of an N is resolved
+// when it leads every other point by more than the 95% Student-t interval
+// of the paired differences.
+func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
+	if c.Rounds < 1 || c.Duration <= 0 {
+		return ValidateReport{}, errors.New("bench: validate: rounds and duration must be positive")
+	}
+	v := &validator{c: c, pl: perfmodel.NewPlanner(perfmodel.Options{})}
+	if err := v.model(); err != nil {
+		return ValidateReport{}, err
+	}
+	if err := v.predict(ctx); err != nil {
+		return ValidateReport{}, err
+	}
+	v.progress("validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n", len(v.pts), c.Rounds, v.slice(), c.Warmup,
+		(time.Duration(len(v.pts)*c.Rounds) * (v.slice() + c.Warmup)).Round(time.Second))
+	all := make([]int, len(v.pts))
+	for k := range all {
+		all[k] = k
+	}
+	for round := range c.Rounds {
+		if err := v.run(ctx, round, all); err != nil {
+			return ValidateReport{}, err
+		}
+	}
+	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat,
+		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
+		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
+		AllMatch: true, AllWithin: true, AllResolved: true}
+	v.next = c.Rounds
+	for _, n := range c.Concurrency {
+		s, ok, err := v.resolve(ctx, n)
+		if err != nil {
+			return ValidateReport{}, err
+		}
+		if ok {
+			rep.AllMatch = rep.AllMatch && s.Match
+			rep.AllResolved = rep.AllResolved && s.Resolved
+			rep.PerConcurrency = append(rep.PerConcurrency, s)
+		}
+	}
+	if err := v.finish(ctx, &rep); err != nil {
+		return ValidateReport{}, err
+	}
+	return rep, nil
+}
+
+// validator is one validation in progress.
+type validator struct {
+	c    ValidateConfig
+	pl   *perfmodel.Planner
+	md   perfmodel.Model
+	lat  []float64
+	pts  []ValidatePoint
+	done int
+	next int // the next round number the resolve step uses
+}
+
+func (v *validator) progress(format string, a ...any) {
+	if v.c.Progress != nil {
+		fmt.Fprintf(v.c.Progress, format, a...)
+	}
+}
+
+func (v *validator) slice() time.Duration { return v.c.Duration / time.Duration(v.c.Rounds) }
+
+// process returns the routing process of the algorithm with params.
+func (v *validator) process(params map[string]string) (p, c [][]float64, err error) {
+	s := v.c.Setup
+	a, err := s.Registry.New(s.Algorithm, route.Spec{Model: -1, Models: s.names(), Params: params})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: validate: %w", err)
+	}
+	pr, ok := a.(route.Predictable)
+	if !ok {
+		return nil, nil, fmt.Errorf("bench: validate: algorithm %s does not state its routing process (route.Predictable)", s.Algorithm)
+	}
+	if p, c, ok = pr.Process(); !ok {
+		return nil, nil, fmt.Errorf("bench: validate: algorithm %s with %v: its routing process changes during the run", s.Algorithm, params)
+	}
+	return p, c, nil
+}
+
+// model builds the throughput model of the setup: its routing process and
+// its models' batch-independent latencies.
+func (v *validator) model() error {
+	ms := v.c.Setup.Models
+	if len(ms) != 2 {
+		return fmt.Errorf("bench: validate: %d models; B0 = 1 and a sweep of B1 need 2", len(ms))
+	}
+	for i, m := range ms {
+		l := m.Latency
+		if l == nil || l.PerSeq != 0 || l.PerToken != 0 {
+			return fmt.Errorf("bench: validate: model %d (%s): the throughput model needs a step time that does not depend on the batch", i, m.Name)
+		}
+		v.lat = append(v.lat, float64(l.Base)/float64(time.Millisecond))
+	}
+	p, c, err := v.process(v.c.Setup.Params)
+	if err != nil {
+		return err
+	}
+	v.md = perfmodel.Model{L: v.lat, P: p, C: c}
+	return v.md.Validate()
+}
+
+// predict lists every feasible point with its prediction.
+func (v *validator) predict(ctx context.Context) error {
+	for _, n := range v.c.Concurrency {
+		for b1 := 1; b1 <= n; b1++ {
+			b := []int{1, b1}
+			if !sched.Feasible(b, n) {
+				continue
+			}
+			r, err := v.pl.Evaluate(ctx, v.md, n, b)
+			if err != nil {
+				return fmt.Errorf("bench: validate: %w", err)
+			}
+			v.pts = append(v.pts, ValidatePoint{Concurrency: n, Thresholds: b, Predicted: r.TokensPerSecond, Method: string(r.Method)})
+		}
+	}
+	return nil
+}
+
+// run measures the points idx in one round, in a shuffled order. Every
+// point of a round uses the same seed (common random numbers).
+func (v *validator) run(ctx context.Context, round int, idx []int) error {
+	order := slices.Clone(idx)
+	rng := rand.New(rand.NewPCG(v.c.Seed, uint64(round)))
+	rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	for _, k := range order {
+		pt := &v.pts[k]
+		res, err := v.measureHealthy(ctx, pt, v.c.Seed+uint64(round))
+		if err != nil {
+			return err
+		}
+		pt.Tokens += res.Tokens
+		pt.Seconds += res.Seconds
+		pt.routed += res.RoutedFraction * float64(res.Tokens)
+		if pt.byRound == nil {
+			pt.byRound = map[int]float64{}
+		}
+		pt.byRound[round] = res.TokensPerSecond
+		v.done++
+		v.progress("validate [%d] round %d N=%d B=%s: %.1f tok/s (predicted %.2f)\n",
+			v.done, round+1, pt.Concurrency, perfmodel.FormatB(pt.Thresholds), res.TokensPerSecond, pt.Predicted)
+	}
+	return nil
+}
+
+// measureHealthy measures one slice of pt, again while the machine
+// starved it (up to Retries times).
+func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed uint64) (Result, error) {
+	tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
+	for try := 0; ; try++ {
+		sl, err := v.measure(ctx, tables, pt.Concurrency, seed)
+		if err != nil {
+			return Result{}, err
+		}
+		if sl.healthy(v.c, v.lat) {
+			return sl.res, nil
+		}
+		v.progress("validate: N=%d B=%s: machine starved (timer lateness %v, step ms %.3f), %s\n",
+			pt.Concurrency, perfmodel.FormatB(pt.Thresholds), sl.lateness.Round(time.Microsecond), sl.stepMS,
+			map[bool]string{true: "keeping the slice", false: "measuring again"}[try >= v.c.Retries])
+		if try >= v.c.Retries {
+			pt.Starved++
+			return sl.res, nil
+		}
+		pt.Retries++
+	}
+}
+
+// resolve decides concurrency n: while the measured best is not ahead of
+// every other point by a 95% paired confidence interval, it measures the
+// best and the points it is not yet ahead of in further rounds, within the
+// Resolve budget. ok is false when n has no point.
+func (v *validator) resolve(ctx context.Context, n int) (ValidateN, bool, error) {
+	var idx []int
+	for k := range v.pts {
+		if v.pts[k].Concurrency == n {
+			idx = append(idx, k)
+		}
+	}
+	if len(idx) == 0 {
+		return ValidateN{}, false, nil
+	}
+	var spent time.Duration
+	var c contest
+	for {
+		c = decide(v.pts, idx)
+		if len(c.open) == 0 || spent+time.Duration(1+len(c.open))*v.slice() > v.c.Resolve {
+			break
+		}
+		v.progress("validate: N=%d: B1=%d leads B1=%d by %.2f ± %.2f tok/s; measuring again\n",
+			n, v.pts[c.best].Thresholds[1], v.pts[c.runnerUp].Thresholds[1], c.margin, c.half)
+		if err := v.run(ctx, v.next, append([]int{c.best}, c.open...)); err != nil {
+			return ValidateN{}, false, err
+		}
+		v.next++
+		spent += time.Duration(1+len(c.open)) * v.slice()
+	}
+	pb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(v.pts[a].Predicted, v.pts[b].Predicted) })
+	v.pts[pb].PredictedBest, v.pts[c.best].MeasuredBest = true, true
+	s := ValidateN{Concurrency: n, PredictedBestB1: v.pts[pb].Thresholds[1], MeasuredBestB1: v.pts[c.best].Thresholds[1],
+		Match: pb == c.best, Resolved: len(c.open) == 0, ExtraSeconds: spent.Seconds()}
+	if c.runnerUp >= 0 {
+		s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs = v.pts[c.runnerUp].Thresholds[1], c.margin, c.half, c.pairs
+	}
+	return s, true, nil
+}
+
+// finish fills every point's totals, errors and prediction at the routed
+// fraction, and the per-concurrency maximum error.
+func (v *validator) finish(ctx context.Context, rep *ValidateReport) error {
+	for k := range v.pts {
+		pt := &v.pts[k]
+		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
+		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
+		pt.Within = math.Abs(pt.ErrorPercent) <= 100*v.c.Tolerance
+		pt.Slices = len(pt.byRound)
+		rep.AllWithin = rep.AllWithin && pt.Within
+		if pt.Tokens == 0 {
+			continue
+		}
+		pt.RoutedFraction = pt.routed / float64(pt.Tokens)
+		if err := v.atRouted(ctx, pt); err != nil {
+			return err
+		}
+	}
+	for i := range rep.PerConcurrency {
+		s := &rep.PerConcurrency[i]
+		for k := range v.pts {
+			if v.pts[k].Concurrency == s.Concurrency {
+				s.MaxErrorPercent = max(s.MaxErrorPercent, math.Abs(v.pts[k].ErrorPercent))
+			}
+		}
+	}
+	rep.Points = v.pts
+	return nil
+}
+
+// atRouted predicts pt at its measured routed fraction: the algorithm's
+// parameter p set to it. An algorithm without such a parameter leaves the
+// prediction at 0.
+func (v *validator) atRouted(ctx context.Context, pt *ValidatePoint) error {
+	params := map[string]string{}
+	for k, x := range v.c.Setup.Params {
+		params[k] = x
+	}
+	if _, ok := params["p"]; !ok {
+		return nil
+	}
+	params["p"] = strconv.FormatFloat(pt.RoutedFraction, 'g', -1, 64)
+	p, c, err := v.process(params)
+	if err != nil {
+		return err
+	}
+	r, err := v.pl.Evaluate(ctx, perfmodel.Model{L: v.lat, P: p, C: c}, pt.Concurrency, pt.Thresholds)
+	if err != nil {
+		return fmt.Errorf("bench: validate: %w", err)
+	}
+	pt.PredictedAtRouted = r.TokensPerSecond
+	pt.ErrorAtRoutedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
+	return nil
+}
+
+// contest is where one concurrency's points stand: the measured best, the
+// points it is not yet ahead of by a 95% paired confidence interval, and its
+// lead over the closest point.
+type contest struct {
+	best, runnerUp int
+	open           []int
+	margin, half   float64
+	pairs          int
+}
+
+// decide finds the measured best of the points idx (highest mean slice
+// throughput) and compares every other point with it slice by slice.
+func decide(pts []ValidatePoint, idx []int) contest {
+	mean := func(k int) float64 {
+		s := 0.0
+		for _, v := range pts[k].byRound {
+			s += v
+		}
+		return s / float64(max(len(pts[k].byRound), 1))
+	}
+	c := contest{best: slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(mean(a), mean(b)) }), runnerUp: -1}
+	for _, k := range idx {
+		if k == c.best {
+			continue
+		}
+		m, h, n := PairedLead(pts[c.best].byRound, pts[k].byRound)
+		if n < 2 || m-h <= 0 {
+			c.open = append(c.open, k)
+		}
+		if c.runnerUp < 0 || m < c.margin {
+			c.runnerUp, c.margin, c.half, c.pairs = k, m, h, n
+		}
+	}
+	return c
+}
+
+// PairedLead returns the mean of a[r] − b[r] over the rounds r both have,
+// the half-width of its 95% Student-t confidence interval (0 with fewer
+// than two pairs) and the number of pairs.
+func PairedLead(a, b map[int]float64) (mean, half float64, n int) {
+	var d []float64
+	for r, x := range a {
+		if y, ok := b[r]; ok {
+			d = append(d, x-y)
+		}
+	}
+	n = len(d)
+	if n == 0 {
+		return 0, 0, 0
+	}
+	mean = stat.Mean(d, nil)
+	if n < 2 {
+		return mean, 0, n
+	}
+	se := stat.StdDev(d, nil) / math.Sqrt(float64(n))
+	return mean, distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975) * se, n
+}
+
+// cmpFloat orders floats for slices.MaxFunc (the first maximum wins).
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// sliceResult is one measured slice and the health of the machine during it.
+type sliceResult struct {
+	res      Result
+	lateness time.Duration // mean wake-up lateness of a 1 ms sleep
+	stepMS   []float64     // mean step time per model
+}
+
+// healthy reports whether the slice ran at the profile's step times on a
+// machine that was not starved.
+func (s sliceResult) healthy(c ValidateConfig, lat []float64) bool {
+	if s.lateness > c.MaxLateness {
+		return false
+	}
+	for i, l := range s.stepMS {
+		if l > 0 && math.Abs(l-lat[i]) > c.MaxStepDev*lat[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stepMeter is a subserver.Observer that averages step times per model.
+type stepMeter struct {
+	steps []atomic.Int64
+	nanos []atomic.Int64
+}
+
+// Step records a step's latency.
+func (m *stepMeter) Step(model, _, _ int, d time.Duration) {
+	if model >= 0 && model < len(m.steps) {
+		m.steps[model].Add(1)
+		m.nanos[model].Add(int64(d))
+	}
+}
+
+// Routed ignores hand-offs.
+func (m *stepMeter) Routed(int, []int) {}
+
+// probeLateness sleeps 1 ms at a time until ctx ends and returns the mean
+// lateness of the wake-ups.
+func probeLateness(ctx context.Context) time.Duration {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var sum time.Duration
+	n := 0
+	for {
+		start := time.Now()
+		t.Reset(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			if n == 0 {
+				return 0
+			}
+			return sum / time.Duration(n)
+		case <-t.C:
+			sum += time.Since(start) - time.Millisecond
+			n++
+		}
+	}
+}
+
+// measure runs one closed-loop slice of the tokenrouter system with static
+// tables, watching the step times and the machine's timer lateness.
+func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, seed uint64) (sliceResult, error) {
+	m := len(v.c.Setup.Models)
+	meter := &stepMeter{steps: make([]atomic.Int64, m), nanos: make([]atomic.Int64, m)}
+	setup := v.c.Setup
+	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, meter
+	sys, err := setup.Build(ctx, "tokenrouter")
+	if err != nil {
+		return sliceResult{}, err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var late time.Duration
+	wg.Go(func() { late = probeLateness(pctx) })
+	res, err := Run(ctx, sys, Options{
+		Concurrency: n, MaxTokens: v.c.MaxTokens, PromptLen: v.c.PromptLen, Warmup: v.c.Warmup, Duration: v.slice(), Seed: seed,
+	})
+	stop()
+	wg.Wait()
+	cerr := sys.Close()
+	if err != nil {
+		return sliceResult{}, err
+	}
+	if cerr != nil {
+		return sliceResult{}, fmt.Errorf("bench: closing tokenrouter: %w", cerr)
+	}
+	out := sliceResult{res: res, lateness: late, stepMS: make([]float64, m)}
+	for i := range m {
+		if k := meter.steps[i].Load(); k > 0 {
+			out.stepMS[i] = float64(meter.nanos[i].Load()) / float64(k) / 1e6
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestPairedLead(t *testing.T) {
+	a := map[int]float64{0: 10, 1: 12, 2: 11, 7: 99}
+	b := map[int]float64{0: 9, 1: 11, 2: 10.5, 5: 0}
+	m, h, n := PairedLead(a, b)
+	// Differences 1, 1, 0.5 (rounds 5 and 7 are unpaired): mean 5/6,
+	// sd 0.2887, se 0.1667, t(0.975, 2 df) = 4.3027.
+	if n != 3 || math.Abs(m-5.0/6) > 1e-12 || math.Abs(h-4.302653*math.Sqrt(1.0/12)/math.Sqrt(3)) > 1e-5 {
+		t.Fatalf("pairedLead = %v ± %v over %d", m, h, n)
+	}
+	if m, h, n := PairedLead(map[int]float64{3: 5}, map[int]float64{3: 2}); m != 3 || h != 0 || n != 1 {
+		t.Fatalf("one pair: %v ± %v over %d", m, h, n)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	pts := []ValidatePoint{
+		{byRound: map[int]float64{0: 100, 1: 101, 2: 99}},
+		{byRound: map[int]float64{0: 110, 1: 111, 2: 109.5}}, // best
+		{byRound: map[int]float64{0: 109, 1: 112, 2: 109}},   // close: not yet resolved
+		{byRound: map[int]float64{0: 50, 1: 51, 2: 52}},
+	}
+	c := decide(pts, []int{0, 1, 2, 3})
+	if c.best != 1 || c.runnerUp != 2 || !slices.Equal(c.open, []int{2}) || c.pairs != 3 || math.Abs(c.margin-1.0/6) > 1e-12 {
+		t.Fatalf("contest %+v", c)
+	}
+	pts[2].byRound = map[int]float64{0: 108, 1: 109, 2: 107.6}
+	if c := decide(pts, []int{0, 1, 2, 3}); c.best != 1 || len(c.open) != 0 || c.runnerUp != 2 {
+		t.Fatalf("resolved contest %+v", c)
+	}
+}

@@ -1,0 +1,71 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/tokenizer"
+)
+
+// KindCPU names the pure-Go CPU engine (engine/cpu): llama-family weights
+// from a GGUF file or a llama2.c checkpoint.
+const KindCPU = "cpu"
+
+// cpuKind opens engine/cpu models: Path, Tokenizer, Threads, KVBudgetMB
+// and ContextLength.
+func cpuKind() Kind {
+	return Kind{
+		Name: KindCPU,
+		Check: func(m config.Model) error {
+			if m.Path == "" {
+				return errors.New("engine cpu needs path")
+			}
+			if m.Profile != "" || m.Latency != nil || m.Agree != 0 {
+				return errors.New("profile, latency and agree apply to engine sim only")
+			}
+			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
+				return errors.New("threads, kv_budget_mb and context_length must not be negative")
+			}
+			return nil
+		},
+		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
+			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength})
+		},
+		Text: cpuText,
+	}
+}
+
+// cpuText reads a cpu model's tokenizer and chat template without its
+// weights (a GGUF file is parsed for its metadata only): the Tokenizer
+// file when given, else the GGUF file's own. A llama2.c checkpoint carries
+// no tokenizer.
+func cpuText(m config.Model, vocab int) (Text, error) {
+	var t Text
+	isGGUF := gguf.IsFile(m.Path)
+	if isGGUF {
+		f, err := gguf.OpenMeta(m.Path)
+		if err != nil {
+			return Text{}, err
+		}
+		t.Template, _ = f.String("tokenizer.chat_template")
+		if m.Tokenizer == "" {
+			if t.Tokenizer, err = tokenizer.FromGGUF(f); err != nil {
+				return Text{}, err
+			}
+			return t, nil
+		}
+	}
+	if m.Tokenizer == "" {
+		return Text{}, fmt.Errorf("%s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Path)
+	}
+	var err error
+	if t.Tokenizer, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
+		return Text{}, err
+	}
+	return t, nil
+}

@@ -1,0 +1,97 @@
+package loader
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+)
+
+func TestCheck(t *testing.T) {
+	ks := Builtin()
+	for _, c := range []struct {
+		m    config.Model
+		want string
+	}{
+		{config.Model{Name: "a", Engine: "gpu"}, `engine "gpu": want sim or cpu`},
+		{config.Model{Name: "a", Engine: KindSim}, "needs profile"},
+		{config.Model{Name: "a", Engine: KindSim, Profile: "nope/a"}, "unknown profile"},
+		{config.Model{Name: "a", Engine: KindSim, Profile: "paper-r2r"}, "preset paper-r2r has models slm, llm"},
+		{config.Model{Name: "a", Engine: KindSim, Profile: "paper-r2r/slm", VocabSize: 100}, "vocab_size 100"},
+		{config.Model{Name: "a", Engine: KindSim, Profile: "paper-r2r/slm", Latency: &config.Latency{}}, "not both"},
+		{config.Model{Name: "a", Engine: KindSim, Latency: &config.Latency{Base: -1}}, "negative"},
+		{config.Model{Name: "a", Engine: KindCPU}, "needs path"},
+		{config.Model{Name: "a", Engine: KindCPU, Path: "x", Profile: "paper-r2r/slm"}, "sim only"},
+		{config.Model{Name: "a", Engine: KindCPU, Path: "x", Threads: -1}, "must not be negative"},
+	} {
+		err := ks.Check(c.m)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.m, err, c.want)
+		}
+	}
+	d := config.Default()
+	if err := ks.CheckAll(&d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSimProfile(t *testing.T) {
+	p, err := SimProfile(config.Model{Name: "llm", Profile: "paper-r2r"})
+	if err != nil || p.Base != 27900*time.Microsecond {
+		t.Fatalf("bare preset: %v %v", p, err)
+	}
+	p, err = SimProfile(config.Model{Name: "x", Profile: "paper-r2r-batched/slm"})
+	if err != nil || p.PerSeq != 50*time.Microsecond {
+		t.Fatalf("preset/model: %v %v", p, err)
+	}
+}
+
+func TestOpenSim(t *testing.T) {
+	m, err := Builtin().Open(context.Background(), config.Model{Name: "slm", Engine: KindSim, Profile: "paper-r2r/slm", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Engine.Close()
+	if in := m.Engine.Info(); !in.Simulated || in.Name != "slm" || m.Tokenizer != nil || Builtin().StepLatency(config.Model{Name: "slm", Engine: KindSim, Profile: "paper-r2r/slm"}) != 6*time.Millisecond {
+		t.Fatalf("info %+v, text %+v", in, m.Text)
+	}
+}
+
+// TestOpenCPU opens the real test models: a GGUF file with its own
+// tokenizer and a llama2.c checkpoint with a tokenizer file, and checks
+// that a text side opened for a remote engine refuses a vocabulary that
+// does not fit.
+func TestOpenCPU(t *testing.T) {
+	dir := testmodels.Dir(t)
+	ks := Builtin()
+	ctx := context.Background()
+	g, err := ks.Open(ctx, config.Model{Name: "g", Engine: KindCPU, Path: filepath.Join(dir, "stories260K.gguf"), Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Engine.Close()
+	if g.Tokenizer == nil || g.Tokenizer.VocabSize() != 512 || g.Engine.Info().VocabSize != 512 || ks.StepLatency(config.Model{Name: "g", Engine: KindCPU, Path: "g.gguf"}) != 0 {
+		t.Fatalf("gguf: %+v %+v", g.Engine.Info(), g.Text)
+	}
+	ckpt := config.Model{Name: "b", Engine: KindCPU, Path: filepath.Join(dir, "stories260K.bin"), Threads: 1}
+	if _, err := ks.Open(ctx, ckpt); err == nil || !strings.Contains(err.Error(), "needs tokenizer") {
+		t.Fatalf("checkpoint without a tokenizer: %v", err)
+	}
+	ckpt.Tokenizer = filepath.Join(dir, "tok512.bin")
+	b, err := ks.Open(ctx, ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Engine.Close()
+	if ids := b.Tokenizer.Encode("Once upon a time", false); len(ids) == 0 || ids[0] != 403 {
+		t.Fatalf("tok512 encodes %v", ids)
+	}
+	if _, err := ks.OpenText(config.Model{Name: "g", Engine: KindCPU, Path: filepath.Join(dir, "stories260K.gguf")}, 1000); err == nil ||
+		!strings.Contains(err.Error(), "512 tokens but the model has 1000") {
+		t.Fatalf("vocabulary mismatch: %v", err)
+	}
+}
