@@ -169,7 +169,6 @@ type opts struct {
 	models   int             // default 2
 	policy   sched.Policy
 	maxBatch int
-	noPend   bool
 	observer subserver.Observer
 	next     func([]int32) int32 // default count
 	// onStep and onTrunc run in the loop goroutine before each step or
@@ -229,7 +228,7 @@ func start(t *testing.T, o opts) *rig {
 	r.front = listen(t, r.bus, bus.Frontend)
 	r.peer = listen(t, r.bus, 1)
 	srv, err := subserver.New(subserver.Config{Index: 0, Models: o.models, Name: "m0", Engine: r.eng, Algorithm: o.alg,
-		Policy: o.policy, Bus: r.bus, MaxBatch: o.maxBatch, NoPending: o.noPend, Observer: o.observer})
+		Policy: o.policy, Bus: r.bus, MaxBatch: o.maxBatch, Observer: o.observer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -479,20 +479,21 @@ func TestIgnoredEvents(t *testing.T) {
 	}
 }
 
-// TestNoPendingForgetsKV: with NoPending a hand-off frees the KV, so the
-// returning request extends its whole sequence.
-func TestNoPendingForgetsKV(t *testing.T) {
-	r := start(t, opts{alg: toPeerAfter(2), noPend: true})
+// TestSenderHoldingNothing: an algorithm whose Send says the sender holds
+// none of the sequence (the std-serving baseline's wrapper) gets the whole
+// sequence back, and the sender cuts its kept KV and extends all of it.
+func TestSenderHoldingNothing(t *testing.T) {
+	alg := &hooked{script: toPeerAfter(2)}
+	alg.send = func(_ *route.Request, m *route.Message) { m.Seen[m.From] = 0 }
+	r := start(t, opts{alg: alg})
 	m := r.handOff(1, route.Params{MaxTokens: 4})
 	if m.Seen[0] != 0 {
 		t.Fatalf("hand-off says model 0 holds %d tokens", m.Seen[0])
 	}
-	r.stats("parked without KV", func(s subserver.Stats) bool { return s.KVSequences == 0 && s.Pending == 1 })
-	ret := back(m, true, 40)
-	r.message(1, ret)
+	r.message(1, back(m, true, 40))
 	r.step()
 	r.step()
-	if s := r.step(); s[0].held != nil || len(s[0].tokens) != 6 {
+	if s := r.step(); len(s[0].held) != 0 || len(s[0].tokens) != 6 {
 		t.Fatalf("returning request held %v appended %v, want its whole sequence of 6", s[0].held, s[0].tokens)
 	}
 }

@@ -188,9 +188,6 @@ func (e *Engine) Threads() int { return e.pool.n }
 // KernelLevel reports the level of the kernels the engine runs.
 func (e *Engine) KernelLevel() kernels.Level { return e.set.Level() }
 
-// Len reports how many tokens seq holds (0 for an unknown sequence).
-func (e *Engine) Len(seq engine.SeqID) int { return e.seqLen(seq) }
-
 func (e *Engine) seqLen(seq engine.SeqID) int {
 	if s, ok := e.seqs[seq]; ok {
 		return s.n

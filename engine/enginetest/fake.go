@@ -47,9 +47,6 @@ func (f *Fake) Tokens(seq engine.SeqID) []int32 {
 	return append([]int32(nil), f.seqs[seq]...)
 }
 
-// Len reports how many tokens seq holds.
-func (f *Fake) Len(seq engine.SeqID) int { return len(f.seqs[seq]) }
-
 // Sequences reports how many sequences hold tokens or were stepped and
 // not released.
 func (f *Fake) Sequences() int { return len(f.seqs) }
