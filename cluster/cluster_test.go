@@ -19,6 +19,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/stream"
@@ -151,7 +152,7 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	running(t, ctx, s)
 	ccancel()
 	if _, err := s.Wait(ctx); !errors.Is(err, stream.ErrCancelled) {
 		t.Fatalf("cancelled request: %v", err)
@@ -166,7 +167,7 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	running(t, ctx, s)
 	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -198,20 +199,27 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	}
 }
 
+// running waits for the first tokens of s: the request runs in the
+// sub-servers.
+func running(t *testing.T, ctx context.Context, s *stream.Stream) {
+	t.Helper()
+	var c stream.Chunk
+	if err := s.Recv(ctx, &c); err != nil || len(c.Tokens) == 0 {
+		t.Fatalf("request %d ended before its first token (done %v): %v", s.ID, c.Done, err)
+	}
+}
+
 // waitMembers polls the front end's view until ok holds.
 func waitMembers(t *testing.T, l *cluster.Local, d time.Duration, ok func([]cluster.Member) bool) []cluster.Member {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		m := l.Front().Members()
-		if ok(m) {
-			return m
+	var m []cluster.Member
+	testkit.Until(t, d, func() error {
+		if m = l.Front().Members(); !ok(m) {
+			return fmt.Errorf("members not in the expected state: %+v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members never reached the expected state: %+v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return m
 }
 
 // TestKillSubserverUnderLoad kills the large model's process with SIGKILL
@@ -228,6 +236,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 	}()
 	before := waitMembers(t, l, 5*time.Second, func(m []cluster.Member) bool { return m[0].Up && m[1].Up })
 	ctx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
 	type outcome struct {
 		ok, failed, refused int
 		other               []error
@@ -251,7 +260,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 						res.other = append(res.other, err)
 					}
 					mu.Unlock()
-					time.Sleep(hb)
+					time.Sleep(hb) // paces the retries while the model is down
 					continue
 				}
 				wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -273,7 +282,18 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	// The kill must find completed requests and requests in flight. A
+	// fixed wait is not enough: 40 tokens take 0.6 s alone and over 1.5 s
+	// beside other packages' tests, so wait for the first completion (the
+	// other workers' requests are then still running).
+	testkit.Until(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if active := l.Deployment().Active(); res.ok == 0 || active == 0 {
+			return fmt.Errorf("%d requests completed, %d in flight, %d failed, %d refused", res.ok, active, res.failed, res.refused)
+		}
+		return nil
+	})
 	victim := l.PID(1)
 	mu.Lock()
 	killedAt = time.Now()
