@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
@@ -23,6 +24,7 @@ type fakeTarget struct {
 	sets    int
 	tokens  uint64
 	records int
+	reads   int // Stats calls
 }
 
 func (f *fakeTarget) SetPolicy(p sched.Policy) {
@@ -34,7 +36,14 @@ func (f *fakeTarget) SetPolicy(p sched.Policy) {
 func (f *fakeTarget) Stats() subserver.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	return subserver.Stats{Tokens: f.tokens, Records: f.records}
+}
+
+func (f *fakeTarget) statsReads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *fakeTarget) addTokens(n int) {
@@ -243,11 +252,12 @@ func TestObserverDoesNotAllocate(t *testing.T) {
 }
 
 func TestRunStops(t *testing.T) {
-	tu, _, targets := newTest(t)
+	tu, fakes, targets := newTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- tu.Run(ctx, targets) }()
-	time.Sleep(20 * time.Millisecond)
+	// Run samples on entry: once it has, it runs.
+	testkit.Eventually(t, 10*time.Second, func() bool { return fakes[0].statsReads() > 0 }, "Run never sampled the targets")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

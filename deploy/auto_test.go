@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -48,21 +50,17 @@ func TestAutoThresholdsConverge(t *testing.T) {
 		}
 		defer s.Close()
 	}
-	deadline := time.Now().Add(8 * time.Second)
 	var st autotune.Status
-	for {
+	testkit.Until(t, 8*time.Second, func() error {
 		st = r.Tuner().Status()
 		// Step latencies are wall-clock and stretch on a loaded machine
 		// (other packages' tests, the race detector), so only the routing
 		// estimate is checked against the truth.
 		if st.Plans > 0 && math.Abs(st.Model.P[0][1]-p) < 0.08 && st.Model.L[0] >= 1.5 && st.Model.L[1] >= 6 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no converged plan: %+v (model %+v)", st, st.Model)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("no converged plan: %+v (model %+v)", st, st.Model)
+	})
 	if st.Err != nil {
 		t.Fatal(st.Err)
 	}

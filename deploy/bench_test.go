@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/stream"
@@ -64,15 +65,13 @@ func benchLoop(b *testing.B, algorithm string, models, batch int) {
 		return n
 	}
 	// Warm up until buffers have reached their steady sizes.
-	for steps() < 2000 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(b, time.Minute, func() bool { return steps() >= 2000 }, "fewer than 2000 warm-up steps")
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	s0, t0 := steps(), tokens()
 	b.ResetTimer()
 	for steps()-s0 < uint64(b.N) {
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // the measured window: a fine, allocation-free poll
 	}
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)

@@ -3,6 +3,8 @@ package deploy_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -168,26 +171,18 @@ func bytes8(b []int8) []byte {
 // waitIdle polls the sub-servers until they hold nothing.
 func waitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		busy := false
-		for _, s := range r.SubServers() {
-			st := s.Stats()
-			if st.Records+st.Runnable+st.Pending+st.KVSequences != 0 {
-				busy = true
+	testkit.Until(t, 5*time.Second, func() error {
+		var held []string
+		for i, s := range r.SubServers() {
+			if st := s.Stats(); st.Records+st.Runnable+st.Pending+st.KVSequences != 0 {
+				held = append(held, fmt.Sprintf("model %d: %+v", i, st))
 			}
 		}
-		if !busy && r.Active() == 0 {
-			return
+		if n := r.Active(); len(held) != 0 || n != 0 {
+			return fmt.Errorf("requests still held after cancellation: %d active; %s", n, strings.Join(held, "; "))
 		}
-		if time.Now().After(deadline) {
-			for i, s := range r.SubServers() {
-				t.Errorf("model %d: %+v", i, s.Stats())
-			}
-			t.Fatal("requests still held after cancellation")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestCancelMidHandoffFreesEverywhere(t *testing.T) {
@@ -209,13 +204,7 @@ func testCancelMidHandoffFreesEverywhere(t *testing.T, bc busCase) {
 		streams = append(streams, s)
 	}
 	// Wait until some request is parked (pending) on the small model.
-	deadline := time.Now().Add(5 * time.Second)
-	for r.SubServers()[0].Stats().Pending == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no request became pending")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return r.SubServers()[0].Stats().Pending != 0 }, "no request became pending")
 	cancel()
 	for _, s := range streams {
 		if _, err := s.Wait(context.Background()); !errors.Is(err, stream.ErrCancelled) {

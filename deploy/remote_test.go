@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -108,7 +110,15 @@ func TestRemoteModels(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
-	time.Sleep(30 * time.Millisecond)
+	// Both sub-servers hold them (records, and KV once they ran there).
+	testkit.Until(t, 5*time.Second, func() error {
+		for i, sub := range subs {
+			if st := sub.Stats(); st.Records != len(streams) || st.KVSequences == 0 {
+				return fmt.Errorf("model %d holds %+v, want %d records with KV", i, st, len(streams))
+			}
+		}
+		return nil
+	})
 	cause := errors.New("no heartbeat for 750ms")
 	if n := r.ModelDown(1, cause); n != 6 {
 		t.Fatalf("ModelDown ended %d requests, want 6", n)
@@ -121,15 +131,14 @@ func TestRemoteModels(t *testing.T) {
 	if _, err := r.Submit(ctx, prompt, route.Params{MaxTokens: 4}); !errors.Is(err, deploy.ErrUnavailable) {
 		t.Fatalf("submit while down: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, sub := range subs {
-		for st := sub.Stats(); st.Records+st.KVSequences != 0; st = sub.Stats() {
-			if time.Now().After(deadline) {
-				t.Fatalf("a sub-server still holds the ended requests: %+v", st)
+	testkit.Until(t, 5*time.Second, func() error {
+		for i, sub := range subs {
+			if st := sub.Stats(); st.Records+st.KVSequences != 0 {
+				return fmt.Errorf("model %d still holds the ended requests: %+v", i, st)
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 	r.ModelUp(1)
 	s, err = r.Submit(ctx, prompt, route.Params{MaxTokens: 40, Seed: 3})
 	if err != nil {

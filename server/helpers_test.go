@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +63,8 @@ func startWith(t *testing.T, edit func(*config.Config), opts Options) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{t: t, s: s, url: "http://" + ln.Addr().String(), stop: cancel, served: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	go func() { e.served <- s.Serve(ctx, ln) }()
+	served := e.served
+	go func() { served <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		e.shutdown()
 		e.client.CloseIdleConnections()
@@ -79,15 +81,11 @@ func (e *env) shutdown() {
 	if e.served == nil {
 		return
 	}
-	select {
-	case err := <-e.served:
-		if err != nil {
-			e.t.Errorf("Serve: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		e.t.Error("Serve did not return")
-	}
+	served := e.served
 	e.served = nil
+	if err := testkit.Receive(e.t, served, 30*time.Second); err != nil {
+		e.t.Errorf("Serve: %v", err)
+	}
 }
 
 // do sends a request and returns status and body.
@@ -198,8 +196,7 @@ func readEvents(r io.Reader, each func(event) bool) ([]event, error) {
 // waitIdle waits until every deployment of s holds no request and no KV.
 func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Until(t, 10*time.Second, func() error {
 		busy := ""
 		for _, d := range s.deps {
 			if n := d.r.Active(); n != 0 {
@@ -215,14 +212,11 @@ func waitIdle(t *testing.T, s *Server) {
 		if s.inFlight.Load() != 0 {
 			busy += " in_flight=" + itoa(int(s.inFlight.Load()))
 		}
-		if busy == "" {
-			return
+		if busy != "" {
+			return errors.New("not idle (records/runnable/pending/kv):" + busy)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not idle after 10s (records/runnable/pending/kv):%s", busy)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

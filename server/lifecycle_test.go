@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 // TestCancelOnDisconnect disconnects clients mid-stream: each request must
@@ -57,7 +58,7 @@ func TestCancelOnDisconnect(t *testing.T) {
 	for i, cancel := range ctxs {
 		cancel()
 		if i%2 == 0 {
-			time.Sleep(7 * time.Millisecond) // disconnect at different steps
+			time.Sleep(7 * time.Millisecond) // deliberate: disconnect at different steps
 		}
 	}
 	wg.Wait()
@@ -110,11 +111,18 @@ func TestShutdownTimeout(t *testing.T) {
 		"sampling_params": map[string]any{"max_new_tokens": 30000}})
 	defer resp.Body.Close()
 	done := make(chan []event, 1)
+	streaming := make(chan struct{}, 1)
 	go func() {
-		evs, _ := readEvents(resp.Body, nil)
+		evs, _ := readEvents(resp.Body, func(event) bool {
+			select {
+			case streaming <- struct{}{}:
+			default:
+			}
+			return true
+		})
 		done <- evs
 	}()
-	time.Sleep(100 * time.Millisecond)
+	testkit.Receive(t, streaming, 10*time.Second) // the request runs
 	t0 := time.Now()
 	e.shutdown()
 	if d := time.Since(t0); d > 3*time.Second {

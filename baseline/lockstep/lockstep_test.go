@@ -277,7 +277,7 @@ func TestEveryoneWaitsForTheSlowest(t *testing.T) {
 		hook: func(_ context.Context, m int, _ []engine.Input) error {
 			<-gate
 			if m == 1 {
-				time.Sleep(2 * time.Millisecond) // the slow model's compute
+				time.Sleep(2 * time.Millisecond) // deliberate: the slow model's compute
 			}
 			return nil
 		},

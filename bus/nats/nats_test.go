@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bus"
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
@@ -45,13 +46,7 @@ func connect(t *testing.T, url, prefix string) *busnats.Bus {
 
 func recv(t *testing.T, ch <-chan *bus.Event) *bus.Event {
 	t.Helper()
-	select {
-	case e := <-ch:
-		return e
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event within 5s")
-		return nil
-	}
+	return testkit.Receive(t, ch, 5*time.Second)
 }
 
 // TestAcrossConnections sends every kind of event between two connections
@@ -118,11 +113,7 @@ func TestAcrossConnections(t *testing.T) {
 	if e := recv(t, fch); e.Kind != bus.Commit || e.ID != 3 || len(e.Tokens) != 2 || e.Tokens[1] != 8 || e.Pos != 4 {
 		t.Fatalf("front end got %+v", e)
 	}
-	select {
-	case e := <-stray:
-		t.Fatalf("another deployment's endpoint got %+v", e)
-	case <-time.After(50 * time.Millisecond):
-	}
+	testkit.Quiet(t, stray, 50*time.Millisecond) // another deployment's endpoint gets nothing
 	if front.Errors()+models.Errors() != 0 {
 		t.Fatalf("%d errors", front.Errors()+models.Errors())
 	}

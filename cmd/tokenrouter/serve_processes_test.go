@@ -27,6 +27,7 @@ import (
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
@@ -98,13 +99,7 @@ func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, d, cond, "waiting for %s", what)
 }
 
 // front is an HTTP front end on 127.0.0.1 over a deployment that runs
@@ -299,7 +294,10 @@ func TestServeProcesses(t *testing.T) {
 		}()
 	}
 	started.Wait()
-	time.Sleep(100 * time.Millisecond) // the plain requests are in flight too
+	// The plain requests are in flight too.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return sampleValue(f.get(t, "/metrics"), "tokenrouter_active_requests", `preset="r2r-random"`) == streams+plain
+	}, "the front end never had all %d requests in flight", streams+plain)
 	before, _ := f.log.pids()
 	victim := before["llm"]
 	if !alive(victim) || !alive(before["slm"]) {
@@ -400,6 +398,9 @@ func TestServeProcessesSIGTERM(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	waited := false
 	defer func() {
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", logs)
+		}
 		if !waited {
 			_ = cmd.Process.Kill()
 			<-exited
@@ -417,23 +418,19 @@ func TestServeProcessesSIGTERM(t *testing.T) {
 	defer f.client.CloseIdleConnections()
 	res, err := f.chat(context.Background(), true, 32, nil)
 	if err != nil || !res.done || res.errEvent != "" {
-		t.Fatalf("%+v, %v\nlog:\n%s", res, err, logs)
+		t.Fatalf("%+v, %v", res, err)
 	}
 	pids, all := logs.pids()
 	if len(pids) != 2 || !alive(pids["slm"]) || !alive(pids["llm"]) {
-		t.Fatalf("children %v\nlog:\n%s", pids, logs)
+		t.Fatalf("children %v", pids)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		waited = true
-		if err != nil {
-			t.Fatalf("serve: %v\nlog:\n%s", err, logs)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("serve did not exit after SIGTERM\nlog:\n%s", logs)
+	err = testkit.Receive(t, exited, 15*time.Second) // serve exits
+	waited = true
+	if err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 	// The children are the serve process's own: it waited for them, so
 	// they are gone (not zombies) once it has exited.
@@ -485,9 +482,15 @@ func (f *front) get(t *testing.T, path string) string {
 // metricValue returns the value of the Prometheus sample name{...model="model"...}
 // in a text exposition, or -1 when there is none.
 func metricValue(body, name, model string) float64 {
+	return sampleValue(body, name, `model="`+model+`"`)
+}
+
+// sampleValue returns the value of the first Prometheus sample name{...label...}
+// in a text exposition, or -1 when there is none.
+func sampleValue(body, name, label string) float64 {
 	for _, line := range strings.Split(body, "\n") {
 		rest, ok := strings.CutPrefix(line, name+"{")
-		if !ok || !strings.Contains(rest, `model="`+model+`"`) {
+		if !ok || !strings.Contains(rest, label) {
 			continue
 		}
 		_, val, ok := strings.Cut(rest, "} ")

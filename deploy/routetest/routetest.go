@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/nn"
 	"github.com/tokenrouter/tokenrouter/stream"
@@ -140,8 +142,8 @@ func run(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Option
 // never hand off) and checks that nothing stays held.
 func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options) {
 	t.Helper()
-	var moved atomic.Bool
-	r := newRouter(t, reg, c, es, &watch{moved: &moved}, o)
+	w := &watch{moved: make(chan struct{})}
+	r := newRouter(t, reg, c, es, w, o)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -158,16 +160,17 @@ func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Eng
 			continue // odd requests are cancelled by closing their stream
 		}
 		go func() {
-			for !moved.Load() && ctx.Err() == nil {
-				time.Sleep(50 * time.Microsecond)
+			select {
+			case <-w.moved:
+			case <-ctx.Done():
 			}
 			ccancel()
 		}()
 	}
 	var ch stream.Chunk
-	for !moved.Load() && streams[0].Recv(ctx, &ch) == nil && !ch.Done {
+	for !w.hasMoved() && streams[0].Recv(ctx, &ch) == nil && !ch.Done {
 	}
-	moved.Store(true)
+	w.mark()
 	for i, s := range streams {
 		if i%2 == 1 {
 			s.Close()
@@ -176,8 +179,24 @@ func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Eng
 	waitIdle(t, r)
 }
 
-// watch notes the first hand-off between models.
-type watch struct{ moved *atomic.Bool }
+// watch notes the first hand-off between models: moved is closed then.
+type watch struct {
+	once  sync.Once
+	moved chan struct{}
+}
+
+// mark closes moved, once.
+func (w *watch) mark() { w.once.Do(func() { close(w.moved) }) }
+
+// hasMoved says whether moved is closed.
+func (w *watch) hasMoved() bool {
+	select {
+	case <-w.moved:
+		return true
+	default:
+		return false
+	}
+}
 
 // Step ignores steps.
 func (w *watch) Step(int, int, int, time.Duration) {}
@@ -186,7 +205,7 @@ func (w *watch) Step(int, int, int, time.Duration) {}
 func (w *watch) Routed(model int, moved []int) {
 	for i, n := range moved {
 		if i != model && n > 0 {
-			w.moved.Store(true)
+			w.mark()
 		}
 	}
 }
@@ -219,24 +238,18 @@ func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, ob
 // a KV sequence.
 func waitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		busy := r.Active() != 0
-		for _, s := range r.SubServers() {
-			st := s.Stats()
-			busy = busy || st.Records+st.Runnable+st.Pending+st.KVSequences != 0
-		}
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			for i, s := range r.SubServers() {
-				t.Errorf("model %d: %+v", i, s.Stats())
+	testkit.Until(t, 10*time.Second, func() error {
+		var held []string
+		for i, s := range r.SubServers() {
+			if st := s.Stats(); st.Records+st.Runnable+st.Pending+st.KVSequences != 0 {
+				held = append(held, fmt.Sprintf("model %d: %+v", i, st))
 			}
-			t.Fatal("requests still held")
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		if n := r.Active(); len(held) != 0 || n != 0 {
+			return fmt.Errorf("requests still held: %d active; %s", n, strings.Join(held, "; "))
+		}
+		return nil
+	})
 }
 
 // Trip wraps an algorithm so every hand-off carries its state through

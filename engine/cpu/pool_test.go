@@ -1,10 +1,13 @@
 package cpu
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 type countTask struct {
@@ -31,23 +34,22 @@ func TestPoolRunsEveryPartOnceAndStops(t *testing.T) {
 					}
 				}
 			}
-			time.Sleep(time.Millisecond) // let workers park between batches
+			time.Sleep(time.Millisecond) // deliberate: let workers park between batches
 		}
 		p.close()
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > before {
-		t.Fatalf("%d goroutines left after close (had %d)", g, before)
-	}
+	testkit.Until(t, 2*time.Second, func() error {
+		if g := runtime.NumGoroutine(); g > before {
+			return fmt.Errorf("%d goroutines left after close (had %d)", g, before)
+		}
+		return nil
+	})
 }
 
 type slowTask struct{ workers [8]atomic.Int32 }
 
 func (t *slowTask) do(w, p int) {
-	time.Sleep(200 * time.Microsecond)
+	time.Sleep(200 * time.Microsecond) // deliberately slow, so both workers get parts
 	t.workers[w].Add(1)
 }
 

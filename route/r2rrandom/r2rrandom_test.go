@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
@@ -41,7 +42,8 @@ func TestScheduleRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Millisecond)
+	alg := a.(*Algorithm)
+	testkit.Eventually(t, 5*time.Second, func() bool { return alg.Prob(time.Now()) == 0 }, "p = %v, not switched to 0", alg.P)
 	reqs := []*route.Request{{ID: 1, Tokens: []int32{1, 2}}, {ID: 2, Tokens: []int32{1}}}
 	d := make([]route.Decision, 2)
 	a.Route(&route.Step{Model: 0, Requests: reqs}, d)
