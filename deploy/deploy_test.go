@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
@@ -168,23 +167,6 @@ func bytes8(b []int8) []byte {
 	return out
 }
 
-// waitIdle polls the sub-servers until they hold nothing.
-func waitIdle(t *testing.T, r *deploy.Deployment) {
-	t.Helper()
-	testkit.Until(t, 5*time.Second, func() error {
-		var held []string
-		for i, s := range r.SubServers() {
-			if st := s.Stats(); st.Records+st.Runnable+st.Pending+st.KVSequences != 0 {
-				held = append(held, fmt.Sprintf("model %d: %+v", i, st))
-			}
-		}
-		if n := r.Active(); len(held) != 0 || n != 0 {
-			return fmt.Errorf("requests still held after cancellation: %d active; %s", n, strings.Join(held, "; "))
-		}
-		return nil
-	})
-}
-
 func TestCancelMidHandoffFreesEverywhere(t *testing.T) {
 	forEachBus(t, testCancelMidHandoffFreesEverywhere)
 }
@@ -211,7 +193,7 @@ func testCancelMidHandoffFreesEverywhere(t *testing.T, bc busCase) {
 			t.Fatalf("stream %d: err %v, want cancelled", s.ID, err)
 		}
 	}
-	waitIdle(t, r)
+	routetest.WaitIdle(t, r)
 }
 
 func TestMaxWaitGuardPreventsDeadlock(t *testing.T) { forEachBus(t, testMaxWaitGuardPreventsDeadlock) }
@@ -256,7 +238,7 @@ func testMaxWaitGuardPreventsDeadlock(t *testing.T, bc busCase) {
 	if err := submit(r, ctx); err != nil {
 		t.Fatalf("with the guard: %v", err)
 	}
-	waitIdle(t, r)
+	routetest.WaitIdle(t, r)
 }
 
 func TestSubmitRejectsBadInput(t *testing.T) { forEachBus(t, testSubmitRejectsBadInput) }

@@ -8,6 +8,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/deploy/routetest"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -133,7 +134,7 @@ func testDraftVerifyEqualsLargeModelAlone(t *testing.T, bc busCase) {
 		if sends == 0 {
 			t.Fatal("Sender hook never called")
 		}
-		waitIdle(t, r)
+		routetest.WaitIdle(t, r)
 		r.Close()
 	}
 }

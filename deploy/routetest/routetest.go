@@ -133,7 +133,7 @@ func run(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Option
 	if committed != uint64(total) {
 		t.Fatalf("sub-servers committed %d tokens, clients received %d", committed, total)
 	}
-	waitIdle(t, r)
+	WaitIdle(t, r)
 	return res
 }
 
@@ -176,7 +176,7 @@ func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Eng
 			s.Close()
 		}
 	}
-	waitIdle(t, r)
+	WaitIdle(t, r)
 }
 
 // watch notes the first hand-off between models: moved is closed then.
@@ -234,9 +234,10 @@ func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, ob
 	return r
 }
 
-// waitIdle waits until no sub-server holds a record, a pending hand-off or
-// a KV sequence.
-func waitIdle(t *testing.T, r *deploy.Deployment) {
+// WaitIdle waits until r has no request in flight and no sub-server holds
+// a record, a pending hand-off or a KV sequence, and fails t when that
+// takes over 10 s.
+func WaitIdle(t *testing.T, r *deploy.Deployment) {
 	t.Helper()
 	testkit.Until(t, 10*time.Second, func() error {
 		var held []string
