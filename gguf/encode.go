@@ -227,35 +227,34 @@ func packKScales(s []byte, sc, m *[16]uint8) {
 
 // encodeQ4K packs eight groups of 32 with 4-bit levels and 6-bit scales
 // and mins.
-func encodeQ4K(dst []byte, x []float32) {
-	var k kMinBlock
-	fitKMin(&k, x, 32, 15, 63, range4)
-	copy(dst, k.d[:])
-	copy(dst[2:], k.dmin[:])
-	packKScales(dst[4:16], &k.sc, &k.m)
-	for c := range 4 {
-		for l := range 32 {
-			dst[16+32*c+l] = k.q[64*c+l] | k.q[64*c+32+l]<<4
-		}
-	}
-}
+func encodeQ4K(dst []byte, x []float32) { encodeK45(dst, x, false) }
 
 // encodeQ5K is encodeQ4K with 5-bit levels, the fifth bit of element
 // 32g + l in bit g of qh[l].
-func encodeQ5K(dst []byte, x []float32) {
+func encodeQ5K(dst []byte, x []float32) { encodeK45(dst, x, true) }
+
+// encodeK45 writes a Q4_K block, or with five a Q5_K block (whose fifth
+// bits sit before the nibbles).
+func encodeK45(dst []byte, x []float32, five bool) {
 	var k kMinBlock
-	fitKMin(&k, x, 32, 31, 63, range5)
+	qs := dst[16:144]
+	if five {
+		fitKMin(&k, x, 32, 31, 63, range5)
+		qh := dst[16:48]
+		clear(qh)
+		for i, q := range k.q {
+			qh[i%32] |= q >> 4 << (i / 32)
+		}
+		qs = dst[48:176]
+	} else {
+		fitKMin(&k, x, 32, 15, 63, range4)
+	}
 	copy(dst, k.d[:])
 	copy(dst[2:], k.dmin[:])
 	packKScales(dst[4:16], &k.sc, &k.m)
-	qh := dst[16:48]
-	clear(qh)
-	for i, q := range k.q {
-		qh[i%32] |= q >> 4 << (i / 32)
-	}
 	for c := range 4 {
 		for l := range 32 {
-			dst[48+32*c+l] = k.q[64*c+l]&15 | k.q[64*c+32+l]&15<<4
+			qs[32*c+l] = k.q[64*c+l]&15 | k.q[64*c+32+l]&15<<4
 		}
 	}
 }

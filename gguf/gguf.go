@@ -572,6 +572,19 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 	return f.Data[t.Offset:end], nil
 }
 
+// Floats decodes a whole tensor into a new float32 slice.
+func (f *File) Floats(t *TensorInfo) ([]float32, error) {
+	data, err := f.TensorData(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Elems())
+	if err := Dequantize(t.Type, out, data); err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	return out, nil
+}
+
 // Arch returns general.architecture.
 func (f *File) Arch() string {
 	s, _ := f.String("general.architecture")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,24 +8,12 @@ import (
 	"github.com/tokenrouter/tokenrouter/gguf"
 )
 
-// run executes the root command with args and returns its output.
-func runRoot(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := newRootCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), err
-}
-
 // TestGenModelThenQuantize generates a tiny F32 model, quantises it with
 // a preset and a pure type, and opens the results.
 func TestGenModelThenQuantize(t *testing.T) {
 	dir := t.TempDir()
 	f32 := filepath.Join(dir, "f32.gguf")
-	if out, err := runRoot(t, "gen-model", "--shape", "tiny-llama", "--type", "F32", "--out", f32, "--seed", "5"); err != nil || !strings.Contains(out, "tiny-llama F32") {
+	if out, err := runCmd(t, "gen-model", "--shape", "tiny-llama", "--type", "F32", "--out", f32, "--seed", "5"); err != nil || !strings.Contains(out, "tiny-llama F32") {
 		t.Fatalf("gen-model: %v\n%s", err, out)
 	}
 	for _, c := range []struct {
@@ -38,7 +25,7 @@ func TestGenModelThenQuantize(t *testing.T) {
 		{[]string{"--type", "Q3_K", "--pure", "--threads", "1"}, 12, map[string]gguf.TensorType{"blk.0.attn_q.weight": gguf.Q3_K, "output.weight": gguf.Q3_K}},
 	} {
 		out := filepath.Join(dir, "q.gguf")
-		msg, err := runRoot(t, append([]string{"quantize", f32, out}, c.args...)...)
+		msg, err := runCmd(t, append([]string{"quantize", f32, out}, c.args...)...)
 		if err != nil {
 			t.Fatalf("quantize %v: %v\n%s", c.args, err, msg)
 		}
@@ -62,7 +49,7 @@ func TestGenModelThenQuantize(t *testing.T) {
 		{"quantize", filepath.Join(dir, "missing.gguf"), filepath.Join(dir, "x.gguf")},
 		{"gen-model", "--shape", "nope", "--out", filepath.Join(dir, "x.gguf")},
 	} {
-		if _, err := runRoot(t, bad...); err == nil {
+		if _, err := runCmd(t, bad...); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
 	}

@@ -177,58 +177,42 @@ func (m Mix) rule(t *gguf.TensorInfo, hasOutput bool, n, gqa int) gguf.TensorTyp
 		return gguf.Q6_K
 	}
 	i, _ := layerOf(name)
-	switch {
-	case strings.Contains(name, "attn_v.weight"):
-		return m.attnV(i, n, gqa)
-	case strings.Contains(name, "ffn_down"):
-		return m.ffnDown(i, n)
-	case strings.Contains(name, "attn_output.weight"):
-		switch m.Name {
-		case "Q2_K":
-			return gguf.Q3_K
-		case "Q3_K_M":
-			return gguf.Q4_K
-		case "Q3_K_L":
-			return gguf.Q5_K
+	for _, kind := range []string{"attn_v.weight", "ffn_down", "attn_output.weight"} {
+		if strings.Contains(name, kind) {
+			return m.layerRule(strings.TrimSuffix(kind, ".weight"), i, n, gqa)
 		}
 	}
 	return m.Base
 }
 
-func (m Mix) attnV(i, n, gqa int) gguf.TensorType {
-	switch {
-	case m.Name == "Q2_K" && gqa >= 4:
-		return gguf.Q4_K
-	case m.Name == "Q2_K":
-		return gguf.Q3_K
-	case m.Name == "Q3_K_M" && i < 2:
-		return gguf.Q5_K
-	case m.Name == "Q3_K_M":
-		return gguf.Q4_K
-	case m.Name == "Q3_K_L":
-		return gguf.Q5_K
-	case (m.Name == "Q4_K_M" || m.Name == "Q5_K_M") && moreBits(i, n):
-		return gguf.Q6_K
-	case m.Name == "Q4_K_S" && i < 4:
-		return gguf.Q5_K
+// layerRule is the type of tensor kind (attn_v, ffn_down, attn_output) in
+// layer i of n under the preset.
+func (m Mix) layerRule(kind string, i, n, gqa int) gguf.TensorType {
+	pick := func(cond bool, a, b gguf.TensorType) gguf.TensorType {
+		if cond {
+			return a
+		}
+		return b
 	}
-	return m.Base
-}
-
-func (m Mix) ffnDown(i, n int) gguf.TensorType {
-	switch {
-	case m.Name == "Q2_K":
+	switch m.Name + " " + kind {
+	case "Q2_K attn_v":
+		return pick(gqa >= 4, gguf.Q4_K, gguf.Q3_K)
+	case "Q2_K ffn_down", "Q2_K attn_output":
 		return gguf.Q3_K
-	case m.Name == "Q3_K_M" && i < n/16:
-		return gguf.Q5_K
-	case m.Name == "Q3_K_M":
+	case "Q3_K_M attn_v":
+		return pick(i < 2, gguf.Q5_K, gguf.Q4_K)
+	case "Q3_K_M ffn_down":
+		return pick(i < n/16, gguf.Q5_K, gguf.Q4_K)
+	case "Q3_K_M attn_output":
 		return gguf.Q4_K
-	case m.Name == "Q3_K_L":
+	case "Q3_K_L attn_v", "Q3_K_L ffn_down", "Q3_K_L attn_output":
 		return gguf.Q5_K
-	case (m.Name == "Q4_K_M" || m.Name == "Q5_K_M") && moreBits(i, n):
-		return gguf.Q6_K
-	case m.Name == "Q4_K_S" && i < n/8:
-		return gguf.Q5_K
+	case "Q4_K_M attn_v", "Q4_K_M ffn_down", "Q5_K_M attn_v", "Q5_K_M ffn_down":
+		return pick(moreBits(i, n), gguf.Q6_K, m.Base)
+	case "Q4_K_S attn_v":
+		return pick(i < 4, gguf.Q5_K, m.Base)
+	case "Q4_K_S ffn_down":
+		return pick(i < n/8, gguf.Q5_K, m.Base)
 	}
 	return m.Base
 }

@@ -1,4 +1,4 @@
-package quantize
+package quantize_test
 
 import (
 	"bytes"
@@ -6,50 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/gguf/quantize"
+	"github.com/tokenrouter/tokenrouter/gguf/synth"
 )
 
-// shapeTensors lists the tensor infos of a llama/qwen2 model (no data).
-func shapeTensors(dim, layers, qDim, kvDim, ffn, vocab int, tied, biases bool) []gguf.TensorInfo {
-	var ts []gguf.TensorInfo
-	add := func(name string, dims ...int) {
-		d := make([]uint64, len(dims))
-		for i, v := range dims {
-			d[i] = uint64(v)
-		}
-		ts = append(ts, gguf.TensorInfo{Name: name, Type: gguf.F32, Dims: d})
-	}
-	add("token_embd.weight", dim, vocab)
-	for l := range layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		add(p+"attn_norm.weight", dim)
-		add(p+"attn_q.weight", dim, qDim)
-		add(p+"attn_k.weight", dim, kvDim)
-		add(p+"attn_v.weight", dim, kvDim)
-		if biases {
-			add(p+"attn_q.bias", qDim)
-			add(p+"attn_k.bias", kvDim)
-			add(p+"attn_v.bias", kvDim)
-		}
-		add(p+"attn_output.weight", qDim, dim)
-		add(p+"ffn_norm.weight", dim)
-		add(p+"ffn_gate.weight", dim, ffn)
-		add(p+"ffn_up.weight", dim, ffn)
-		add(p+"ffn_down.weight", ffn, dim)
-	}
-	add("output_norm.weight", dim)
-	if !tied {
-		add("output.weight", dim, vocab)
-	}
-	return ts
+// shapeTensors lists the tensor infos of a model shape (no data).
+func shapeTensors(dim, layers, heads, kvHeads, ffn, vocab int, tied, biases bool) []gguf.TensorInfo {
+	s := synth.Shape{Arch: "llama", Dim: dim, Layers: layers, Heads: heads, KVHeads: kvHeads, FFN: ffn, Vocab: vocab, Tied: tied, Biases: biases}
+	return s.Tensors()
 }
 
 func typesByName(t *testing.T, name string, ts []gguf.TensorInfo, gqa int) map[string]gguf.TensorType {
 	t.Helper()
-	m, err := Lookup(name)
+	m, err := quantize.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +35,8 @@ func typesByName(t *testing.T, name string, ts []gguf.TensorInfo, gqa int) map[s
 // TestQ4KMOnQwen05BShape pins the Q4_K_M mix of the Qwen2.5-0.5B shape
 // (896 wide, 24 layers, tied embeddings) described in the package doc.
 func TestQ4KMOnQwen05BShape(t *testing.T) {
-	ts := shapeTensors(896, 24, 896, 128, 4864, 151936, true, true)
+	s, _ := synth.Lookup("qwen2.5-0.5b")
+	ts := s.Tensors()
 	got := typesByName(t, "q4_k_m", ts, 7)
 	more := map[int]bool{0: true, 1: true, 2: true, 5: true, 8: true, 11: true, 14: true, 17: true, 20: true, 21: true, 22: true, 23: true}
 	want := map[string]gguf.TensorType{"token_embd.weight": gguf.Q8_0, "output_norm.weight": gguf.F32}
@@ -93,7 +66,7 @@ func TestQ4KMOnQwen05BShape(t *testing.T) {
 // TestMixesOnWideShape checks the presets on a 4096-wide model with a
 // separate output matrix, where every K-quant fits.
 func TestMixesOnWideShape(t *testing.T) {
-	ts := shapeTensors(4096, 32, 4096, 1024, 11008, 32000, false, false)
+	ts := shapeTensors(4096, 32, 32, 8, 11008, 32000, false, false)
 	cases := []struct {
 		mix                                string
 		embd, output, q, v0, v5, down0, d5 gguf.TensorType
@@ -123,30 +96,17 @@ func TestMixesOnWideShape(t *testing.T) {
 	}
 }
 
-// TestFallbacks checks the row-length fallbacks and the pure mixes.
-func TestFallbacks(t *testing.T) {
-	for _, c := range []struct {
-		typ  gguf.TensorType
-		n    uint64
-		want gguf.TensorType
-	}{
-		{gguf.Q4_K, 896, gguf.Q5_0}, {gguf.Q5_K, 576, gguf.Q5_1}, {gguf.Q6_K, 960, gguf.Q8_0},
-		{gguf.Q2_K, 896, gguf.Q4_0}, {gguf.Q3_K, 896, gguf.Q4_0}, {gguf.Q4_K, 1536, gguf.Q4_K},
-		{gguf.Q4_0, 48, gguf.F16}, {gguf.Q6_K, 80, gguf.F16}, {gguf.F16, 7, gguf.F16},
-	} {
-		if got := fallback(c.typ, c.n); got != c.want {
-			t.Errorf("fallback(%s, %d) = %s, want %s", c.typ, c.n, got, c.want)
-		}
-	}
-	ts := shapeTensors(576, 2, 576, 192, 1536, 512, true, false)
-	m, err := Pure(gguf.Q3_K)
+// TestPureMixes checks a pure mix with its row-length fallbacks.
+func TestPureMixes(t *testing.T) {
+	ts := shapeTensors(576, 2, 9, 3, 1536, 512, true, false)
+	m, err := quantize.Pure(gguf.Q3_K)
 	if err != nil || m.FileType != 12 {
-		t.Fatalf("Pure(Q3_K) = %+v, %v", m, err)
+		t.Fatalf("quantize.Pure(Q3_K) = %+v, %v", m, err)
 	}
 	for i, typ := range m.Types(ts, 3) {
 		want := gguf.Q4_0
 		switch {
-		case !Quantized(&ts[i]):
+		case !quantize.Quantized(&ts[i]):
 			want = gguf.F32
 		case ts[i].Dims[0] == 1536:
 			want = gguf.Q3_K
@@ -155,41 +115,28 @@ func TestFallbacks(t *testing.T) {
 			t.Errorf("pure Q3_K: %s is %s, want %s", ts[i].Name, typ, want)
 		}
 	}
-	if _, err := Pure(gguf.Q8_K); err == nil {
-		t.Error("Pure(Q8_K): no error")
+	if _, err := quantize.Pure(gguf.Q8_K); err == nil {
+		t.Error("quantize.Pure(Q8_K): no error")
 	}
-	if _, err := Lookup("Q9_X"); err == nil {
-		t.Error("Lookup(Q9_X): no error")
+	if _, err := quantize.Lookup("Q9_X"); err == nil {
+		t.Error("quantize.Lookup(Q9_X): no error")
 	}
-	if m, err := Lookup("q4_k"); err != nil || m.Name != "Q4_K_M" {
-		t.Errorf("Lookup(q4_k) = %+v, %v", m, err)
+	if m, err := quantize.Lookup("q4_k"); err != nil || m.Name != "Q4_K_M" {
+		t.Errorf("quantize.Lookup(q4_k) = %+v, %v", m, err)
 	}
 }
 
-// tinyFile builds an F32 model file with random weights in memory.
-func tinyFile(t *testing.T, dim, ffn int) *gguf.File {
+// tinyFile generates a one-layer F32 model in memory.
+func tinyFile(t *testing.T) *gguf.File {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(9, 9))
-	w := gguf.NewWriter()
-	for k, v := range map[string]any{"general.architecture": "llama", "llama.attention.head_count": uint32(4), "llama.attention.head_count_kv": uint32(2), "general.file_type": uint32(0), "keep.me": []string{"a", "b"}} {
-		if err := w.AddKV(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, ti := range shapeTensors(dim, 1, dim, dim/2, ffn, 64, false, true) {
-		v := make([]float32, ti.Elems())
-		for i := range v {
-			v[i] = float32(rng.NormFloat64() * 0.02)
-		}
-		if err := w.AddFloats(ti.Name, gguf.F32, ti.Dims, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := w.Bytes()
-	if err != nil {
+	s, _ := synth.Lookup("tiny-llama")
+	s.Layers, s.FFN = 1, 256
+	f32, _ := quantize.Lookup("F32")
+	var b bytes.Buffer
+	if err := synth.Write(context.Background(), &b, s, f32, synth.Options{Seed: 9}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Parse(b)
+	f, err := gguf.Parse(b.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,16 +148,16 @@ func tinyFile(t *testing.T, dim, ffn int) *gguf.File {
 // tensor close to the original, and the same bytes whatever the thread
 // count.
 func TestFileQuantizes(t *testing.T) {
-	src := tinyFile(t, 256, 256)
+	src := tinyFile(t)
 	for _, name := range []string{"Q4_K_M", "Q6_K", "Q8_0", "Q4_0", "BF16", "Q3_K_L"} {
-		m, _ := Lookup(name)
+		m, _ := quantize.Lookup(name)
 		var a, b bytes.Buffer
-		sum, err := File(context.Background(), &a, src, m, Options{Threads: 2})
+		sum, err := quantize.File(context.Background(), &a, src, m, quantize.Options{Threads: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if name == "Q4_K_M" {
-			if _, err := File(context.Background(), &b, src, m, Options{Threads: 3}); err != nil {
+			if _, err := quantize.File(context.Background(), &b, src, m, quantize.Options{Threads: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(a.Bytes(), b.Bytes()) {
@@ -224,10 +171,13 @@ func TestFileQuantizes(t *testing.T) {
 		if ft, _ := out.Uint("general.file_type"); ft != uint64(m.FileType) {
 			t.Errorf("%s: file type %d, want %d", name, ft, m.FileType)
 		}
-		if s, _ := out.Strings("keep.me"); len(s) != 2 {
-			t.Errorf("%s: metadata lost", name)
+		if s, _ := out.Strings("tokenizer.ggml.merges"); len(s) == 0 || len(out.KVs) < len(src.KVs) {
+			t.Errorf("%s: metadata lost: %d entries from %d", name, len(out.KVs), len(src.KVs))
 		}
 		types := m.Types(src.Tensors, 2)
+		if ft, _ := src.Uint("general.file_type"); ft != 0 {
+			t.Fatalf("source file type %d", ft)
+		}
 		n := 0
 		for i := range src.Tensors {
 			in, got := &src.Tensors[i], &out.Tensors[i]
@@ -235,7 +185,14 @@ func TestFileQuantizes(t *testing.T) {
 				t.Fatalf("%s: tensor %d is %s %s, want %s %s", name, i, got.Name, got.Type, in.Name, types[i])
 			}
 			n += sum.Tensors[got.Type]
-			x, y := decode(t, src, in), decode(t, out, got)
+			x, err := src.Floats(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := out.Floats(got)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var se, ss float64
 			for j := range x {
 				se += float64((x[j] - y[j]) * (x[j] - y[j]))
@@ -251,41 +208,28 @@ func TestFileQuantizes(t *testing.T) {
 	}
 }
 
-func decode(t *testing.T, f *gguf.File, ti *gguf.TensorInfo) []float32 {
-	t.Helper()
-	d, err := f.TensorData(ti)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, ti.Elems())
-	if err := gguf.Dequantize(ti.Type, out, d); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestFileRefusesRequantizeAndHonoursContext covers the refusals.
 func TestFileRefusesRequantizeAndHonoursContext(t *testing.T) {
-	src := tinyFile(t, 256, 256)
-	q8, _ := Lookup("Q8_0")
+	src := tinyFile(t)
+	q8, _ := quantize.Lookup("Q8_0")
 	var b bytes.Buffer
-	if _, err := File(context.Background(), &b, src, q8, Options{}); err != nil {
+	if _, err := quantize.File(context.Background(), &b, src, q8, quantize.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	quantised, err := gguf.Parse(b.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
-	q4, _ := Lookup("Q4_K_M")
-	if _, err := File(context.Background(), &bytes.Buffer{}, quantised, q4, Options{}); !errors.Is(err, ErrRequantize) {
+	q4, _ := quantize.Lookup("Q4_K_M")
+	if _, err := quantize.File(context.Background(), &bytes.Buffer{}, quantised, q4, quantize.Options{}); !errors.Is(err, quantize.ErrRequantize) {
 		t.Fatalf("requantize: %v", err)
 	}
-	if _, err := File(context.Background(), &bytes.Buffer{}, quantised, q4, Options{AllowRequantize: true}); err != nil {
+	if _, err := quantize.File(context.Background(), &bytes.Buffer{}, quantised, q4, quantize.Options{AllowRequantize: true}); err != nil {
 		t.Fatalf("allowed requantize: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := File(ctx, &bytes.Buffer{}, src, q4, Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := quantize.File(ctx, &bytes.Buffer{}, src, q4, quantize.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }

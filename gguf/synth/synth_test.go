@@ -122,12 +122,8 @@ func checkWeights(t *testing.T, f *gguf.File, m quantize.Mix) {
 	t.Helper()
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
-		d, err := f.TensorData(ti)
+		x, err := f.Floats(ti)
 		if err != nil {
-			t.Fatal(err)
-		}
-		x := make([]float32, ti.Elems())
-		if err := gguf.Dequantize(ti.Type, x, d); err != nil {
 			t.Fatal(err)
 		}
 		var sum, sq float64
