@@ -166,17 +166,14 @@ func (f *kFit) try(q []uint8, x []float32, sc, m, best, bsc, bm float32) (float3
 	var buf [maxGroup]uint8
 	l := buf[:len(x)]
 	a := f.d * sc
-	e := minLevels(l, x, a, f.dmin*m, f.qmax)
+	e, r := minLevels(l, x, a, f.dmin*m, f.qmax)
 	if e <= best { // ≤: the first try wins even when its error overflows
 		best, bsc, bm = e, sc, m
 		copy(q, l)
 	}
-	var r float32 // the best min for these levels is the mean of a·q − x
-	for i, v := range x {
-		r += a*float32(l[i]) - v
-	}
+	// The best min for these levels is the mean of a·q − x.
 	if m2 := level(r/f.n*inverse(f.dmin), 0, f.smax); m2 != m {
-		if e2 := minLevels(l, x, a, f.dmin*m2, f.qmax); e2 < best {
+		if e2, _ := minLevels(l, x, a, f.dmin*m2, f.qmax); e2 < best {
 			best, bsc, bm = e2, sc, m2
 			copy(q, l)
 		}
@@ -185,17 +182,18 @@ func (f *kFit) try(q []uint8, x []float32, sc, m, best, bsc, bm float32) (float3
 }
 
 // minLevels sets q to the levels nearest x under y = a·q − b and returns
-// the squared error.
-func minLevels(q []uint8, x []float32, a, b, qmax float32) float32 {
+// the squared error and Σ(a·q − x).
+func minLevels(q []uint8, x []float32, a, b, qmax float32) (e, sum float32) {
 	ia := inverse(a)
-	var e float32
 	for i, v := range x {
 		l := level((v+b)*ia, 0, qmax)
 		q[i] = uint8(l)
-		r := v - (a*l - b)
+		aq := a * l
+		sum += aq - v
+		r := v - (aq - b)
 		e += r * r
 	}
-	return e
+	return e, sum
 }
 
 // encodeQ2K packs groups of 16 with 2-bit levels and 4-bit scales and mins.

@@ -163,7 +163,8 @@ type File struct {
 // are not copied: pages are read from the page cache as they are touched
 // and shared by every process mapping the same file. On platforms without
 // mmap the file is read into memory instead. The caller must Close the
-// File when it no longer uses the tensor data.
+// File when it no longer uses the tensor data, and must not truncate or
+// rewrite the file while it is open (reading a vanished page faults).
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
