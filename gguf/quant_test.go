@@ -116,8 +116,9 @@ func checkStepBound(t testing.TB, typ TensorType, x, y []float32) {
 			}
 		}
 		step := 1.5 * rng / steps
-		if typ != Q8_K && step/maxScaleFactor(typ) > 60000 {
-			continue // beyond float16 scales
+		reach := 60000 * maxScaleFactor(typ) // what float16 scales (and mins) can hold
+		if typ != Q8_K && (rng/steps > reach || withMin && max(-lo, lo) > reach) {
+			continue // beyond float16 scales: saturates
 		}
 		// Float16 scales: relative rounding 2^-11 of the largest level,
 		// absolute resolution 2^-24 per scale unit.
