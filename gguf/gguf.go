@@ -163,7 +163,8 @@ type File struct {
 // are not copied: pages are read from the page cache as they are touched
 // and shared by every process mapping the same file. On platforms without
 // mmap the file is read into memory instead. The caller must Close the
-// File when it no longer uses the tensor data.
+// File when it no longer uses the tensor data, and must not truncate or
+// rewrite the file while it is open (reading a vanished page faults).
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -570,6 +571,19 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 		return nil, fmt.Errorf("%w: tensor %q: no data (file closed or opened without data)", ErrNoData, t.Name)
 	}
 	return f.Data[t.Offset:end], nil
+}
+
+// Floats decodes a whole tensor into a new float32 slice.
+func (f *File) Floats(t *TensorInfo) ([]float32, error) {
+	data, err := f.TensorData(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Elems())
+	if err := Dequantize(t.Type, out, data); err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	return out, nil
 }
 
 // Arch returns general.architecture.

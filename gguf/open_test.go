@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -129,5 +130,28 @@ func TestOpenDoesNotCopyWeights(t *testing.T) {
 	d, err := f.TensorData(ti)
 	if err != nil || len(d) != 4*n || d[len(d)-1] != 0 {
 		t.Fatalf("TensorData: %d bytes, %v", len(d), err)
+	}
+}
+
+// TestWriteFileReplacesOnlyOnSuccess checks that a failed write leaves
+// neither the target nor a temporary file behind.
+func TestWriteFileReplacesOnlyOnSuccess(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "m.gguf")
+	if err := WriteFile(p, func(w io.Writer) error { _, err := w.Write(validFile(t)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	boom := errors.New("boom")
+	if err := WriteFile(filepath.Join(dir, "n.gguf"), func(io.Writer) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("error %v, want boom", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries after a failed write, want 1", len(entries))
 	}
 }

@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -101,97 +100,123 @@ func toValue(v any) (Value, error) {
 	return Value{}, fmt.Errorf("unsupported Go type %T", v)
 }
 
-// Bytes encodes the file.
+// Bytes encodes the file. Tensor offsets follow from the lengths of the
+// data given, so tensors of any type (even unsupported ones) can be written.
 func (w *Writer) Bytes() ([]byte, error) {
-	var b bytes.Buffer
-	le := binary.LittleEndian
-	put := func(v any) { _ = binary.Write(&b, le, v) }
-	putStr := func(s string) { put(uint64(len(s))); b.WriteString(s) }
-	b.WriteString(Magic)
-	put(uint32(3))
-	put(uint64(len(w.tensors)))
-	put(uint64(len(w.kvs)))
-	var putVal func(v Value) error
-	putVal = func(v Value) error {
-		switch v.Type {
-		case TypeString:
-			putStr(v.V.(string))
-			return nil
-		case TypeArray:
-			put(uint32(v.ElemType))
-			switch a := v.V.(type) {
-			case []string:
-				put(uint64(len(a)))
-				for _, s := range a {
-					putStr(s)
-				}
-			case []bool:
-				put(uint64(len(a)))
-				for _, x := range a {
-					if x {
-						b.WriteByte(1)
-					} else {
-						b.WriteByte(0)
-					}
-				}
-			case []Value:
-				put(uint64(len(a)))
-				for _, e := range a {
-					if err := putVal(e); err != nil {
-						return err
-					}
-				}
-			default:
-				n := binary.Size(a)
-				if n < 0 {
-					return fmt.Errorf("gguf: cannot encode %T", a)
-				}
-				put(uint64(n / v.ElemType.size()))
-				put(a)
-			}
-			return nil
-		case TypeBool:
-			if v.V.(bool) {
-				b.WriteByte(1)
-			} else {
-				b.WriteByte(0)
-			}
-			return nil
-		}
-		put(v.V)
-		return nil
-	}
-	for _, kv := range w.kvs {
-		putStr(kv.Key)
-		put(uint32(kv.Value.Type))
-		if err := putVal(kv.Value); err != nil {
-			return nil, err
-		}
-	}
 	align := w.Alignment
 	if align == 0 {
 		align = DefaultAlignment
 	}
+	tensors := make([]TensorInfo, len(w.tensors))
 	off := uint64(0)
 	for i, t := range w.tensors {
-		putStr(t.Name)
-		put(uint32(len(t.Dims)))
-		for _, d := range t.Dims {
-			put(d)
-		}
-		put(uint32(t.Type))
-		put(off)
-		off += uint64(len(w.data[i]))
-		off = (off + align - 1) / align * align
+		t.Offset = off
+		tensors[i] = t
+		off = padTo(off+uint64(len(w.data[i])), align)
 	}
-	for b.Len()%int(align) != 0 {
-		b.WriteByte(0)
+	b, err := appendHeader(nil, w.kvs, tensors, align)
+	if err != nil {
+		return nil, err
 	}
 	for _, d := range w.data {
-		b.Write(d)
-		for b.Len()%int(align) != 0 {
-			b.WriteByte(0)
+		b = append(b, d...)
+		b = append(b, make([]byte, padTo(uint64(len(b)), align)-uint64(len(b)))...)
+	}
+	return b, nil
+}
+
+// padTo rounds n up to a multiple of align.
+func padTo(n, align uint64) uint64 { return (n + align - 1) / align * align }
+
+// appendHeader appends the GGUF v3 header (magic, version, counts, metadata
+// and tensor infos with their offsets) and the padding before the data.
+func appendHeader(b []byte, kvs []KV, tensors []TensorInfo, align uint64) ([]byte, error) {
+	le := binary.LittleEndian
+	b = append(b, Magic...)
+	b = le.AppendUint32(b, 3)
+	b = le.AppendUint64(b, uint64(len(tensors)))
+	b = le.AppendUint64(b, uint64(len(kvs)))
+	var err error
+	for _, kv := range kvs {
+		b = appendString(b, kv.Key)
+		b = le.AppendUint32(b, uint32(kv.Value.Type))
+		if b, err = appendValue(b, kv.Value); err != nil {
+			return nil, fmt.Errorf("gguf: key %q: %w", kv.Key, err)
 		}
 	}
-	return b.Bytes(), nil
+	for _, t := range tensors {
+		b = appendString(b, t.Name)
+		b = le.AppendUint32(b, uint32(len(t.Dims)))
+		for _, d := range t.Dims {
+			b = le.AppendUint64(b, d)
+		}
+		b = le.AppendUint32(b, uint32(t.Type))
+		b = le.AppendUint64(b, t.Offset)
+	}
+	return append(b, make([]byte, padTo(uint64(len(b)), align)-uint64(len(b)))...), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendValue appends one metadata value (without its type tag).
+func appendValue(b []byte, v Value) ([]byte, error) {
+	le := binary.LittleEndian
+	switch x := v.V.(type) {
+	case string:
+		if v.Type == TypeString {
+			return appendString(b, x), nil
+		}
+	case bool:
+		if v.Type == TypeBool {
+			return append(b, b2u8(x)), nil
+		}
+	case []string:
+		b = le.AppendUint32(b, uint32(TypeString))
+		b = le.AppendUint64(b, uint64(len(x)))
+		for _, s := range x {
+			b = appendString(b, s)
+		}
+		return b, nil
+	case []bool:
+		b = le.AppendUint32(b, uint32(TypeBool))
+		b = le.AppendUint64(b, uint64(len(x)))
+		for _, e := range x {
+			b = append(b, b2u8(e))
+		}
+		return b, nil
+	case []Value:
+		b = le.AppendUint32(b, uint32(v.ElemType))
+		b = le.AppendUint64(b, uint64(len(x)))
+		var err error
+		for _, e := range x {
+			if b, err = appendValue(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+	if v.Type == TypeArray {
+		n := binary.Size(v.V)
+		sz := v.ElemType.size()
+		if n < 0 || sz == 0 {
+			return nil, fmt.Errorf("cannot encode %T as array of %s", v.V, v.ElemType)
+		}
+		b = le.AppendUint32(b, uint32(v.ElemType))
+		b = le.AppendUint64(b, uint64(n/sz))
+		return binary.Append(b, le, v.V)
+	}
+	if v.Type.size() == 0 || binary.Size(v.V) != v.Type.size() {
+		return nil, fmt.Errorf("cannot encode %T as %s", v.V, v.Type)
+	}
+	return binary.Append(b, le, v.V)
+}
+
+func b2u8(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -53,6 +53,7 @@ func newRootCmd() *cobra.Command {
 		newPlanCmd(),
 		newServeCmd(),
 		newSubserverCmd(),
+		newQuantizeCmd(), newGenModelCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root
