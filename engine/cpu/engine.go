@@ -86,10 +86,10 @@ type Engine struct {
 }
 
 type workerScratch struct {
-	act    [3][]byte  // activations quantised per Act form
-	mm     matmulTask // the worker's own multiplications (sequence-split steps)
-	prep   prepTask   // the worker's input preparation
-	scores []float32  // attention scores
+	act    [kernels.ActQ8G + 1][]byte // activations quantised per Act form
+	mm     matmulTask                 // the worker's own multiplications (sequence-split steps)
+	prep   prepTask                   // the worker's input preparation
+	scores []float32                  // attention scores
 }
 
 var _ engine.Engine = (*Engine)(nil)

@@ -40,7 +40,7 @@ func (t *matmulTask) do(_, part int) {
 }
 
 // tileRows is the row granularity of a split (the kernels' largest tile).
-const tileRows = 4
+const tileRows = 16
 
 // splitRows returns part p of parts of [0, rows), in whole tiles.
 func splitRows(rows, p, parts int) (lo, hi int) {
@@ -62,14 +62,14 @@ type prepTask struct {
 }
 
 func (t *prepTask) do(_, part int) {
-	for r := t.T * part / t.parts; r < t.T*(part+1)/t.parts; r++ {
-		x := t.x[r*t.cols : (r+1)*t.cols]
-		if t.u != nil {
-			swiglu(x, t.u[r*t.cols:(r+1)*t.cols])
+	r0, r1 := t.T*part/t.parts, t.T*(part+1)/t.parts
+	if t.u != nil {
+		for r := r0; r < r1; r++ {
+			swiglu(t.x[r*t.cols:(r+1)*t.cols], t.u[r*t.cols:(r+1)*t.cols])
 		}
-		if t.act != kernels.ActF32 {
-			kernels.QuantizeRow(t.act, t.buf[r*t.rb:(r+1)*t.rb], x)
-		}
+	}
+	if t.act != kernels.ActF32 {
+		kernels.QuantizeRows(t.act, t.buf, t.rb, t.x, t.cols, r0, r1)
 	}
 }
 
@@ -78,7 +78,7 @@ func (t *prepTask) do(_, part int) {
 const prepParallelRows = 4
 
 // actRows returns the T rows of x (cols values each) in form a and the
-// stride between them, quantised into the worker's scratch (F32
+// stride between them (between groups of rows for grouped forms), quantised into the worker's scratch (F32
 // activations are x itself, seen as bytes). With u set, x first becomes
 // silu(x)·u. Pooled, the rows are split over the pool.
 func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a kernels.Act) ([]byte, int) {
@@ -90,7 +90,7 @@ func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a
 	} else {
 		t.rb = a.RowBytes(cols)
 		sc := &e.scratch[worker]
-		sc.act[a] = grow(sc.act[a], T*t.rb)
+		sc.act[a] = grow(sc.act[a], a.Bytes(cols, T))
 		t.buf = sc.act[a]
 	}
 	if pooled && T >= prepParallelRows && e.pool.n > 1 {
