@@ -79,6 +79,8 @@ type Engine struct {
 	partRow, partOut  []int // sequence-split parts of the current step
 	mm                matmulTask
 	set               *kernels.Set
+	scores            kernels.ScoresFunc
+	values            kernels.ValuesFunc
 	at                attnTask
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
@@ -169,6 +171,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 			e.invFreq[j] /= float64(w.ropeFreqs[j])
 		}
 	}
+	e.scores, e.values = set.Attention()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
 	e.sp.e = e

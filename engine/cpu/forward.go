@@ -154,28 +154,35 @@ func (t *attnTask) do(worker, part int) {
 }
 
 // attend runs attention of layer l for units [lo, hi); unit u is row
-// u/kvHeads and kv head u%kvHeads.
+// u/kvHeads and kv head u%kvHeads. The scores of the query heads sharing
+// the kv head are computed together, one key block at a time; each head
+// then takes its softmax and its weighted sum of values.
 func (e *Engine) attend(worker, layer, lo, hi int) {
 	c := e.cfg
 	hd, qd := c.headDim, c.qDim()
 	group := c.heads / c.kvHeads
 	lf, kvd := e.kv.layerFloats, e.kv.kvDim
+	ss := e.scoreStride()
 	scores := e.scratch[worker].scores
 	for u := lo; u < hi; u++ {
 		r, g := u/c.kvHeads, u%c.kvHeads
 		s := e.rowSeq[r]
 		n := e.rowPos[r] + 1
-		kOff := layer*lf + g*hd
-		vOff := kOff + blockTokens*kvd
+		kOff := layer*lf + g*hd*blockTokens
+		vOff := layer*lf + blockTokens*kvd + g*hd
+		q := e.q[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
+		for b := 0; b*blockTokens < n; b++ {
+			blk := e.kv.blocks[s.blocks[b]]
+			e.scores(q, hd, blk[kOff:kOff+hd*blockTokens], scores[b*blockTokens:], ss)
+		}
 		for j := range group {
 			h := g*group + j
-			q := e.q[r*qd+h*hd : r*qd+(h+1)*hd]
-			sc := scores[:n]
+			sc := scores[j*ss : j*ss+n]
 			mx := float32(math.Inf(-1))
-			for b := 0; b*blockTokens < n; b++ {
-				blk := e.kv.blocks[s.blocks[b]]
-				m := min(blockTokens, n-b*blockTokens)
-				mx = attnScores(q, blk[kOff:], kvd, sc[b*blockTokens:b*blockTokens+m], mx)
+			for _, v := range sc {
+				if v > mx { // NaN scores are skipped here; they still reach the sum
+					mx = v
+				}
 			}
 			sum := expShiftSum(sc, mx, e.scale)
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
@@ -183,7 +190,7 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 			for b := 0; b*blockTokens < n; b++ {
 				blk := e.kv.blocks[s.blocks[b]]
 				m := min(blockTokens, n-b*blockTokens)
-				attnValues(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
+				e.values(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
 			}
 			inv := 1 / sum
 			for i := range out {
@@ -191,6 +198,12 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 			}
 		}
 	}
+}
+
+// scoreStride is the distance between two heads' scores in a worker's
+// score buffer: the context length rounded up to whole key blocks.
+func (e *Engine) scoreStride() int {
+	return (e.cfg.ctx + blockTokens - 1) / blockTokens * blockTokens
 }
 
 // ensure sizes the per-step buffers for T rows and O output rows.
@@ -213,7 +226,7 @@ func (e *Engine) ensure(T, O int) {
 	e.logits = grow(e.logits, O*c.vocab)
 	e.tokens = grow(e.tokens, O)
 	for i := range e.scratch {
-		if need := c.ctx; len(e.scratch[i].scores) < need {
+		if need := c.heads / c.kvHeads * e.scoreStride(); len(e.scratch[i].scores) < need {
 			e.scratch[i].scores = make([]float32, need)
 		}
 	}
@@ -421,7 +434,7 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 		e.rope(k, c.kvHeads, cs)
 		s, pos := e.rowSeq[r], e.rowPos[r]
 		b := s.blocks[pos/blockTokens]
-		copy(e.kv.key(b, l, pos%blockTokens), k)
+		e.kv.putKey(b, l, pos%blockTokens, k)
 		copy(e.kv.value(b, l, pos%blockTokens), v)
 	}
 	if pooled {

@@ -5,7 +5,7 @@ import "math"
 // The fast kernels below unroll and keep several independent accumulators,
 // so the CPU overlaps the floating-point additions; kernels_test.go has the
 // plain versions they are tested against (TestKernelsAgainstReference and
-// FuzzKernels).
+// FuzzKernels). The attention kernels are in package kernels.
 
 // dot returns the inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
@@ -24,100 +24,6 @@ func dot(a, b []float32) float32 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// attnScores sets sc[o] = dot(q, k[o*stride:o*stride+len(q)]) for each o
-// and returns the largest of them and mx (NaN scores are skipped here; they
-// still reach the softmax sum). Heads of width 8 have an unrolled version
-// that keeps q in registers and gives dot's exact bits.
-func attnScores(q, k []float32, stride int, sc []float32, mx float32) float32 {
-	switch len(q) {
-	case 8:
-		q := q[:8:8]
-		q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
-		off := 0
-		for o := range sc {
-			kk := k[off : off+8 : off+8]
-			s := (float32(0) + (q0*kk[0] + q4*kk[4]) + (float32(0) + (q1*kk[1] + q5*kk[5]))) +
-				(float32(0) + (q2*kk[2] + q6*kk[6]) + (float32(0) + (q3*kk[3] + q7*kk[7])))
-			sc[o] = s
-			if s > mx {
-				mx = s
-			}
-			off += stride
-		}
-	default:
-		hd := len(q)
-		off := 0
-		for o := range sc {
-			s := dot(q, k[off:off+hd])
-			sc[o] = s
-			if s > mx {
-				mx = s
-			}
-			off += stride
-		}
-	}
-	return mx
-}
-
-// attnValues adds Σ_o a[o]·v[o*stride : o*stride+len(out)] to out. Each
-// lane sums in position order; six lanes at a time stay in registers (eight
-// would spill on amd64), then four, two and one.
-func attnValues(a, v []float32, stride int, out []float32) {
-	hd := len(out)
-	i := 0
-	for ; i+6 <= hd; i += 6 {
-		o6 := out[i : i+6 : i+6]
-		s0, s1, s2, s3, s4, s5 := o6[0], o6[1], o6[2], o6[3], o6[4], o6[5]
-		off := i
-		for _, w := range a {
-			row := v[off : off+6 : off+6]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			s2 += w * row[2]
-			s3 += w * row[3]
-			s4 += w * row[4]
-			s5 += w * row[5]
-			off += stride
-		}
-		o6[0], o6[1], o6[2], o6[3], o6[4], o6[5] = s0, s1, s2, s3, s4, s5
-	}
-	if i+4 <= hd {
-		o4 := out[i : i+4 : i+4]
-		s0, s1, s2, s3 := o4[0], o4[1], o4[2], o4[3]
-		off := i
-		for _, w := range a {
-			row := v[off : off+4 : off+4]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			s2 += w * row[2]
-			s3 += w * row[3]
-			off += stride
-		}
-		o4[0], o4[1], o4[2], o4[3] = s0, s1, s2, s3
-		i += 4
-	}
-	if i+2 <= hd {
-		o2 := out[i : i+2 : i+2]
-		s0, s1 := o2[0], o2[1]
-		off := i
-		for _, w := range a {
-			row := v[off : off+2 : off+2]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			off += stride
-		}
-		o2[0], o2[1] = s0, s1
-		i += 2
-	}
-	if i < hd {
-		s := out[i]
-		for p, w := range a {
-			s += w * v[p*stride+i]
-		}
-		out[i] = s
-	}
 }
 
 // rmsnorm writes x normalised by its root mean square and scaled by w.

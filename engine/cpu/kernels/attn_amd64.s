@@ -1,0 +1,315 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Attention kernels (see attn.go). Every lane is one position (scores) or
+// one dimension (values) and adds its rounded products in order, so both
+// instruction sets give the reference's bits.
+
+// func scoresAVX512(q *float32, hd, heads int, kt *float32, s *float32, sStride int)
+// Heads go four at a time (four independent sums), then one at a time.
+TEXT ·scoresAVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), R8
+	MOVQ heads+16(FP), R9
+	MOVQ kt+24(FP), DI
+	MOVQ s+32(FP), DX
+	MOVQ sStride+40(FP), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R13
+	MOVQ R8, R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12
+four:
+	CMPQ R9, $4
+	JLT one
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R8, CX
+loop4:
+	VMOVUPS (BX), Z8
+	VMULPS.BCST (AX), Z8, Z4
+	VADDPS Z4, Z0, Z0
+	VMULPS.BCST (AX)(R11*1), Z8, Z5
+	VADDPS Z5, Z1, Z1
+	VMULPS.BCST (AX)(R11*2), Z8, Z6
+	VADDPS Z6, Z2, Z2
+	VMULPS.BCST (AX)(R12*1), Z8, Z7
+	VADDPS Z7, Z3, Z3
+	ADDQ $64, BX
+	ADDQ $4, AX
+	DECQ CX
+	JNZ loop4
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, (DX)(R10*1)
+	VMOVUPS Z2, (DX)(R10*2)
+	VMOVUPS Z3, (DX)(R13*1)
+	LEAQ (SI)(R11*4), SI
+	LEAQ (DX)(R10*4), DX
+	SUBQ $4, R9
+	JMP four
+one:
+	TESTQ R9, R9
+	JZ done
+	VPXORD Z0, Z0, Z0
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R8, CX
+loop1:
+	VMOVUPS (BX), Z8
+	VMULPS.BCST (AX), Z8, Z4
+	VADDPS Z4, Z0, Z0
+	ADDQ $64, BX
+	ADDQ $4, AX
+	DECQ CX
+	JNZ loop1
+	VMOVUPS Z0, (DX)
+	ADDQ R11, SI
+	ADDQ R10, DX
+	DECQ R9
+	JMP one
+done:
+	VZEROUPPER
+	RET
+
+// func scoresAVX2(q *float32, hd, heads int, kt *float32, s *float32, sStride int)
+// As scoresAVX512 with each key row in two registers.
+TEXT ·scoresAVX2(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), SI
+	MOVQ hd+8(FP), R8
+	MOVQ heads+16(FP), R9
+	MOVQ kt+24(FP), DI
+	MOVQ s+32(FP), DX
+	MOVQ sStride+40(FP), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R13
+	MOVQ R8, R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12
+four:
+	CMPQ R9, $4
+	JLT one
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R8, CX
+loop4:
+	VMOVUPS (BX), Y8
+	VMOVUPS 32(BX), Y9
+	VBROADCASTSS (AX), Y10
+	VMULPS Y10, Y8, Y11
+	VMULPS Y10, Y9, Y12
+	VADDPS Y11, Y0, Y0
+	VADDPS Y12, Y1, Y1
+	VBROADCASTSS (AX)(R11*1), Y10
+	VMULPS Y10, Y8, Y11
+	VMULPS Y10, Y9, Y12
+	VADDPS Y11, Y2, Y2
+	VADDPS Y12, Y3, Y3
+	VBROADCASTSS (AX)(R11*2), Y10
+	VMULPS Y10, Y8, Y11
+	VMULPS Y10, Y9, Y12
+	VADDPS Y11, Y4, Y4
+	VADDPS Y12, Y5, Y5
+	VBROADCASTSS (AX)(R12*1), Y10
+	VMULPS Y10, Y8, Y11
+	VMULPS Y10, Y9, Y12
+	VADDPS Y11, Y6, Y6
+	VADDPS Y12, Y7, Y7
+	ADDQ $64, BX
+	ADDQ $4, AX
+	DECQ CX
+	JNZ loop4
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, (DX)(R10*1)
+	VMOVUPS Y3, 32(DX)(R10*1)
+	VMOVUPS Y4, (DX)(R10*2)
+	VMOVUPS Y5, 32(DX)(R10*2)
+	VMOVUPS Y6, (DX)(R13*1)
+	VMOVUPS Y7, 32(DX)(R13*1)
+	LEAQ (SI)(R11*4), SI
+	LEAQ (DX)(R10*4), DX
+	SUBQ $4, R9
+	JMP four
+one:
+	TESTQ R9, R9
+	JZ done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R8, CX
+loop1:
+	VBROADCASTSS (AX), Y10
+	VMULPS (BX), Y10, Y11
+	VMULPS 32(BX), Y10, Y12
+	VADDPS Y11, Y0, Y0
+	VADDPS Y12, Y1, Y1
+	ADDQ $64, BX
+	ADDQ $4, AX
+	DECQ CX
+	JNZ loop1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R11, SI
+	ADDQ R10, DX
+	DECQ R9
+	JMP one
+done:
+	VZEROUPPER
+	RET
+
+// valuesAVX512 adds Σ_p e[p]·v[p·stride:] to out in chunks of 16 lanes:
+// four chunks at a time (four independent sums), then one.
+// func valuesAVX512(e *float32, m int, v *float32, stride int, out *float32, chunks int)
+TEXT ·valuesAVX512(SB), NOSPLIT, $0-48
+	MOVQ e+0(FP), SI
+	MOVQ v+16(FP), DI
+	MOVQ stride+24(FP), BX
+	SHLQ $2, BX
+	MOVQ out+32(FP), DX
+	MOVQ chunks+40(FP), R8
+vfour:
+	CMPQ R8, $4
+	JLT vone
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	MOVQ SI, AX
+	MOVQ DI, R9
+	MOVQ m+8(FP), CX
+	TESTQ CX, CX
+	JZ vstore4
+vloop4:
+	VBROADCASTSS (AX), Z8
+	VMULPS (R9), Z8, Z4
+	VMULPS 64(R9), Z8, Z5
+	VMULPS 128(R9), Z8, Z6
+	VMULPS 192(R9), Z8, Z7
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	ADDQ $4, AX
+	ADDQ BX, R9
+	DECQ CX
+	JNZ vloop4
+vstore4:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	ADDQ $256, DX
+	ADDQ $256, DI
+	SUBQ $4, R8
+	JMP vfour
+vone:
+	TESTQ R8, R8
+	JZ vdone
+	VMOVUPS (DX), Z0
+	MOVQ SI, AX
+	MOVQ DI, R9
+	MOVQ m+8(FP), CX
+	TESTQ CX, CX
+	JZ vstore1
+vloop1:
+	VBROADCASTSS (AX), Z8
+	VMULPS (R9), Z8, Z4
+	VADDPS Z4, Z0, Z0
+	ADDQ $4, AX
+	ADDQ BX, R9
+	DECQ CX
+	JNZ vloop1
+vstore1:
+	VMOVUPS Z0, (DX)
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ R8
+	JMP vone
+vdone:
+	VZEROUPPER
+	RET
+
+// func valuesAVX2(e *float32, m int, v *float32, stride int, out *float32, chunks int)
+// As valuesAVX512 with chunks of 8 lanes.
+TEXT ·valuesAVX2(SB), NOSPLIT, $0-48
+	MOVQ e+0(FP), SI
+	MOVQ v+16(FP), DI
+	MOVQ stride+24(FP), BX
+	SHLQ $2, BX
+	MOVQ out+32(FP), DX
+	MOVQ chunks+40(FP), R8
+vfour:
+	CMPQ R8, $4
+	JLT vone
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	MOVQ SI, AX
+	MOVQ DI, R9
+	MOVQ m+8(FP), CX
+	TESTQ CX, CX
+	JZ vstore4
+vloop4:
+	VBROADCASTSS (AX), Y8
+	VMULPS (R9), Y8, Y4
+	VMULPS 32(R9), Y8, Y5
+	VMULPS 64(R9), Y8, Y6
+	VMULPS 96(R9), Y8, Y7
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	ADDQ $4, AX
+	ADDQ BX, R9
+	DECQ CX
+	JNZ vloop4
+vstore4:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, R8
+	JMP vfour
+vone:
+	TESTQ R8, R8
+	JZ vdone
+	VMOVUPS (DX), Y0
+	MOVQ SI, AX
+	MOVQ DI, R9
+	MOVQ m+8(FP), CX
+	TESTQ CX, CX
+	JZ vstore1
+vloop1:
+	VBROADCASTSS (AX), Y8
+	VMULPS (R9), Y8, Y4
+	VADDPS Y4, Y0, Y0
+	ADDQ $4, AX
+	ADDQ BX, R9
+	DECQ CX
+	JNZ vloop1
+vstore1:
+	VMOVUPS Y0, (DX)
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ R8
+	JMP vone
+vdone:
+	VZEROUPPER
+	RET
