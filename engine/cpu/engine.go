@@ -81,6 +81,7 @@ type Engine struct {
 	set               *kernels.Set
 	scores            kernels.ScoresFunc
 	values            kernels.ValuesFunc
+	swiglu            kernels.SwiGLUFunc
 	at                attnTask
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
@@ -172,6 +173,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 		}
 	}
 	e.scores, e.values = set.Attention()
+	e.swiglu = set.SwiGLU()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
 	e.sp.e = e

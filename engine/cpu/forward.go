@@ -54,6 +54,7 @@ func splitRows(rows, p, parts int) (lo, hi int) {
 // u is set (the feed-forward gate), then quantisation into form act.
 type prepTask struct {
 	x, u    []float32
+	swiglu  kernels.SwiGLUFunc
 	cols, T int
 	act     kernels.Act
 	buf     []byte
@@ -65,7 +66,7 @@ func (t *prepTask) do(_, part int) {
 	r0, r1 := t.T*part/t.parts, t.T*(part+1)/t.parts
 	if t.u != nil {
 		for r := r0; r < r1; r++ {
-			swiglu(t.x[r*t.cols:(r+1)*t.cols], t.u[r*t.cols:(r+1)*t.cols])
+			t.swiglu(t.x[r*t.cols:(r+1)*t.cols], t.u[r*t.cols:(r+1)*t.cols])
 		}
 	}
 	if t.act != kernels.ActF32 {
@@ -84,7 +85,7 @@ const prepParallelRows = 4
 func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a kernels.Act) ([]byte, int) {
 	x = x[:T*cols]
 	t := &e.scratch[worker].prep
-	*t = prepTask{x: x, u: u, cols: cols, T: T, act: a, parts: 1}
+	*t = prepTask{x: x, u: u, swiglu: e.swiglu, cols: cols, T: T, act: a, parts: 1}
 	if a == kernels.ActF32 {
 		t.rb = 4 * cols
 	} else {
@@ -184,7 +185,7 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 					mx = v
 				}
 			}
-			sum := expShiftSum(sc, mx, e.scale)
+			sum := kernels.ExpShiftSum(sc, mx, e.scale)
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
 			clear(out)
 			for b := 0; b*blockTokens < n; b++ {

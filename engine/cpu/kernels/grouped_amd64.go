@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -9,10 +10,13 @@ import (
 )
 
 //go:noescape
-func gMicro(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32)
+func gMicro(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
 
 //go:noescape
-func gMicroMin(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32)
+func gMicroMin(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
+
+//go:noescape
+func gTranspose(acc *float32, out *float32, outStride, rowMask, cols int)
 
 //go:noescape
 func gPanelQ8_0(w *byte, wStride, nb int, panel *byte, h *uint16)
@@ -88,13 +92,15 @@ func (k gKernel) panel(w *byte, wStride, nb int, s *gScratch) {
 // micro multiplies the panel (nb blocks) by the group at act, whose first
 // cols rows are in use, accumulating into acc: with the 16-column
 // micro-kernel (acc[r·16+c]) for at least gWideCols columns, else column by
-// column (acc[c·16+r]).
-func (k gKernel) micro(nb int, s *gScratch, act *byte, cols int, acc []float32) {
+// column (acc[c·16+r]). The 16-column micro-kernel prefetches pfLines cache
+// lines per block from pf on (the next panel's weights: that kernel takes
+// long enough for them to arrive).
+func (k gKernel) micro(nb int, s *gScratch, act *byte, cols int, acc []float32, pf uintptr, pfLines int) {
 	switch {
 	case cols >= gWideCols && k.min:
-		gMicroMin(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0])
+		gMicroMin(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0], pf, pfLines)
 	case cols >= gWideCols:
-		gMicro(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0])
+		gMicro(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0], pf, pfLines)
 	case k.min:
 		for c := range cols {
 			gMicro1Min(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, c, k.shift, &acc[c*groupRows])
@@ -172,24 +178,25 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 					wp, ws = &s.pad[0], rb
 				}
 				k.panel(wp, ws, nbc, &s)
+				// the next panel: the same blocks of the next 16 rows
+				pf := uintptr(unsafe.Pointer(wp)) + uintptr(groupRows*wStride)
+				pfLines := (groupRows*k.bb + 63) / 64
 				for g := range ng {
 					c0 := (g0 + g) * groupRows
-					k.micro(nbc, &s, &a[(g0+g)*aStride+b0*gRecBytes], min(groupRows, cols-c0), s.acc[g*groupRows*groupRows:])
+					k.micro(nbc, &s, &a[(g0+g)*aStride+b0*gRecBytes], min(groupRows, cols-c0), s.acc[g*groupRows*groupRows:], pf, pfLines)
+					pfLines = 0
 				}
 			}
 			for g := range ng {
 				c0 := (g0 + g) * groupRows
 				gc := min(groupRows, cols-c0)
 				acc := s.acc[g*groupRows*groupRows:]
+				if gc >= gWideCols {
+					gTranspose(&acc[0], &out[c0*outStride+r0], outStride, 1<<nr-1, gc)
+					continue
+				}
 				for c := range gc {
-					o := out[(c0+c)*outStride+r0 : (c0+c)*outStride+r0+nr]
-					if gc < gWideCols {
-						copy(o, acc[c*groupRows:])
-						continue
-					}
-					for r := range o {
-						o[r] = acc[r*groupRows+c]
-					}
+					copy(out[(c0+c)*outStride+r0:(c0+c)*outStride+r0+nr], acc[c*groupRows:])
 				}
 			}
 		}

@@ -119,6 +119,19 @@
 	VPSLLD X31, Z25, Z25 \
 	VMOVUPS 640(DI), Z26
 
+// G_PREFETCH prefetches R10 cache lines from R9 on (the weights of the
+// next panel) and advances R9.
+#define G_PREFETCH \
+	MOVQ R10, R11 \
+	TESTQ R11, R11 \
+	JZ prefetched \
+prefetch: \
+	PREFETCHT0 (R9) \
+	ADDQ $64, R9 \
+	DECQ R11 \
+	JNZ prefetch \
+prefetched:
+
 #define G_MICRO(ROW) \
 	MOVQ nb+0(FP), CX \
 	MOVQ panel+8(FP), SI \
@@ -128,10 +141,13 @@
 	MOVQ shift+40(FP), AX \
 	VMOVQ AX, X31 \
 	MOVQ acc+48(FP), BX \
+	MOVQ pf+56(FP), R9 \
+	MOVQ pfLines+64(FP), R10 \
 	G_LOAD_ACC \
 	TESTQ CX, CX \
 	JZ done \
 loop: \
+	G_PREFETCH \
 	G_LOAD_BLOCK \
 	G_ROWS(ROW) \
 	ADDQ $512, SI \
@@ -351,12 +367,12 @@ done1: \
 
 #define G1_NOMIN
 
-// func gMicro(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32)
-TEXT ·gMicro(SB), NOSPLIT, $0-56
+// func gMicro(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
+TEXT ·gMicro(SB), NOSPLIT, $0-72
 	G_MICRO(G_ROW)
 
-// func gMicroMin(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32)
-TEXT ·gMicroMin(SB), NOSPLIT, $0-56
+// func gMicroMin(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
+TEXT ·gMicroMin(SB), NOSPLIT, $0-72
 	G_MICRO(G_ROW_MIN)
 
 // func gMicro1(nb int, panel *byte, dw, mw *float32, act *byte, lane, shift int, acc *float32)
@@ -386,6 +402,164 @@ TEXT ·gPanelQ5_0(SB), NOSPLIT, $0-40
 // func gPanelQ5_1(w *byte, wStride, nb int, panel *byte, h *uint16)
 TEXT ·gPanelQ5_1(SB), NOSPLIT, $0-40
 	GP_BODY(0x10101010, GP_ROW_Q5_1, 24)
+
+// func gTranspose(acc *float32, out *float32, outStride, rowMask, cols int)
+// stores acc[r·16+c] at out[c·outStride+r] for the rows r whose bit is set
+// in rowMask and c < cols: the 16×16 tile is transposed in registers
+// (32-bit and 64-bit unpacks within 128-bit lanes, then two rounds of lane
+// shuffles) and each column stored with the row mask.
+TEXT ·gTranspose(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), SI
+	MOVQ out+8(FP), DI
+	MOVQ outStride+16(FP), BX
+	SHLQ $2, BX
+	MOVQ rowMask+24(FP), AX
+	KMOVW AX, K1
+	MOVQ cols+32(FP), CX
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	VMOVUPS 768(SI), Z12
+	VMOVUPS 832(SI), Z13
+	VMOVUPS 896(SI), Z14
+	VMOVUPS 960(SI), Z15
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+	VSHUFF32X4 $0x44, Z4, Z0, Z16
+	VSHUFF32X4 $0x44, Z12, Z8, Z17
+	VSHUFF32X4 $0xee, Z4, Z0, Z18
+	VSHUFF32X4 $0xee, Z12, Z8, Z19
+	VSHUFF32X4 $0x88, Z17, Z16, Z0
+	VSHUFF32X4 $0xdd, Z17, Z16, Z4
+	VSHUFF32X4 $0x88, Z19, Z18, Z8
+	VSHUFF32X4 $0xdd, Z19, Z18, Z12
+	VSHUFF32X4 $0x44, Z5, Z1, Z16
+	VSHUFF32X4 $0x44, Z13, Z9, Z17
+	VSHUFF32X4 $0xee, Z5, Z1, Z18
+	VSHUFF32X4 $0xee, Z13, Z9, Z19
+	VSHUFF32X4 $0x88, Z17, Z16, Z1
+	VSHUFF32X4 $0xdd, Z17, Z16, Z5
+	VSHUFF32X4 $0x88, Z19, Z18, Z9
+	VSHUFF32X4 $0xdd, Z19, Z18, Z13
+	VSHUFF32X4 $0x44, Z6, Z2, Z16
+	VSHUFF32X4 $0x44, Z14, Z10, Z17
+	VSHUFF32X4 $0xee, Z6, Z2, Z18
+	VSHUFF32X4 $0xee, Z14, Z10, Z19
+	VSHUFF32X4 $0x88, Z17, Z16, Z2
+	VSHUFF32X4 $0xdd, Z17, Z16, Z6
+	VSHUFF32X4 $0x88, Z19, Z18, Z10
+	VSHUFF32X4 $0xdd, Z19, Z18, Z14
+	VSHUFF32X4 $0x44, Z7, Z3, Z16
+	VSHUFF32X4 $0x44, Z15, Z11, Z17
+	VSHUFF32X4 $0xee, Z7, Z3, Z18
+	VSHUFF32X4 $0xee, Z15, Z11, Z19
+	VSHUFF32X4 $0x88, Z17, Z16, Z3
+	VSHUFF32X4 $0xdd, Z17, Z16, Z7
+	VSHUFF32X4 $0x88, Z19, Z18, Z11
+	VSHUFF32X4 $0xdd, Z19, Z18, Z15
+	VMOVUPS Z0, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z1, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z2, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z3, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z4, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z5, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z6, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z7, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z8, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z9, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z10, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z11, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z12, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z13, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z14, K1, (DI)
+	DECQ CX
+	JZ tdone
+	ADDQ BX, DI
+	VMOVUPS Z15, K1, (DI)
+tdone:
+	VZEROUPPER
+	RET
 
 // func gHalves(h *uint16, f *float32, n int) converts n halves (a multiple
 // of 16) to float32.
