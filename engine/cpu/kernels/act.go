@@ -82,4 +82,3 @@ func ExpShiftSum(x []float32, mx, scale float32) float32 {
 	}
 	return sum
 }
-
