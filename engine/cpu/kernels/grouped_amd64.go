@@ -57,6 +57,10 @@ const (
 	gWideCols = 8
 	// gMaxBlockBytes is the largest block of a grouped type (Q8_0).
 	gMaxBlockBytes = 34
+	// gDotCols is the most columns of the fused kernels (gdot_amd64.s),
+	// which take calls of few columns; gDotTiles is the most tiles of 16
+	// rows one call of them runs.
+	gDotCols, gDotTiles = 4, 16
 )
 
 // gKernel is the AVX-512 grouped kernel of one weight type. The assembly
@@ -142,9 +146,11 @@ type gScratch struct {
 	pad    [groupRows * gChunk * gMaxBlockBytes]byte // a last tile of fewer than 16 rows
 }
 
-// mul implements MulFunc: for each 16 weight rows, for each chunk of
-// gChunk blocks, the panel is decoded once and multiplied by every column
-// group (up to gMaxGroups at a time), accumulating across chunks in order.
+// mul implements MulFunc. Calls of up to gDotCols columns run the fused
+// kernels; others go panel by panel: for each 16 weight rows, for each
+// chunk of gChunk blocks, the panel is decoded once and multiplied by every
+// column group (up to gMaxGroups at a time), accumulating across chunks in
+// order.
 func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
 	if rows <= 0 || cols <= 0 {
 		return
@@ -162,6 +168,43 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 		return
 	}
 	var s gScratch
+	if cols <= gDotCols {
+		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride, &s)
+		return
+	}
+	k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride, &s)
+}
+
+// dot runs the fused kernel over the whole tiles of 16 rows, and the last
+// rows padded to a tile (or, if they are too long for the pad, by panels).
+func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int, s *gScratch) {
+	nb := n / 32
+	full := rows / groupRows
+	for t0 := 0; t0 < full; t0 += gDotTiles {
+		nt := min(gDotTiles, full-t0)
+		k.dotCall(&w[t0*groupRows*wStride], wStride, nt, nb, &a[0], &out[t0*groupRows], outStride, cols)
+	}
+	r0 := full * groupRows
+	nr, rb := rows-r0, nb*k.bb
+	switch {
+	case nr == 0:
+	case groupRows*rb > len(s.pad):
+		k.mulPanels(n, w[r0*wStride:], wStride, nr, a, aStride, cols, out[r0:], outStride, s)
+	default:
+		for r := range nr {
+			copy(s.pad[r*rb:(r+1)*rb], w[(r0+r)*wStride:])
+		}
+		k.dotCall(&s.pad[0], rb, 1, nb, &a[0], &s.acc[0], groupRows, cols)
+		for c := range cols {
+			copy(out[c*outStride+r0:c*outStride+rows], s.acc[c*groupRows:])
+		}
+	}
+}
+
+// mulPanels runs the panel kernels (see mul).
+func (k gKernel) mulPanels(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int, s *gScratch) {
+	nb := n / 32
+	groups := (cols + groupRows - 1) / groupRows
 	for g0 := 0; g0 < groups; g0 += gMaxGroups {
 		ng := min(gMaxGroups, groups-g0)
 		for r0 := 0; r0 < rows; r0 += groupRows {
@@ -177,13 +220,13 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 					}
 					wp, ws = &s.pad[0], rb
 				}
-				k.panel(wp, ws, nbc, &s)
+				k.panel(wp, ws, nbc, s)
 				// the next panel: the same blocks of the next 16 rows
 				pf := uintptr(unsafe.Pointer(wp)) + uintptr(groupRows*wStride)
 				pfLines := (groupRows*k.bb + 63) / 64
 				for g := range ng {
 					c0 := (g0 + g) * groupRows
-					k.micro(nbc, &s, &a[(g0+g)*aStride+b0*gRecBytes], min(groupRows, cols-c0), s.acc[g*groupRows*groupRows:], pf, pfLines)
+					k.micro(nbc, s, &a[(g0+g)*aStride+b0*gRecBytes], min(groupRows, cols-c0), s.acc[g*groupRows*groupRows:], pf, pfLines)
 					pfLines = 0
 				}
 			}

@@ -164,8 +164,9 @@ func TestGroupedKernelsLargeShapes(t *testing.T) {
 		t.Skip("no AVX-512")
 	}
 	rng := rand.New(rand.NewPCG(17, 18))
-	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_1} {
-		for _, sh := range [][3]int{{33, 40, 32 * (gChunk + 3)}, {16, 17, 64}, {3, groupRows*gMaxGroups + 5, 64}} {
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
+		for _, sh := range [][3]int{{33, 40, 32 * (gChunk + 3)}, {16, 17, 64}, {3, groupRows*gMaxGroups + 5, 64},
+			{32, 1, 64}, {48, 3, 32 * (gChunk + 3)}, {16, 2, 96}, {35, 4, 160}, {16*gDotTiles + 16, 1, 32}} {
 			checkLevel(t, rng, AVX512, typ, sh[0], sh[1], sh[2], false)
 		}
 	}

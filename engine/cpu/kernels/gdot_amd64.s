@@ -1,0 +1,584 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Fused few-column grouped kernels (AVX-512): for up to four activation
+// columns (rows of one ActQ8G group), 16 weight rows at a time, without a
+// panel. Per block, rows k and k+8 are loaded into the halves of Zk, the
+// eight registers are transposed as two 8×8 matrices of dwords (unpacks
+// within 128-bit lanes) and one 128-bit lane shuffle gives W_g: the four
+// values 4g..4g+3 of each of the 16 rows, lane i holding row perm[i] =
+// 0-3, 8-11, 4-7, 12-15 (lanes 4-7 and 8-11 swapped). The scales come by
+// one gather in the same order, and the accumulators are put back in row
+// order (VPERMD by the same involution) before the store. The arithmetic
+// per (row, column) is the grouped kernels': exact integer block dot, one
+// fused multiply-add per block (and one for the min).
+//
+// func gDot<T>x<C>(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+//
+// Registers: R14 tile start; SI, R11 rows 0 and 8 at the block; R12 the
+// next tile's bytes to prefetch; BX, R8, R9, R10 1, 3, 5, 7 row strides;
+// CX blocks left; DI the group's block record; AX tiles left; R13 out; DX
+// zero except at the store. Z0-Z7 row pairs (then column temporaries),
+// Z8-Z15 transpose temporaries (Z15 then the mins), Z16-Z23 W_g, Z24 the
+// scales, Z25-Z28 accumulators, Z29 a byte constant, Z30 gather offsets,
+// X31 the shift.
+
+DATA gdPerm<>+0(SB)/4, $0
+DATA gdPerm<>+4(SB)/4, $1
+DATA gdPerm<>+8(SB)/4, $2
+DATA gdPerm<>+12(SB)/4, $3
+DATA gdPerm<>+16(SB)/4, $8
+DATA gdPerm<>+20(SB)/4, $9
+DATA gdPerm<>+24(SB)/4, $10
+DATA gdPerm<>+28(SB)/4, $11
+DATA gdPerm<>+32(SB)/4, $4
+DATA gdPerm<>+36(SB)/4, $5
+DATA gdPerm<>+40(SB)/4, $6
+DATA gdPerm<>+44(SB)/4, $7
+DATA gdPerm<>+48(SB)/4, $12
+DATA gdPerm<>+52(SB)/4, $13
+DATA gdPerm<>+56(SB)/4, $14
+DATA gdPerm<>+60(SB)/4, $15
+GLOBL gdPerm<>(SB), RODATA|NOPTR, $64
+
+// qword shift counts: the high nibbles of each row's 16 bytes to the
+// second and fourth 128-bit lanes
+DATA gdNib<>+0(SB)/8, $0
+DATA gdNib<>+8(SB)/8, $0
+DATA gdNib<>+16(SB)/8, $4
+DATA gdNib<>+24(SB)/8, $4
+DATA gdNib<>+32(SB)/8, $0
+DATA gdNib<>+40(SB)/8, $0
+DATA gdNib<>+48(SB)/8, $4
+DATA gdNib<>+56(SB)/8, $4
+GLOBL gdNib<>(SB), RODATA|NOPTR, $64
+
+DATA gd10<>+0(SB)/8, $0x1010101010101010
+DATA gd10<>+8(SB)/8, $0x1010101010101010
+DATA gd10<>+16(SB)/8, $0x1010101010101010
+DATA gd10<>+24(SB)/8, $0x1010101010101010
+DATA gd10<>+32(SB)/8, $0x1010101010101010
+DATA gd10<>+40(SB)/8, $0x1010101010101010
+DATA gd10<>+48(SB)/8, $0x1010101010101010
+DATA gd10<>+56(SB)/8, $0x1010101010101010
+GLOBL gd10<>(SB), RODATA|NOPTR, $64
+
+// GD_TRANSPOSE turns the row pairs Z0-Z7 into W_0..W_7 in Z16-Z23.
+#define GD_TRANSPOSE \
+	VPUNPCKLDQ Z1, Z0, Z8 \
+	VPUNPCKHDQ Z1, Z0, Z9 \
+	VPUNPCKLDQ Z3, Z2, Z10 \
+	VPUNPCKHDQ Z3, Z2, Z11 \
+	VPUNPCKLDQ Z5, Z4, Z12 \
+	VPUNPCKHDQ Z5, Z4, Z13 \
+	VPUNPCKLDQ Z7, Z6, Z14 \
+	VPUNPCKHDQ Z7, Z6, Z15 \
+	VPUNPCKLQDQ Z10, Z8, Z0 \
+	VPUNPCKHQDQ Z10, Z8, Z1 \
+	VPUNPCKLQDQ Z11, Z9, Z2 \
+	VPUNPCKHQDQ Z11, Z9, Z3 \
+	VPUNPCKLQDQ Z14, Z12, Z4 \
+	VPUNPCKHQDQ Z14, Z12, Z5 \
+	VPUNPCKLQDQ Z15, Z13, Z6 \
+	VPUNPCKHQDQ Z15, Z13, Z7 \
+	VSHUFI64X2 $0x88, Z4, Z0, Z16 \
+	VSHUFI64X2 $0x88, Z5, Z1, Z17 \
+	VSHUFI64X2 $0x88, Z6, Z2, Z18 \
+	VSHUFI64X2 $0x88, Z7, Z3, Z19 \
+	VSHUFI64X2 $0xdd, Z4, Z0, Z20 \
+	VSHUFI64X2 $0xdd, Z5, Z1, Z21 \
+	VSHUFI64X2 $0xdd, Z6, Z2, Z22 \
+	VSHUFI64X2 $0xdd, Z7, Z3, Z23
+
+// GD_SCALES gathers the 16 rows' first block dwords: the scales (and mins)
+// as float32 into Z24 (Z15).
+#define GD_SCALES(MINS) \
+	KXNORW K3, K3, K3 \
+	VPGATHERDD 0(SI)(Z30*1), K3, Z24 \
+	MINS \
+	VPMOVDW Z24, Y24 \
+	VCVTPH2PS Y24, Z24
+
+#define GD_MINS \
+	VPSRLD $16, Z24, Z15 \
+	VPMOVDW Z15, Y15 \
+	VCVTPH2PS Y15, Z15
+
+#define GD_NOMINS
+
+// GD_COL adds column c's block (record at DI) times W to accumulator acc,
+// with temporaries t0-t2; MIN adds the min term.
+#define GD_COL(c, acc, t0, t1, t2, MIN) \
+	VPBROADCASTD (576+4*c)(DI), t0 \
+	VPSLLD X31, t0, t0 \
+	VPXORD t1, t1, t1 \
+	VPDPBUSD.BCST (0+4*c)(DI), Z16, t0 \
+	VPDPBUSD.BCST (256+4*c)(DI), Z20, t1 \
+	VPDPBUSD.BCST (64+4*c)(DI), Z17, t0 \
+	VPDPBUSD.BCST (320+4*c)(DI), Z21, t1 \
+	VPDPBUSD.BCST (128+4*c)(DI), Z18, t0 \
+	VPDPBUSD.BCST (384+4*c)(DI), Z22, t1 \
+	VPDPBUSD.BCST (192+4*c)(DI), Z19, t0 \
+	VPDPBUSD.BCST (448+4*c)(DI), Z23, t1 \
+	VPADDD t1, t0, t0 \
+	VCVTDQ2PS t0, t0 \
+	VMULPS.BCST (512+4*c)(DI), Z24, t2 \
+	VFMADD231PS t2, t0, acc \
+	MIN(c, acc)
+
+#define GD_MIN(c, acc) VFMADD231PS.BCST (640+4*c)(DI), Z15, acc
+#define GD_NOMIN(c, acc)
+
+#define GD_COLS1(MIN) \
+	GD_COL(0, Z25, Z0, Z1, Z2, MIN)
+
+#define GD_COLS2(MIN) \
+	GD_COL(0, Z25, Z0, Z1, Z2, MIN) \
+	GD_COL(1, Z26, Z3, Z4, Z5, MIN)
+
+#define GD_COLS4(MIN) \
+	GD_COL(0, Z25, Z0, Z1, Z2, MIN) \
+	GD_COL(1, Z26, Z3, Z4, Z5, MIN) \
+	GD_COL(2, Z27, Z6, Z7, Z8, MIN) \
+	GD_COL(3, Z28, Z9, Z10, Z11, MIN)
+
+// GD_STORE puts accumulator acc back in row order and stores it at op.
+#define GD_STORE(acc, op) \
+	VPERMD acc, Z14, acc \
+	VMOVUPS acc, op
+
+#define GD_STORE1 \
+	GD_STORE(Z25, (R13))
+
+#define GD_STORE2 \
+	GD_STORE1 \
+	CMPQ cols+64(FP), $2 \
+	JLT stored \
+	GD_STORE(Z26, (R13)(DX*1))
+
+#define GD_STORE4 \
+	GD_STORE2 \
+	CMPQ cols+64(FP), $3 \
+	JLT stored \
+	GD_STORE(Z27, (R13)(DX*2)) \
+	CMPQ cols+64(FP), $4 \
+	JLT stored \
+	LEAQ (DX)(DX*2), CX \
+	GD_STORE(Z28, (R13)(CX*1))
+
+// GD_KERNEL is a kernel's body: c the byte constant in Z29, PAIRS the
+// decoding of the row pairs, MINS/MIN the min terms, COLS and STORE the
+// column count's forms, bb the block size, PF the prefetches of a block.
+#define GD_KERNEL(c, PAIRS, MINS, MIN, COLS, STORE, bb, PF) \
+	MOVQ w+0(FP), R14 \
+	MOVQ wStride+8(FP), BX \
+	MOVQ tiles+16(FP), AX \
+	MOVQ shift+40(FP), CX \
+	VMOVQ CX, X31 \
+	MOVQ out+48(FP), R13 \
+	LEAQ (BX)(BX*2), R8 \
+	LEAQ (BX)(BX*4), R9 \
+	LEAQ (R8)(BX*4), R10 \
+	MOVL $c, CX \
+	VPBROADCASTD CX, Z29 \
+	VPBROADCASTD BX, Z30 \
+	VPMULLD gdPerm<>(SB), Z30, Z30 \
+	XORQ DX, DX \
+	TESTQ AX, AX \
+	JZ done \
+tile: \
+	MOVQ R14, SI \
+	LEAQ (R14)(BX*8), R11 \
+	LEAQ (R11)(BX*8), R12 \
+	MOVQ act+32(FP), DI \
+	MOVQ nb+24(FP), CX \
+	VPXORD Z25, Z25, Z25 \
+	VPXORD Z26, Z26, Z26 \
+	VPXORD Z27, Z27, Z27 \
+	VPXORD Z28, Z28, Z28 \
+block: \
+	PF \
+	ADDQ $(16*bb), R12 \
+	PAIRS \
+	GD_TRANSPOSE \
+	GD_SCALES(MINS) \
+	COLS(MIN) \
+	ADDQ $bb, SI \
+	ADDQ $bb, R11 \
+	ADDQ $704, DI \
+	DECQ CX \
+	JNZ block \
+	MOVQ outStride+56(FP), DX \
+	SHLQ $2, DX \
+	VMOVDQU32 gdPerm<>(SB), Z14 \
+	STORE \
+stored: \
+	XORQ DX, DX \
+	LEAQ (R14)(BX*8), R14 \
+	LEAQ (R14)(BX*8), R14 \
+	ADDQ $64, R13 \
+	DECQ AX \
+	JNZ tile \
+done: \
+	VZEROUPPER \
+	RET
+
+#define GD_PF_Q8_0 \
+	PREFETCHT0 0(R12) \
+	PREFETCHT0 64(R12) \
+	PREFETCHT0 128(R12) \
+	PREFETCHT0 192(R12) \
+	PREFETCHT0 256(R12) \
+	PREFETCHT0 320(R12) \
+	PREFETCHT0 384(R12) \
+	PREFETCHT0 448(R12) \
+	PREFETCHT0 512(R12)
+
+#define GD_PAIRS_Q8_0 \
+	VMOVDQU8 2(SI), Y0 \
+	VINSERTI64X4 $1, 2(R11), Z0, Z0 \
+	VPXORD Z29, Z0, Z0 \
+	VMOVDQU8 2(SI)(BX*1), Y1 \
+	VINSERTI64X4 $1, 2(R11)(BX*1), Z1, Z1 \
+	VPXORD Z29, Z1, Z1 \
+	VMOVDQU8 2(SI)(BX*2), Y2 \
+	VINSERTI64X4 $1, 2(R11)(BX*2), Z2, Z2 \
+	VPXORD Z29, Z2, Z2 \
+	VMOVDQU8 2(SI)(R8*1), Y3 \
+	VINSERTI64X4 $1, 2(R11)(R8*1), Z3, Z3 \
+	VPXORD Z29, Z3, Z3 \
+	VMOVDQU8 2(SI)(BX*4), Y4 \
+	VINSERTI64X4 $1, 2(R11)(BX*4), Z4, Z4 \
+	VPXORD Z29, Z4, Z4 \
+	VMOVDQU8 2(SI)(R9*1), Y5 \
+	VINSERTI64X4 $1, 2(R11)(R9*1), Z5, Z5 \
+	VPXORD Z29, Z5, Z5 \
+	VMOVDQU8 2(SI)(R8*2), Y6 \
+	VINSERTI64X4 $1, 2(R11)(R8*2), Z6, Z6 \
+	VPXORD Z29, Z6, Z6 \
+	VMOVDQU8 2(SI)(R10*1), Y7 \
+	VINSERTI64X4 $1, 2(R11)(R10*1), Z7, Z7 \
+	VPXORD Z29, Z7, Z7
+
+#define GD_PF_Q4_0 \
+	PREFETCHT0 0(R12) \
+	PREFETCHT0 64(R12) \
+	PREFETCHT0 128(R12) \
+	PREFETCHT0 192(R12) \
+	PREFETCHT0 256(R12)
+
+#define GD_PAIRS_Q4_0 \
+	VBROADCASTI32X4 2(SI), Y0 \
+	VBROADCASTI32X4 2(R11), Y8 \
+	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VPSRLVQ gdNib<>(SB), Z0, Z0 \
+	VPANDD Z29, Z0, Z0 \
+	VBROADCASTI32X4 2(SI)(BX*1), Y1 \
+	VBROADCASTI32X4 2(R11)(BX*1), Y9 \
+	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPSRLVQ gdNib<>(SB), Z1, Z1 \
+	VPANDD Z29, Z1, Z1 \
+	VBROADCASTI32X4 2(SI)(BX*2), Y2 \
+	VBROADCASTI32X4 2(R11)(BX*2), Y10 \
+	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPSRLVQ gdNib<>(SB), Z2, Z2 \
+	VPANDD Z29, Z2, Z2 \
+	VBROADCASTI32X4 2(SI)(R8*1), Y3 \
+	VBROADCASTI32X4 2(R11)(R8*1), Y11 \
+	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPSRLVQ gdNib<>(SB), Z3, Z3 \
+	VPANDD Z29, Z3, Z3 \
+	VBROADCASTI32X4 2(SI)(BX*4), Y4 \
+	VBROADCASTI32X4 2(R11)(BX*4), Y12 \
+	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPSRLVQ gdNib<>(SB), Z4, Z4 \
+	VPANDD Z29, Z4, Z4 \
+	VBROADCASTI32X4 2(SI)(R9*1), Y5 \
+	VBROADCASTI32X4 2(R11)(R9*1), Y13 \
+	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPSRLVQ gdNib<>(SB), Z5, Z5 \
+	VPANDD Z29, Z5, Z5 \
+	VBROADCASTI32X4 2(SI)(R8*2), Y6 \
+	VBROADCASTI32X4 2(R11)(R8*2), Y14 \
+	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPSRLVQ gdNib<>(SB), Z6, Z6 \
+	VPANDD Z29, Z6, Z6 \
+	VBROADCASTI32X4 2(SI)(R10*1), Y7 \
+	VBROADCASTI32X4 2(R11)(R10*1), Y15 \
+	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPSRLVQ gdNib<>(SB), Z7, Z7 \
+	VPANDD Z29, Z7, Z7
+
+#define GD_PF_Q4_1 \
+	PREFETCHT0 0(R12) \
+	PREFETCHT0 64(R12) \
+	PREFETCHT0 128(R12) \
+	PREFETCHT0 192(R12) \
+	PREFETCHT0 256(R12)
+
+#define GD_PAIRS_Q4_1 \
+	VBROADCASTI32X4 4(SI), Y0 \
+	VBROADCASTI32X4 4(R11), Y8 \
+	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VPSRLVQ gdNib<>(SB), Z0, Z0 \
+	VPANDD Z29, Z0, Z0 \
+	VBROADCASTI32X4 4(SI)(BX*1), Y1 \
+	VBROADCASTI32X4 4(R11)(BX*1), Y9 \
+	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPSRLVQ gdNib<>(SB), Z1, Z1 \
+	VPANDD Z29, Z1, Z1 \
+	VBROADCASTI32X4 4(SI)(BX*2), Y2 \
+	VBROADCASTI32X4 4(R11)(BX*2), Y10 \
+	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPSRLVQ gdNib<>(SB), Z2, Z2 \
+	VPANDD Z29, Z2, Z2 \
+	VBROADCASTI32X4 4(SI)(R8*1), Y3 \
+	VBROADCASTI32X4 4(R11)(R8*1), Y11 \
+	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPSRLVQ gdNib<>(SB), Z3, Z3 \
+	VPANDD Z29, Z3, Z3 \
+	VBROADCASTI32X4 4(SI)(BX*4), Y4 \
+	VBROADCASTI32X4 4(R11)(BX*4), Y12 \
+	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPSRLVQ gdNib<>(SB), Z4, Z4 \
+	VPANDD Z29, Z4, Z4 \
+	VBROADCASTI32X4 4(SI)(R9*1), Y5 \
+	VBROADCASTI32X4 4(R11)(R9*1), Y13 \
+	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPSRLVQ gdNib<>(SB), Z5, Z5 \
+	VPANDD Z29, Z5, Z5 \
+	VBROADCASTI32X4 4(SI)(R8*2), Y6 \
+	VBROADCASTI32X4 4(R11)(R8*2), Y14 \
+	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPSRLVQ gdNib<>(SB), Z6, Z6 \
+	VPANDD Z29, Z6, Z6 \
+	VBROADCASTI32X4 4(SI)(R10*1), Y7 \
+	VBROADCASTI32X4 4(R11)(R10*1), Y15 \
+	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPSRLVQ gdNib<>(SB), Z7, Z7 \
+	VPANDD Z29, Z7, Z7
+
+#define GD_PF_Q5_0 \
+	PREFETCHT0 0(R12) \
+	PREFETCHT0 64(R12) \
+	PREFETCHT0 128(R12) \
+	PREFETCHT0 192(R12) \
+	PREFETCHT0 256(R12) \
+	PREFETCHT0 320(R12)
+
+#define GD_PAIRS_Q5_0 \
+	VBROADCASTI32X4 6(SI), Y0 \
+	VBROADCASTI32X4 6(R11), Y8 \
+	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VPSRLVQ gdNib<>(SB), Z0, Z0 \
+	VPANDD Z29, Z0, Z0 \
+	KMOVD 2(SI), K1 \
+	KMOVD 2(R11), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z0, K1, Z0 \
+	VBROADCASTI32X4 6(SI)(BX*1), Y1 \
+	VBROADCASTI32X4 6(R11)(BX*1), Y9 \
+	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPSRLVQ gdNib<>(SB), Z1, Z1 \
+	VPANDD Z29, Z1, Z1 \
+	KMOVD 2(SI)(BX*1), K1 \
+	KMOVD 2(R11)(BX*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z1, K1, Z1 \
+	VBROADCASTI32X4 6(SI)(BX*2), Y2 \
+	VBROADCASTI32X4 6(R11)(BX*2), Y10 \
+	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPSRLVQ gdNib<>(SB), Z2, Z2 \
+	VPANDD Z29, Z2, Z2 \
+	KMOVD 2(SI)(BX*2), K1 \
+	KMOVD 2(R11)(BX*2), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z2, K1, Z2 \
+	VBROADCASTI32X4 6(SI)(R8*1), Y3 \
+	VBROADCASTI32X4 6(R11)(R8*1), Y11 \
+	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPSRLVQ gdNib<>(SB), Z3, Z3 \
+	VPANDD Z29, Z3, Z3 \
+	KMOVD 2(SI)(R8*1), K1 \
+	KMOVD 2(R11)(R8*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z3, K1, Z3 \
+	VBROADCASTI32X4 6(SI)(BX*4), Y4 \
+	VBROADCASTI32X4 6(R11)(BX*4), Y12 \
+	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPSRLVQ gdNib<>(SB), Z4, Z4 \
+	VPANDD Z29, Z4, Z4 \
+	KMOVD 2(SI)(BX*4), K1 \
+	KMOVD 2(R11)(BX*4), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z4, K1, Z4 \
+	VBROADCASTI32X4 6(SI)(R9*1), Y5 \
+	VBROADCASTI32X4 6(R11)(R9*1), Y13 \
+	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPSRLVQ gdNib<>(SB), Z5, Z5 \
+	VPANDD Z29, Z5, Z5 \
+	KMOVD 2(SI)(R9*1), K1 \
+	KMOVD 2(R11)(R9*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z5, K1, Z5 \
+	VBROADCASTI32X4 6(SI)(R8*2), Y6 \
+	VBROADCASTI32X4 6(R11)(R8*2), Y14 \
+	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPSRLVQ gdNib<>(SB), Z6, Z6 \
+	VPANDD Z29, Z6, Z6 \
+	KMOVD 2(SI)(R8*2), K1 \
+	KMOVD 2(R11)(R8*2), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z6, K1, Z6 \
+	VBROADCASTI32X4 6(SI)(R10*1), Y7 \
+	VBROADCASTI32X4 6(R11)(R10*1), Y15 \
+	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPSRLVQ gdNib<>(SB), Z7, Z7 \
+	VPANDD Z29, Z7, Z7 \
+	KMOVD 2(SI)(R10*1), K1 \
+	KMOVD 2(R11)(R10*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z7, K1, Z7
+
+#define GD_PF_Q5_1 \
+	PREFETCHT0 0(R12) \
+	PREFETCHT0 64(R12) \
+	PREFETCHT0 128(R12) \
+	PREFETCHT0 192(R12) \
+	PREFETCHT0 256(R12) \
+	PREFETCHT0 320(R12)
+
+#define GD_PAIRS_Q5_1 \
+	VBROADCASTI32X4 8(SI), Y0 \
+	VBROADCASTI32X4 8(R11), Y8 \
+	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VPSRLVQ gdNib<>(SB), Z0, Z0 \
+	VPANDD Z29, Z0, Z0 \
+	KMOVD 4(SI), K1 \
+	KMOVD 4(R11), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z0, K1, Z0 \
+	VBROADCASTI32X4 8(SI)(BX*1), Y1 \
+	VBROADCASTI32X4 8(R11)(BX*1), Y9 \
+	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPSRLVQ gdNib<>(SB), Z1, Z1 \
+	VPANDD Z29, Z1, Z1 \
+	KMOVD 4(SI)(BX*1), K1 \
+	KMOVD 4(R11)(BX*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z1, K1, Z1 \
+	VBROADCASTI32X4 8(SI)(BX*2), Y2 \
+	VBROADCASTI32X4 8(R11)(BX*2), Y10 \
+	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPSRLVQ gdNib<>(SB), Z2, Z2 \
+	VPANDD Z29, Z2, Z2 \
+	KMOVD 4(SI)(BX*2), K1 \
+	KMOVD 4(R11)(BX*2), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z2, K1, Z2 \
+	VBROADCASTI32X4 8(SI)(R8*1), Y3 \
+	VBROADCASTI32X4 8(R11)(R8*1), Y11 \
+	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPSRLVQ gdNib<>(SB), Z3, Z3 \
+	VPANDD Z29, Z3, Z3 \
+	KMOVD 4(SI)(R8*1), K1 \
+	KMOVD 4(R11)(R8*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z3, K1, Z3 \
+	VBROADCASTI32X4 8(SI)(BX*4), Y4 \
+	VBROADCASTI32X4 8(R11)(BX*4), Y12 \
+	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPSRLVQ gdNib<>(SB), Z4, Z4 \
+	VPANDD Z29, Z4, Z4 \
+	KMOVD 4(SI)(BX*4), K1 \
+	KMOVD 4(R11)(BX*4), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z4, K1, Z4 \
+	VBROADCASTI32X4 8(SI)(R9*1), Y5 \
+	VBROADCASTI32X4 8(R11)(R9*1), Y13 \
+	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPSRLVQ gdNib<>(SB), Z5, Z5 \
+	VPANDD Z29, Z5, Z5 \
+	KMOVD 4(SI)(R9*1), K1 \
+	KMOVD 4(R11)(R9*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z5, K1, Z5 \
+	VBROADCASTI32X4 8(SI)(R8*2), Y6 \
+	VBROADCASTI32X4 8(R11)(R8*2), Y14 \
+	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPSRLVQ gdNib<>(SB), Z6, Z6 \
+	VPANDD Z29, Z6, Z6 \
+	KMOVD 4(SI)(R8*2), K1 \
+	KMOVD 4(R11)(R8*2), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z6, K1, Z6 \
+	VBROADCASTI32X4 8(SI)(R10*1), Y7 \
+	VBROADCASTI32X4 8(R11)(R10*1), Y15 \
+	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPSRLVQ gdNib<>(SB), Z7, Z7 \
+	VPANDD Z29, Z7, Z7 \
+	KMOVD 4(SI)(R10*1), K1 \
+	KMOVD 4(R11)(R10*1), K2 \
+	KUNPCKDQ K1, K2, K1 \
+	VPADDB gd10<>(SB), Z7, K1, Z7
+
+// func gDotQ8_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x1(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 34, GD_PF_Q8_0)
+
+// func gDotQ8_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x2(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 34, GD_PF_Q8_0)
+
+// func gDotQ8_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x4(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 34, GD_PF_Q8_0)
+
+// func gDotQ4_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0x1(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 18, GD_PF_Q4_0)
+
+// func gDotQ4_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0x2(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 18, GD_PF_Q4_0)
+
+// func gDotQ4_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0x4(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 18, GD_PF_Q4_0)
+
+// func gDotQ4_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1x1(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 20, GD_PF_Q4_1)
+
+// func gDotQ4_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1x2(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 20, GD_PF_Q4_1)
+
+// func gDotQ4_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1x4(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 20, GD_PF_Q4_1)
+
+// func gDotQ5_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0x1(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 22, GD_PF_Q5_0)
+
+// func gDotQ5_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0x2(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 22, GD_PF_Q5_0)
+
+// func gDotQ5_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0x4(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 22, GD_PF_Q5_0)
+
+// func gDotQ5_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1x1(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 24, GD_PF_Q5_1)
+
+// func gDotQ5_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1x2(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 24, GD_PF_Q5_1)
+
+// func gDotQ5_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1x4(SB), NOSPLIT, $0-72
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 24, GD_PF_Q5_1)
