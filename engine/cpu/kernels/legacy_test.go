@@ -203,6 +203,38 @@ func TestQuantizeLaneFastMatchesGo(t *testing.T) {
 	}
 }
 
+// TestQuantizeQ8KFastMatchesGo compares the assembly ActQ8K quantisation
+// with QuantizeRow byte for byte.
+func TestQuantizeQ8KFastMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for i := range 40 {
+		n := 256 * (1 + i%5)
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
+			switch rng.IntN(30) {
+			case 0:
+				x[j] = 0
+			case 1:
+				x[j] = float32(rng.IntN(255)-127) / 2
+			}
+		}
+		if i%3 == 0 {
+			clear(x[:256]) // an all-zero block
+		}
+		got, want := make([]byte, ActQ8K.RowBytes(n)), make([]byte, ActQ8K.RowBytes(n))
+		if !quantizeQ8KFast(got, x) {
+			t.Skip("no assembly quantisation on this CPU")
+		}
+		QuantizeRow(ActQ8K, want, x)
+		for j := range got {
+			if got[j] != want[j] {
+				t.Fatalf("case %d (n=%d): byte %d = %#x, Go gives %#x", i, n, j, got[j], want[j])
+			}
+		}
+	}
+}
+
 // TestReferenceMatchesFloat64 checks the reference kernels against a
 // float64 dot product of the dequantised weights and activations, within a
 // relative tolerance of the sum of magnitudes (the float32 accumulation).

@@ -26,6 +26,9 @@ func QuantizeRows(a Act, dst []byte, stride int, x []float32, n, r0, r1 int) {
 			quantizeLaneFast(dst[r/g*stride:], r%g, xr)
 			continue
 		}
+		if a == ActQ8K && quantizeQ8KFast(dst[r*stride:], xr) {
+			continue
+		}
 		QuantizeRow(a, dst[r*stride:], xr)
 	}
 }
