@@ -30,6 +30,25 @@ const (
 	gRecD, gRecNSum, gRecS = 512, 576, 640
 )
 
+// Shapes of the AVX-512 grouped kernels (grouped_amd64.go).
+const (
+	// gChunk is the number of blocks of a panel (16 KiB of weights, which
+	// stay in the first-level cache while every column group passes them).
+	gChunk = 32
+	// gMaxGroups is the number of column groups whose accumulators one
+	// pass over a panel keeps.
+	gMaxGroups = 16
+	// gWideCols is the fewest columns of a group that go to the 16-column
+	// micro-kernel; fewer take the one-column micro-kernel one by one.
+	gWideCols = 8
+	// gMaxBlockBytes is the largest block of a grouped type (Q8_0).
+	gMaxBlockBytes = 34
+	// gDotCols is the most columns of the fused kernels (gdot_amd64.s),
+	// which take calls of few columns; gDotTiles is the most tiles of 16
+	// rows one call of them runs.
+	gDotCols, gDotTiles = 4, 16
+)
+
 // quantizeLane writes the n = len(x) values of x as row lane of the ActQ8G
 // group at dst.
 func quantizeLane(dst []byte, lane int, x []float32) {

@@ -45,24 +45,6 @@ func gHalves(h *uint16, f *float32, n int)
 //go:noescape
 func gQuantize(x *float32, nb int, dst *byte, lane int)
 
-const (
-	// gChunk is the number of blocks of a panel (16 KiB of weights, which
-	// stay in the first-level cache while every column group passes them).
-	gChunk = 32
-	// gMaxGroups is the number of column groups whose accumulators one
-	// pass over a panel keeps.
-	gMaxGroups = 16
-	// gWideCols is the fewest columns of a group that go to the 16-column
-	// micro-kernel; fewer take the one-column micro-kernel one by one.
-	gWideCols = 8
-	// gMaxBlockBytes is the largest block of a grouped type (Q8_0).
-	gMaxBlockBytes = 34
-	// gDotCols is the most columns of the fused kernels (gdot_amd64.s),
-	// which take calls of few columns; gDotTiles is the most tiles of 16
-	// rows one call of them runs.
-	gDotCols, gDotTiles = 4, 16
-)
-
 // gKernel is the AVX-512 grouped kernel of one weight type. The assembly
 // is called directly (not through function values), so that the scratch
 // it is given stays on the stack.
