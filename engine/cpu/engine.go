@@ -50,6 +50,12 @@ const DefaultKVBudget = 1 << 30
 // parallelMACs is the smallest matmul (in multiply-adds) split over threads.
 const parallelMACs = 1 << 17
 
+// partsPerThread is the number of parts per thread a pooled multiplication
+// is split into (by whole row tiles): threads claim parts as they come, so
+// a thread the system runs late holds up at most one small part while the
+// others take the rest.
+const partsPerThread = 4
+
 // seqSplitMACs is the largest per-token weight work (multiply-adds over all
 // weight matrices) of a model whose multi-sequence batches run as parts of
 // whole sequences, each on one worker: its weights (a few MiB at most) stay

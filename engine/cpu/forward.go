@@ -115,9 +115,10 @@ func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a
 func (e *Engine) mul(worker int, pooled bool, x, u []float32, T, cols int, jobs ...mmJob) {
 	for i := 0; i < len(jobs); {
 		act := jobs[i].m.k.Act
-		j, macs := i, 0
+		j, macs, tiles := i, 0, 1
 		for j < len(jobs) && jobs[j].m.k.Act == act {
 			macs += T * jobs[j].m.rows * cols
+			tiles = max(tiles, (jobs[j].m.rows+tileRows-1)/tileRows)
 			j++
 		}
 		a, stride := e.actRows(worker, pooled, x, u, T, cols, act)
@@ -129,7 +130,7 @@ func (e *Engine) mul(worker int, pooled bool, x, u []float32, T, cols int, jobs 
 		t.nj = copy(t.jobs[:], jobs[i:j])
 		t.a, t.aStride, t.T, t.parts = a, stride, T, 1
 		if pooled && macs >= parallelMACs {
-			t.parts = e.pool.n
+			t.parts = min(tiles, partsPerThread*e.pool.n)
 			e.pool.run(t, t.parts)
 		} else {
 			t.do(worker, 0)
