@@ -15,7 +15,15 @@ type task interface {
 // spinIters bounds how long an idle worker polls for the next job before it
 // parks (tens of microseconds): kernels of one step follow each other within
 // microseconds, and waking a parked goroutine costs more than that.
-const spinIters = 1 << 12
+//
+// Neither the workers nor the caller yield their processor while they poll
+// (runtime.Gosched): a worker woken by the caller becomes runnable on the
+// caller's processor, and a caller that yielded it would hand it the
+// processor and wait for another one itself, so the two would run one
+// after the other. The caller yields only after waiting yieldIters polls
+// (a worker the system runs late), so a pool with fewer processors than
+// workers still makes progress.
+const spinIters, yieldIters = 1 << 16, 1 << 18
 
 // maxParts bounds the parts of one job (they are counted in 16 bits).
 const maxParts = 1<<16 - 1
@@ -120,9 +128,6 @@ func (p *pool) worker(w int, started chan<- error) {
 				return
 			}
 			if i < spinIters {
-				if i%64 == 63 {
-					runtime.Gosched()
-				}
 				continue
 			}
 			p.sleeping[w].Store(true)
@@ -169,7 +174,7 @@ func (p *pool) run(t task, parts int) {
 	}
 	p.work(0, gen)
 	for i := 0; p.done.Load() != int64(parts); i++ {
-		if i%64 == 63 {
+		if i >= yieldIters && i%64 == 63 {
 			runtime.Gosched()
 		}
 	}
