@@ -16,10 +16,10 @@
 //
 // func gDot<T>x<C>(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 //
-// Registers: R14 tile start; SI, R11 rows 0 and 8 at the block; R12 the
-// next tile's bytes to prefetch; BX, R8, R9, R10 1, 3, 5, 7 row strides;
-// CX blocks left; DI the group's block record; AX tiles left; R13 out; DX
-// zero except at the store. Z0-Z7 row pairs (then column temporaries),
+// Registers: R14 tile start; SI, R11, R12, DX rows 0, 8, 16 and 24 at the
+// block; BX, R8, R9, R10 1, 3, 5, 7 row strides; CX blocks left; DI the
+// group's block record; AX tiles left; R13 out (DX its stride at the
+// store). Z0-Z7 row pairs (then column temporaries),
 // Z8-Z15 transpose temporaries (Z15 then the mins), Z16-Z23 W_g, Z24 the
 // scales, Z25-Z28 accumulators, Z29 a byte constant, Z30 gather offsets,
 // X31 the shift.
@@ -167,10 +167,31 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 	LEAQ (DX)(DX*2), CX \
 	GD_STORE(Z28, (R13)(CX*1))
 
+// GD_PF prefetches the bytes of the block of the next tile's 16 rows (R12
+// and DX point at its rows 0 and 8): the rows are short streams the
+// hardware does not follow, and this keeps one tile in flight.
+#define GD_PF \
+	PREFETCHT0 (R12) \
+	PREFETCHT0 (R12)(BX*1) \
+	PREFETCHT0 (R12)(BX*2) \
+	PREFETCHT0 (R12)(R8*1) \
+	PREFETCHT0 (R12)(BX*4) \
+	PREFETCHT0 (R12)(R9*1) \
+	PREFETCHT0 (R12)(R8*2) \
+	PREFETCHT0 (R12)(R10*1) \
+	PREFETCHT0 (DX) \
+	PREFETCHT0 (DX)(BX*1) \
+	PREFETCHT0 (DX)(BX*2) \
+	PREFETCHT0 (DX)(R8*1) \
+	PREFETCHT0 (DX)(BX*4) \
+	PREFETCHT0 (DX)(R9*1) \
+	PREFETCHT0 (DX)(R8*2) \
+	PREFETCHT0 (DX)(R10*1)
+
 // GD_KERNEL is a kernel's body: c the byte constant in Z29, PAIRS the
 // decoding of the row pairs, MINS/MIN the min terms, COLS and STORE the
-// column count's forms, bb the block size, PF the prefetches of a block.
-#define GD_KERNEL(c, PAIRS, MINS, MIN, COLS, STORE, bb, PF) \
+// column count's forms, bb the block size.
+#define GD_KERNEL(c, PAIRS, MINS, MIN, COLS, STORE, bb) \
 	MOVQ w+0(FP), R14 \
 	MOVQ wStride+8(FP), BX \
 	MOVQ tiles+16(FP), AX \
@@ -184,13 +205,13 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 	VPBROADCASTD CX, Z29 \
 	VPBROADCASTD BX, Z30 \
 	VPMULLD gdPerm<>(SB), Z30, Z30 \
-	XORQ DX, DX \
 	TESTQ AX, AX \
 	JZ done \
 tile: \
 	MOVQ R14, SI \
 	LEAQ (R14)(BX*8), R11 \
 	LEAQ (R11)(BX*8), R12 \
+	LEAQ (R12)(BX*8), DX \
 	MOVQ act+32(FP), DI \
 	MOVQ nb+24(FP), CX \
 	VPXORD Z25, Z25, Z25 \
@@ -198,14 +219,15 @@ tile: \
 	VPXORD Z27, Z27, Z27 \
 	VPXORD Z28, Z28, Z28 \
 block: \
-	PF \
-	ADDQ $(16*bb), R12 \
+	GD_PF \
 	PAIRS \
 	GD_TRANSPOSE \
 	GD_SCALES(MINS) \
 	COLS(MIN) \
 	ADDQ $bb, SI \
 	ADDQ $bb, R11 \
+	ADDQ $bb, R12 \
+	ADDQ $bb, DX \
 	ADDQ $704, DI \
 	DECQ CX \
 	JNZ block \
@@ -214,7 +236,6 @@ block: \
 	VMOVDQU32 gdPerm<>(SB), Z14 \
 	STORE \
 stored: \
-	XORQ DX, DX \
 	LEAQ (R14)(BX*8), R14 \
 	LEAQ (R14)(BX*8), R14 \
 	ADDQ $64, R13 \
@@ -223,17 +244,6 @@ stored: \
 done: \
 	VZEROUPPER \
 	RET
-
-#define GD_PF_Q8_0 \
-	PREFETCHT0 0(R12) \
-	PREFETCHT0 64(R12) \
-	PREFETCHT0 128(R12) \
-	PREFETCHT0 192(R12) \
-	PREFETCHT0 256(R12) \
-	PREFETCHT0 320(R12) \
-	PREFETCHT0 384(R12) \
-	PREFETCHT0 448(R12) \
-	PREFETCHT0 512(R12)
 
 #define GD_PAIRS_Q8_0 \
 	VMOVDQU8 2(SI), Y0 \
@@ -260,13 +270,6 @@ done: \
 	VMOVDQU8 2(SI)(R10*1), Y7 \
 	VINSERTI64X4 $1, 2(R11)(R10*1), Z7, Z7 \
 	VPXORD Z29, Z7, Z7
-
-#define GD_PF_Q4_0 \
-	PREFETCHT0 0(R12) \
-	PREFETCHT0 64(R12) \
-	PREFETCHT0 128(R12) \
-	PREFETCHT0 192(R12) \
-	PREFETCHT0 256(R12)
 
 #define GD_PAIRS_Q4_0 \
 	VBROADCASTI32X4 2(SI), Y0 \
@@ -310,13 +313,6 @@ done: \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7
 
-#define GD_PF_Q4_1 \
-	PREFETCHT0 0(R12) \
-	PREFETCHT0 64(R12) \
-	PREFETCHT0 128(R12) \
-	PREFETCHT0 192(R12) \
-	PREFETCHT0 256(R12)
-
 #define GD_PAIRS_Q4_1 \
 	VBROADCASTI32X4 4(SI), Y0 \
 	VBROADCASTI32X4 4(R11), Y8 \
@@ -358,14 +354,6 @@ done: \
 	VINSERTI64X4 $1, Y15, Z7, Z7 \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7
-
-#define GD_PF_Q5_0 \
-	PREFETCHT0 0(R12) \
-	PREFETCHT0 64(R12) \
-	PREFETCHT0 128(R12) \
-	PREFETCHT0 192(R12) \
-	PREFETCHT0 256(R12) \
-	PREFETCHT0 320(R12)
 
 #define GD_PAIRS_Q5_0 \
 	VBROADCASTI32X4 6(SI), Y0 \
@@ -440,14 +428,6 @@ done: \
 	KMOVD 2(R11)(R10*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z7, K1, Z7
-
-#define GD_PF_Q5_1 \
-	PREFETCHT0 0(R12) \
-	PREFETCHT0 64(R12) \
-	PREFETCHT0 128(R12) \
-	PREFETCHT0 192(R12) \
-	PREFETCHT0 256(R12) \
-	PREFETCHT0 320(R12)
 
 #define GD_PAIRS_Q5_1 \
 	VBROADCASTI32X4 8(SI), Y0 \
@@ -525,60 +505,60 @@ done: \
 
 // func gDotQ8_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 34, GD_PF_Q8_0)
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 34)
 
 // func gDotQ8_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 34, GD_PF_Q8_0)
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 34)
 
 // func gDotQ8_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 34, GD_PF_Q8_0)
+	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 34)
 
 // func gDotQ4_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 18, GD_PF_Q4_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 18)
 
 // func gDotQ4_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 18, GD_PF_Q4_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 18)
 
 // func gDotQ4_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 18, GD_PF_Q4_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 18)
 
 // func gDotQ4_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 20, GD_PF_Q4_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 20)
 
 // func gDotQ4_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 20, GD_PF_Q4_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 20)
 
 // func gDotQ4_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 20, GD_PF_Q4_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 20)
 
 // func gDotQ5_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 22, GD_PF_Q5_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 22)
 
 // func gDotQ5_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 22, GD_PF_Q5_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 22)
 
 // func gDotQ5_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 22, GD_PF_Q5_0)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 22)
 
 // func gDotQ5_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 24, GD_PF_Q5_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 24)
 
 // func gDotQ5_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 24, GD_PF_Q5_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 24)
 
 // func gDotQ5_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 24, GD_PF_Q5_1)
+	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 24)
