@@ -19,10 +19,12 @@
 // Registers: R14 tile start; SI, R11, R12, DX rows 0, 8, 16 and 24 at the
 // block; BX, R8, R9, R10 1, 3, 5, 7 row strides; CX blocks left; DI the
 // group's block record; AX tiles left; R13 out (DX its stride at the
-// store). Z0-Z7 row pairs (then column temporaries),
-// Z8-Z15 transpose temporaries (Z15 then the mins), Z16-Z23 W_g, Z24 the
-// scales, Z25-Z28 accumulators, Z29 a byte constant, Z30 gather offsets,
-// X31 the shift.
+// store). Z0-Z7 row pairs (then column temporaries), Z8-Z15 transpose
+// temporaries, Z16-Z23 W_g, Z24 the scales, Z25-Z28 accumulators, Z29 a
+// byte constant, Z30 the gather offsets (Q8_0) or the quant bytes' VPERMB
+// index (the 4- and 5-bit types, which take the scales from the pairs
+// loaded at the block start instead of a gather), X31 the shift (Z31 the
+// mins of the types with one).
 
 DATA gdPerm<>+0(SB)/4, $0
 DATA gdPerm<>+4(SB)/4, $1
@@ -63,6 +65,61 @@ DATA gd10<>+40(SB)/8, $0x1010101010101010
 DATA gd10<>+48(SB)/8, $0x1010101010101010
 DATA gd10<>+56(SB)/8, $0x1010101010101010
 GLOBL gd10<>(SB), RODATA|NOPTR, $64
+
+// VPERMB: the 16 quant bytes of each row of a pair (at 2 from the block start), twice
+DATA gdNibIdxQ4_0<>+0(SB)/8, $0x0908070605040302
+DATA gdNibIdxQ4_0<>+8(SB)/8, $0x11100f0e0d0c0b0a
+DATA gdNibIdxQ4_0<>+16(SB)/8, $0x0908070605040302
+DATA gdNibIdxQ4_0<>+24(SB)/8, $0x11100f0e0d0c0b0a
+DATA gdNibIdxQ4_0<>+32(SB)/8, $0x2928272625242322
+DATA gdNibIdxQ4_0<>+40(SB)/8, $0x31302f2e2d2c2b2a
+DATA gdNibIdxQ4_0<>+48(SB)/8, $0x2928272625242322
+DATA gdNibIdxQ4_0<>+56(SB)/8, $0x31302f2e2d2c2b2a
+GLOBL gdNibIdxQ4_0<>(SB), RODATA|NOPTR, $64
+
+// VPERMB: the 16 quant bytes of each row of a pair (at 4 from the block start), twice
+DATA gdNibIdxQ4_1<>+0(SB)/8, $0x0b0a090807060504
+DATA gdNibIdxQ4_1<>+8(SB)/8, $0x131211100f0e0d0c
+DATA gdNibIdxQ4_1<>+16(SB)/8, $0x0b0a090807060504
+DATA gdNibIdxQ4_1<>+24(SB)/8, $0x131211100f0e0d0c
+DATA gdNibIdxQ4_1<>+32(SB)/8, $0x2b2a292827262524
+DATA gdNibIdxQ4_1<>+40(SB)/8, $0x333231302f2e2d2c
+DATA gdNibIdxQ4_1<>+48(SB)/8, $0x2b2a292827262524
+DATA gdNibIdxQ4_1<>+56(SB)/8, $0x333231302f2e2d2c
+GLOBL gdNibIdxQ4_1<>(SB), RODATA|NOPTR, $64
+
+// VPERMB: the 16 quant bytes of each row of a pair (at 6 from the block start), twice
+DATA gdNibIdxQ5_0<>+0(SB)/8, $0x0d0c0b0a09080706
+DATA gdNibIdxQ5_0<>+8(SB)/8, $0x1514131211100f0e
+DATA gdNibIdxQ5_0<>+16(SB)/8, $0x0d0c0b0a09080706
+DATA gdNibIdxQ5_0<>+24(SB)/8, $0x1514131211100f0e
+DATA gdNibIdxQ5_0<>+32(SB)/8, $0x2d2c2b2a29282726
+DATA gdNibIdxQ5_0<>+40(SB)/8, $0x3534333231302f2e
+DATA gdNibIdxQ5_0<>+48(SB)/8, $0x2d2c2b2a29282726
+DATA gdNibIdxQ5_0<>+56(SB)/8, $0x3534333231302f2e
+GLOBL gdNibIdxQ5_0<>(SB), RODATA|NOPTR, $64
+
+// VPERMB: the 16 quant bytes of each row of a pair (at 8 from the block start), twice
+DATA gdNibIdxQ5_1<>+0(SB)/8, $0x0f0e0d0c0b0a0908
+DATA gdNibIdxQ5_1<>+8(SB)/8, $0x1716151413121110
+DATA gdNibIdxQ5_1<>+16(SB)/8, $0x0f0e0d0c0b0a0908
+DATA gdNibIdxQ5_1<>+24(SB)/8, $0x1716151413121110
+DATA gdNibIdxQ5_1<>+32(SB)/8, $0x2f2e2d2c2b2a2928
+DATA gdNibIdxQ5_1<>+40(SB)/8, $0x3736353433323130
+DATA gdNibIdxQ5_1<>+48(SB)/8, $0x2f2e2d2c2b2a2928
+DATA gdNibIdxQ5_1<>+56(SB)/8, $0x3736353433323130
+GLOBL gdNibIdxQ5_1<>(SB), RODATA|NOPTR, $64
+
+// VPERMQ: qwords 0, 4, 1, 5 (the scales of rows 0-3, 8-11, 4-7, 12-15)
+DATA gdQIdx<>+0(SB)/8, $0
+DATA gdQIdx<>+8(SB)/8, $4
+DATA gdQIdx<>+16(SB)/8, $1
+DATA gdQIdx<>+24(SB)/8, $5
+DATA gdQIdx<>+32(SB)/8, $0
+DATA gdQIdx<>+40(SB)/8, $0
+DATA gdQIdx<>+48(SB)/8, $0
+DATA gdQIdx<>+56(SB)/8, $0
+GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 
 // GD_TRANSPOSE turns the row pairs Z0-Z7 into W_0..W_7 in Z16-Z23.
 #define GD_TRANSPOSE \
@@ -109,10 +166,9 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 
 // GD_COL adds column c's block (record at DI) times W to accumulator acc,
 // with temporaries t0-t2; MIN adds the min term.
-#define GD_COL(c, acc, t0, t1, t2, MIN) \
-	VPBROADCASTD (576+4*c)(DI), t0 \
-	VPSLLD X31, t0, t0 \
-	VPXORD t1, t1, t1 \
+// GD_DOTS adds column c's integer block dot with W to t0 (groups 0-3) and
+// t1 (groups 4-7).
+#define GD_DOTS(c, t0, t1) \
 	VPDPBUSD.BCST (0+4*c)(DI), Z16, t0 \
 	VPDPBUSD.BCST (256+4*c)(DI), Z20, t1 \
 	VPDPBUSD.BCST (64+4*c)(DI), Z17, t0 \
@@ -120,28 +176,86 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 	VPDPBUSD.BCST (128+4*c)(DI), Z18, t0 \
 	VPDPBUSD.BCST (384+4*c)(DI), Z22, t1 \
 	VPDPBUSD.BCST (192+4*c)(DI), Z19, t0 \
-	VPDPBUSD.BCST (448+4*c)(DI), Z23, t1 \
+	VPDPBUSD.BCST (448+4*c)(DI), Z23, t1
+
+#define GD_COL(c, acc, t0, t1, t2, MIN) \
+	VPBROADCASTD (576+4*c)(DI), t0 \
+	VPSLLD X31, t0, t0 \
+	VPXORD t1, t1, t1 \
+	GD_DOTS(c, t0, t1) \
 	VPADDD t1, t0, t0 \
 	VCVTDQ2PS t0, t0 \
 	VMULPS.BCST (512+4*c)(DI), Z24, t2 \
 	VFMADD231PS t2, t0, acc \
 	MIN(c, acc)
 
+// GD_COLM is GD_COL for the types with a min (no quant offset), the
+// mins in Z31.
+#define GD_COLM(c, acc, t0, t1, t2) \
+	VPXORD t0, t0, t0 \
+	VPXORD t1, t1, t1 \
+	GD_DOTS(c, t0, t1) \
+	VPADDD t1, t0, t0 \
+	VCVTDQ2PS t0, t0 \
+	VMULPS.BCST (512+4*c)(DI), Z24, t2 \
+	VFMADD231PS t2, t0, acc \
+	VFMADD231PS.BCST (640+4*c)(DI), Z31, acc
+
 #define GD_MIN(c, acc) VFMADD231PS.BCST (640+4*c)(DI), Z15, acc
 #define GD_NOMIN(c, acc)
 
-#define GD_COLS1(MIN) \
-	GD_COL(0, Z25, Z0, Z1, Z2, MIN)
+// GD_INIT_GATHER sets Z30 to the byte offsets of the rows (in lane order)
+// for the scale gather.
+#define GD_INIT_GATHER \
+	VPBROADCASTD BX, Z30 \
+	VPMULLD gdPerm<>(SB), Z30, Z30
 
-#define GD_COLS2(MIN) \
-	GD_COL(0, Z25, Z0, Z1, Z2, MIN) \
-	GD_COL(1, Z26, Z3, Z4, Z5, MIN)
+// GD_INIT_NIB(idx) sets Z30 to a VPERMB index table.
+#define GD_INIT_NIB(idx) VMOVDQU64 idx<>(SB), Z30
 
-#define GD_COLS4(MIN) \
-	GD_COL(0, Z25, Z0, Z1, Z2, MIN) \
-	GD_COL(1, Z26, Z3, Z4, Z5, MIN) \
-	GD_COL(2, Z27, Z6, Z7, Z8, MIN) \
-	GD_COL(3, Z28, Z9, Z10, Z11, MIN)
+// GD_NIB_SCALES collects the halves at words 0 and 16 of the row pairs
+// Z0-Z7 (each row's block start) into the lane order of W and converts
+// them to float32 in Z24 (words 1 and 17, the mins, into Z31 with MINS):
+// word unpacks pair the registers up, dword unpacks put the scales of four
+// rows in one qword (the mins in the next), one qword permutation orders
+// them.
+#define GD_NIB_SCALES(MINS) \
+	VPUNPCKLWD Z1, Z0, Z8 \
+	VPUNPCKLWD Z3, Z2, Z9 \
+	VPUNPCKLWD Z5, Z4, Z10 \
+	VPUNPCKLWD Z7, Z6, Z11 \
+	VPUNPCKLDQ Z9, Z8, Z12 \
+	VPUNPCKLDQ Z11, Z10, Z13 \
+	VPUNPCKLQDQ Z13, Z12, Z14 \
+	VMOVDQU64 gdQIdx<>(SB), Z15 \
+	VPERMQ Z14, Z15, Z24 \
+	VCVTPH2PS Y24, Z24 \
+	MINS
+
+#define GD_NIB_MINS \
+	VPUNPCKHQDQ Z13, Z12, Z14 \
+	VPERMQ Z14, Z15, Z31 \
+	VCVTPH2PS Y31, Z31
+
+#define GD_NIB_NOMINS
+
+#define GD_NOSCALES
+
+#define GD_COLS1(COL) \
+	COL(0, Z25, Z0, Z1, Z2)
+
+#define GD_COLS2(COL) \
+	COL(0, Z25, Z0, Z1, Z2) \
+	COL(1, Z26, Z3, Z4, Z5)
+
+#define GD_COLS4(COL) \
+	COL(0, Z25, Z0, Z1, Z2) \
+	COL(1, Z26, Z3, Z4, Z5) \
+	COL(2, Z27, Z6, Z7, Z8) \
+	COL(3, Z28, Z9, Z10, Z11)
+
+// GD_COLQ8 is the Q8_0 column: the mins unused.
+#define GD_COLQ8(c, acc, t0, t1, t2) GD_COL(c, acc, t0, t1, t2, GD_NOMIN)
 
 // GD_STORE puts accumulator acc back in row order and stores it at op.
 #define GD_STORE(acc, op) \
@@ -188,10 +302,11 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 	PREFETCHT0 (DX)(R8*2) \
 	PREFETCHT0 (DX)(R10*1)
 
-// GD_KERNEL is a kernel's body: c the byte constant in Z29, PAIRS the
-// decoding of the row pairs, MINS/MIN the min terms, COLS and STORE the
-// column count's forms, bb the block size.
-#define GD_KERNEL(c, PAIRS, MINS, MIN, COLS, STORE, bb) \
+// GD_KERNEL is a kernel's body: c the byte constant in Z29, INIT the
+// setup of Z30, PAIRS the decoding of the row pairs, SCALES the scales
+// (unless PAIRS has them), COL the column form (with its min term), COLS
+// and STORE the column count's forms, bb the block size.
+#define GD_KERNEL(c, INIT, PAIRS, SCALES, COL, COLS, STORE, bb) \
 	MOVQ w+0(FP), R14 \
 	MOVQ wStride+8(FP), BX \
 	MOVQ tiles+16(FP), AX \
@@ -203,8 +318,7 @@ GLOBL gd10<>(SB), RODATA|NOPTR, $64
 	LEAQ (R8)(BX*4), R10 \
 	MOVL $c, CX \
 	VPBROADCASTD CX, Z29 \
-	VPBROADCASTD BX, Z30 \
-	VPMULLD gdPerm<>(SB), Z30, Z30 \
+	INIT \
 	TESTQ AX, AX \
 	JZ done \
 tile: \
@@ -222,8 +336,8 @@ block: \
 	GD_PF \
 	PAIRS \
 	GD_TRANSPOSE \
-	GD_SCALES(MINS) \
-	COLS(MIN) \
+	SCALES \
+	COLS(COL) \
 	ADDQ $bb, SI \
 	ADDQ $bb, R11 \
 	ADDQ $bb, R12 \
@@ -272,156 +386,159 @@ done: \
 	VPXORD Z29, Z7, Z7
 
 #define GD_PAIRS_Q4_0 \
-	VBROADCASTI32X4 2(SI), Y0 \
-	VBROADCASTI32X4 2(R11), Y8 \
-	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VMOVDQU 0(SI), Y0 \
+	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
+	VMOVDQU 0(SI)(BX*1), Y1 \
+	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
+	VMOVDQU 0(SI)(BX*2), Y2 \
+	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
+	VMOVDQU 0(SI)(R8*1), Y3 \
+	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
+	VMOVDQU 0(SI)(BX*4), Y4 \
+	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
+	VMOVDQU 0(SI)(R9*1), Y5 \
+	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
+	VMOVDQU 0(SI)(R8*2), Y6 \
+	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
+	VMOVDQU 0(SI)(R10*1), Y7 \
+	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
+	GD_NIB_SCALES(GD_NIB_NOMINS) \
+	VPERMB Z0, Z30, Z0 \
 	VPSRLVQ gdNib<>(SB), Z0, Z0 \
 	VPANDD Z29, Z0, Z0 \
-	VBROADCASTI32X4 2(SI)(BX*1), Y1 \
-	VBROADCASTI32X4 2(R11)(BX*1), Y9 \
-	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPERMB Z1, Z30, Z1 \
 	VPSRLVQ gdNib<>(SB), Z1, Z1 \
 	VPANDD Z29, Z1, Z1 \
-	VBROADCASTI32X4 2(SI)(BX*2), Y2 \
-	VBROADCASTI32X4 2(R11)(BX*2), Y10 \
-	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPERMB Z2, Z30, Z2 \
 	VPSRLVQ gdNib<>(SB), Z2, Z2 \
 	VPANDD Z29, Z2, Z2 \
-	VBROADCASTI32X4 2(SI)(R8*1), Y3 \
-	VBROADCASTI32X4 2(R11)(R8*1), Y11 \
-	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPERMB Z3, Z30, Z3 \
 	VPSRLVQ gdNib<>(SB), Z3, Z3 \
 	VPANDD Z29, Z3, Z3 \
-	VBROADCASTI32X4 2(SI)(BX*4), Y4 \
-	VBROADCASTI32X4 2(R11)(BX*4), Y12 \
-	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPERMB Z4, Z30, Z4 \
 	VPSRLVQ gdNib<>(SB), Z4, Z4 \
 	VPANDD Z29, Z4, Z4 \
-	VBROADCASTI32X4 2(SI)(R9*1), Y5 \
-	VBROADCASTI32X4 2(R11)(R9*1), Y13 \
-	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPERMB Z5, Z30, Z5 \
 	VPSRLVQ gdNib<>(SB), Z5, Z5 \
 	VPANDD Z29, Z5, Z5 \
-	VBROADCASTI32X4 2(SI)(R8*2), Y6 \
-	VBROADCASTI32X4 2(R11)(R8*2), Y14 \
-	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPERMB Z6, Z30, Z6 \
 	VPSRLVQ gdNib<>(SB), Z6, Z6 \
 	VPANDD Z29, Z6, Z6 \
-	VBROADCASTI32X4 2(SI)(R10*1), Y7 \
-	VBROADCASTI32X4 2(R11)(R10*1), Y15 \
-	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPERMB Z7, Z30, Z7 \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7
 
 #define GD_PAIRS_Q4_1 \
-	VBROADCASTI32X4 4(SI), Y0 \
-	VBROADCASTI32X4 4(R11), Y8 \
-	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VMOVDQU 0(SI), Y0 \
+	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
+	VMOVDQU 0(SI)(BX*1), Y1 \
+	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
+	VMOVDQU 0(SI)(BX*2), Y2 \
+	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
+	VMOVDQU 0(SI)(R8*1), Y3 \
+	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
+	VMOVDQU 0(SI)(BX*4), Y4 \
+	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
+	VMOVDQU 0(SI)(R9*1), Y5 \
+	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
+	VMOVDQU 0(SI)(R8*2), Y6 \
+	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
+	VMOVDQU 0(SI)(R10*1), Y7 \
+	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
+	GD_NIB_SCALES(GD_NIB_MINS) \
+	VPERMB Z0, Z30, Z0 \
 	VPSRLVQ gdNib<>(SB), Z0, Z0 \
 	VPANDD Z29, Z0, Z0 \
-	VBROADCASTI32X4 4(SI)(BX*1), Y1 \
-	VBROADCASTI32X4 4(R11)(BX*1), Y9 \
-	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPERMB Z1, Z30, Z1 \
 	VPSRLVQ gdNib<>(SB), Z1, Z1 \
 	VPANDD Z29, Z1, Z1 \
-	VBROADCASTI32X4 4(SI)(BX*2), Y2 \
-	VBROADCASTI32X4 4(R11)(BX*2), Y10 \
-	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPERMB Z2, Z30, Z2 \
 	VPSRLVQ gdNib<>(SB), Z2, Z2 \
 	VPANDD Z29, Z2, Z2 \
-	VBROADCASTI32X4 4(SI)(R8*1), Y3 \
-	VBROADCASTI32X4 4(R11)(R8*1), Y11 \
-	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPERMB Z3, Z30, Z3 \
 	VPSRLVQ gdNib<>(SB), Z3, Z3 \
 	VPANDD Z29, Z3, Z3 \
-	VBROADCASTI32X4 4(SI)(BX*4), Y4 \
-	VBROADCASTI32X4 4(R11)(BX*4), Y12 \
-	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPERMB Z4, Z30, Z4 \
 	VPSRLVQ gdNib<>(SB), Z4, Z4 \
 	VPANDD Z29, Z4, Z4 \
-	VBROADCASTI32X4 4(SI)(R9*1), Y5 \
-	VBROADCASTI32X4 4(R11)(R9*1), Y13 \
-	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPERMB Z5, Z30, Z5 \
 	VPSRLVQ gdNib<>(SB), Z5, Z5 \
 	VPANDD Z29, Z5, Z5 \
-	VBROADCASTI32X4 4(SI)(R8*2), Y6 \
-	VBROADCASTI32X4 4(R11)(R8*2), Y14 \
-	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPERMB Z6, Z30, Z6 \
 	VPSRLVQ gdNib<>(SB), Z6, Z6 \
 	VPANDD Z29, Z6, Z6 \
-	VBROADCASTI32X4 4(SI)(R10*1), Y7 \
-	VBROADCASTI32X4 4(R11)(R10*1), Y15 \
-	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPERMB Z7, Z30, Z7 \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7
 
 #define GD_PAIRS_Q5_0 \
-	VBROADCASTI32X4 6(SI), Y0 \
-	VBROADCASTI32X4 6(R11), Y8 \
-	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VMOVDQU 0(SI), Y0 \
+	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
+	VMOVDQU 0(SI)(BX*1), Y1 \
+	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
+	VMOVDQU 0(SI)(BX*2), Y2 \
+	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
+	VMOVDQU 0(SI)(R8*1), Y3 \
+	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
+	VMOVDQU 0(SI)(BX*4), Y4 \
+	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
+	VMOVDQU 0(SI)(R9*1), Y5 \
+	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
+	VMOVDQU 0(SI)(R8*2), Y6 \
+	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
+	VMOVDQU 0(SI)(R10*1), Y7 \
+	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
+	GD_NIB_SCALES(GD_NIB_NOMINS) \
+	VPERMB Z0, Z30, Z0 \
 	VPSRLVQ gdNib<>(SB), Z0, Z0 \
 	VPANDD Z29, Z0, Z0 \
 	KMOVD 2(SI), K1 \
 	KMOVD 2(R11), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z0, K1, Z0 \
-	VBROADCASTI32X4 6(SI)(BX*1), Y1 \
-	VBROADCASTI32X4 6(R11)(BX*1), Y9 \
-	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPERMB Z1, Z30, Z1 \
 	VPSRLVQ gdNib<>(SB), Z1, Z1 \
 	VPANDD Z29, Z1, Z1 \
 	KMOVD 2(SI)(BX*1), K1 \
 	KMOVD 2(R11)(BX*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z1, K1, Z1 \
-	VBROADCASTI32X4 6(SI)(BX*2), Y2 \
-	VBROADCASTI32X4 6(R11)(BX*2), Y10 \
-	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPERMB Z2, Z30, Z2 \
 	VPSRLVQ gdNib<>(SB), Z2, Z2 \
 	VPANDD Z29, Z2, Z2 \
 	KMOVD 2(SI)(BX*2), K1 \
 	KMOVD 2(R11)(BX*2), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z2, K1, Z2 \
-	VBROADCASTI32X4 6(SI)(R8*1), Y3 \
-	VBROADCASTI32X4 6(R11)(R8*1), Y11 \
-	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPERMB Z3, Z30, Z3 \
 	VPSRLVQ gdNib<>(SB), Z3, Z3 \
 	VPANDD Z29, Z3, Z3 \
 	KMOVD 2(SI)(R8*1), K1 \
 	KMOVD 2(R11)(R8*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z3, K1, Z3 \
-	VBROADCASTI32X4 6(SI)(BX*4), Y4 \
-	VBROADCASTI32X4 6(R11)(BX*4), Y12 \
-	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPERMB Z4, Z30, Z4 \
 	VPSRLVQ gdNib<>(SB), Z4, Z4 \
 	VPANDD Z29, Z4, Z4 \
 	KMOVD 2(SI)(BX*4), K1 \
 	KMOVD 2(R11)(BX*4), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z4, K1, Z4 \
-	VBROADCASTI32X4 6(SI)(R9*1), Y5 \
-	VBROADCASTI32X4 6(R11)(R9*1), Y13 \
-	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPERMB Z5, Z30, Z5 \
 	VPSRLVQ gdNib<>(SB), Z5, Z5 \
 	VPANDD Z29, Z5, Z5 \
 	KMOVD 2(SI)(R9*1), K1 \
 	KMOVD 2(R11)(R9*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z5, K1, Z5 \
-	VBROADCASTI32X4 6(SI)(R8*2), Y6 \
-	VBROADCASTI32X4 6(R11)(R8*2), Y14 \
-	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPERMB Z6, Z30, Z6 \
 	VPSRLVQ gdNib<>(SB), Z6, Z6 \
 	VPANDD Z29, Z6, Z6 \
 	KMOVD 2(SI)(R8*2), K1 \
 	KMOVD 2(R11)(R8*2), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z6, K1, Z6 \
-	VBROADCASTI32X4 6(SI)(R10*1), Y7 \
-	VBROADCASTI32X4 6(R11)(R10*1), Y15 \
-	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPERMB Z7, Z30, Z7 \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7 \
 	KMOVD 2(SI)(R10*1), K1 \
@@ -430,72 +547,73 @@ done: \
 	VPADDB gd10<>(SB), Z7, K1, Z7
 
 #define GD_PAIRS_Q5_1 \
-	VBROADCASTI32X4 8(SI), Y0 \
-	VBROADCASTI32X4 8(R11), Y8 \
-	VINSERTI64X4 $1, Y8, Z0, Z0 \
+	VMOVDQU 0(SI), Y0 \
+	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
+	VMOVDQU 0(SI)(BX*1), Y1 \
+	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
+	VMOVDQU 0(SI)(BX*2), Y2 \
+	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
+	VMOVDQU 0(SI)(R8*1), Y3 \
+	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
+	VMOVDQU 0(SI)(BX*4), Y4 \
+	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
+	VMOVDQU 0(SI)(R9*1), Y5 \
+	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
+	VMOVDQU 0(SI)(R8*2), Y6 \
+	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
+	VMOVDQU 0(SI)(R10*1), Y7 \
+	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
+	GD_NIB_SCALES(GD_NIB_MINS) \
+	VPERMB Z0, Z30, Z0 \
 	VPSRLVQ gdNib<>(SB), Z0, Z0 \
 	VPANDD Z29, Z0, Z0 \
 	KMOVD 4(SI), K1 \
 	KMOVD 4(R11), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z0, K1, Z0 \
-	VBROADCASTI32X4 8(SI)(BX*1), Y1 \
-	VBROADCASTI32X4 8(R11)(BX*1), Y9 \
-	VINSERTI64X4 $1, Y9, Z1, Z1 \
+	VPERMB Z1, Z30, Z1 \
 	VPSRLVQ gdNib<>(SB), Z1, Z1 \
 	VPANDD Z29, Z1, Z1 \
 	KMOVD 4(SI)(BX*1), K1 \
 	KMOVD 4(R11)(BX*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z1, K1, Z1 \
-	VBROADCASTI32X4 8(SI)(BX*2), Y2 \
-	VBROADCASTI32X4 8(R11)(BX*2), Y10 \
-	VINSERTI64X4 $1, Y10, Z2, Z2 \
+	VPERMB Z2, Z30, Z2 \
 	VPSRLVQ gdNib<>(SB), Z2, Z2 \
 	VPANDD Z29, Z2, Z2 \
 	KMOVD 4(SI)(BX*2), K1 \
 	KMOVD 4(R11)(BX*2), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z2, K1, Z2 \
-	VBROADCASTI32X4 8(SI)(R8*1), Y3 \
-	VBROADCASTI32X4 8(R11)(R8*1), Y11 \
-	VINSERTI64X4 $1, Y11, Z3, Z3 \
+	VPERMB Z3, Z30, Z3 \
 	VPSRLVQ gdNib<>(SB), Z3, Z3 \
 	VPANDD Z29, Z3, Z3 \
 	KMOVD 4(SI)(R8*1), K1 \
 	KMOVD 4(R11)(R8*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z3, K1, Z3 \
-	VBROADCASTI32X4 8(SI)(BX*4), Y4 \
-	VBROADCASTI32X4 8(R11)(BX*4), Y12 \
-	VINSERTI64X4 $1, Y12, Z4, Z4 \
+	VPERMB Z4, Z30, Z4 \
 	VPSRLVQ gdNib<>(SB), Z4, Z4 \
 	VPANDD Z29, Z4, Z4 \
 	KMOVD 4(SI)(BX*4), K1 \
 	KMOVD 4(R11)(BX*4), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z4, K1, Z4 \
-	VBROADCASTI32X4 8(SI)(R9*1), Y5 \
-	VBROADCASTI32X4 8(R11)(R9*1), Y13 \
-	VINSERTI64X4 $1, Y13, Z5, Z5 \
+	VPERMB Z5, Z30, Z5 \
 	VPSRLVQ gdNib<>(SB), Z5, Z5 \
 	VPANDD Z29, Z5, Z5 \
 	KMOVD 4(SI)(R9*1), K1 \
 	KMOVD 4(R11)(R9*1), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z5, K1, Z5 \
-	VBROADCASTI32X4 8(SI)(R8*2), Y6 \
-	VBROADCASTI32X4 8(R11)(R8*2), Y14 \
-	VINSERTI64X4 $1, Y14, Z6, Z6 \
+	VPERMB Z6, Z30, Z6 \
 	VPSRLVQ gdNib<>(SB), Z6, Z6 \
 	VPANDD Z29, Z6, Z6 \
 	KMOVD 4(SI)(R8*2), K1 \
 	KMOVD 4(R11)(R8*2), K2 \
 	KUNPCKDQ K1, K2, K1 \
 	VPADDB gd10<>(SB), Z6, K1, Z6 \
-	VBROADCASTI32X4 8(SI)(R10*1), Y7 \
-	VBROADCASTI32X4 8(R11)(R10*1), Y15 \
-	VINSERTI64X4 $1, Y15, Z7, Z7 \
+	VPERMB Z7, Z30, Z7 \
 	VPSRLVQ gdNib<>(SB), Z7, Z7 \
 	VPANDD Z29, Z7, Z7 \
 	KMOVD 4(SI)(R10*1), K1 \
@@ -505,60 +623,60 @@ done: \
 
 // func gDotQ8_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS1, GD_STORE1, 34)
 
 // func gDotQ8_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS2, GD_STORE2, 34)
 
 // func gDotQ8_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x80808080, GD_PAIRS_Q8_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS4, GD_STORE4, 34)
 
 // func gDotQ4_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 18)
 
 // func gDotQ4_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 18)
 
 // func gDotQ4_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 18)
 
 // func gDotQ4_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 20)
 
 // func gDotQ4_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 20)
 
 // func gDotQ4_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q4_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 20)
 
 // func gDotQ5_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS1, GD_STORE1, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 22)
 
 // func gDotQ5_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS2, GD_STORE2, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 22)
 
 // func gDotQ5_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_0, GD_NOMINS, GD_NOMIN, GD_COLS4, GD_STORE4, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 22)
 
 // func gDotQ5_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS1, GD_STORE1, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 24)
 
 // func gDotQ5_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS2, GD_STORE2, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 24)
 
 // func gDotQ5_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_PAIRS_Q5_1, GD_MINS, GD_MIN, GD_COLS4, GD_STORE4, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 24)

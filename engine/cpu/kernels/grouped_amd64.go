@@ -55,6 +55,16 @@ type gKernel struct {
 	min   bool
 }
 
+// dotReach is how far past a block's start the fused kernels read: 32 bytes
+// from the start for the 4- and 5-bit types (their scales and quants in one
+// load), the block itself for Q8_0.
+func (k gKernel) dotReach() int {
+	if k.t == gguf.Q8_0 {
+		return k.bb
+	}
+	return 32
+}
+
 // panel decodes 16 rows of nb blocks at w into s.
 func (k gKernel) panel(w *byte, wStride, nb int, s *gScratch) {
 	switch k.t {
@@ -149,42 +159,57 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 		}
 		return
 	}
-	var s gScratch
 	if cols <= gDotCols {
-		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride, &s)
+		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride)
 		return
 	}
-	k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride, &s)
+	k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
 }
 
-// dot runs the fused kernel over the whole tiles of 16 rows, and the last
-// rows padded to a tile (or, if they are too long for the pad, by panels).
-func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int, s *gScratch) {
+// dot runs the fused kernel over the whole tiles of 16 rows, then the last
+// rows with dotTail.
+func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
 	nb := n / 32
 	full := rows / groupRows
+	// a tile whose last read would pass the end of w's memory (its
+	// capacity) goes to dotTail, which copies it
+	for full > 0 && (full*groupRows-1)*wStride+(nb-1)*k.bb+k.dotReach() > cap(w) {
+		full--
+	}
 	for t0 := 0; t0 < full; t0 += gDotTiles {
 		nt := min(gDotTiles, full-t0)
 		k.dotCall(&w[t0*groupRows*wStride], wStride, nt, nb, &a[0], &out[t0*groupRows], outStride, cols)
 	}
-	r0 := full * groupRows
-	nr, rb := rows-r0, nb*k.bb
-	switch {
-	case nr == 0:
-	case groupRows*rb > len(s.pad):
-		k.mulPanels(n, w[r0*wStride:], wStride, nr, a, aStride, cols, out[r0:], outStride, s)
-	default:
-		for r := range nr {
-			copy(s.pad[r*rb:(r+1)*rb], w[(r0+r)*wStride:])
-		}
-		k.dotCall(&s.pad[0], rb, 1, nb, &a[0], &s.acc[0], groupRows, cols)
-		for c := range cols {
-			copy(out[c*outStride+r0:c*outStride+rows], s.acc[c*groupRows:])
-		}
+	for r0 := full * groupRows; r0 < rows; r0 += groupRows {
+		k.dotTail(n, w[r0*wStride:], wStride, min(groupRows, rows-r0), a, aStride, cols, out[r0:], outStride)
+	}
+}
+
+// dotTail runs the fused kernel on up to 16 rows copied into a padded tile
+// on the stack, or, if they are too long for it, the panel kernels.
+// (A function of its own, so that other calls do not clear the pad.)
+func (k gKernel) dotTail(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	nb := n / 32
+	rb := nb * k.bb
+	var pad [groupRows * gChunk * gMaxBlockBytes]byte
+	var acc [gDotCols * groupRows]float32
+	if groupRows*rb-k.bb+k.dotReach() > len(pad) {
+		k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
+		return
+	}
+	for r := range rows {
+		copy(pad[r*rb:(r+1)*rb], w[r*wStride:])
+	}
+	k.dotCall(&pad[0], rb, 1, nb, &a[0], &acc[0], groupRows, cols)
+	for c := range cols {
+		copy(out[c*outStride:c*outStride+rows], acc[c*groupRows:])
 	}
 }
 
 // mulPanels runs the panel kernels (see mul).
-func (k gKernel) mulPanels(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int, s *gScratch) {
+func (k gKernel) mulPanels(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	var scratch gScratch
+	s := &scratch
 	nb := n / 32
 	groups := (cols + groupRows - 1) / groupRows
 	for g0 := 0; g0 < groups; g0 += gMaxGroups {
