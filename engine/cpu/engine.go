@@ -96,6 +96,7 @@ type Engine struct {
 	values            kernels.ValuesFunc
 	swiglu            kernels.SwiGLUFunc
 	at                attnTask
+	qt                qkvTask
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
 	closed            bool
@@ -196,6 +197,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	e.swiglu = set.SwiGLU()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
+	e.qt.e = e
 	e.sp.e = e
 	for _, m := range w.matrices() {
 		e.tokenMACs += m.rows * m.cols
