@@ -95,6 +95,7 @@ type Engine struct {
 	scores            kernels.ScoresFunc
 	values            kernels.ValuesFunc
 	swiglu            kernels.SwiGLUFunc
+	expShift          kernels.ExpShiftFunc
 	at                attnTask
 	qt                qkvTask
 	sp                seqTask
@@ -195,6 +196,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	}
 	e.scores, e.values = set.Attention()
 	e.swiglu = set.SwiGLU()
+	e.expShift = set.ExpShift()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
 	e.qt.e = e

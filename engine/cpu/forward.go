@@ -209,7 +209,11 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 					mx = v
 				}
 			}
-			sum := kernels.ExpShiftSum(sc, mx, e.scale)
+			e.expShift(sc, mx, e.scale)
+			var sum float32
+			for _, v := range sc {
+				sum += v
+			}
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
 			clear(out)
 			for b := 0; b*blockTokens < n; b++ {

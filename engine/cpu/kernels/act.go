@@ -54,17 +54,22 @@ func expf(x float32) float32 {
 	return q * math.Float32frombits(uint32(ni+127)<<23)
 }
 
-// ExpShiftSum replaces each x[i] by e^((x[i]-mx)·scale), for x[i] ≤ mx and
-// scale > 0, and returns their sum. It is expf's computation inlined for
-// arguments that are never positive (attention scores below their maximum).
-func ExpShiftSum(x []float32, mx, scale float32) float32 {
-	var sum float32
+// ExpShiftFunc replaces each x[i] by e^((x[i]-mx)·scale), for x[i] ≤ mx
+// and scale > 0: expf's computation for arguments that are never positive
+// (attention scores below their maximum), NaN kept, results below the
+// smallest normal float32 flushed to zero.
+type ExpShiftFunc func(x []float32, mx, scale float32)
+
+// ExpShift returns the set's ExpShiftFunc.
+func (s *Set) ExpShift() ExpShiftFunc { return expShiftFast(s.level) }
+
+// expShiftRef is the reference ExpShiftFunc.
+func expShiftRef(x []float32, mx, scale float32) {
 	for i, v := range x {
 		a := (v - mx) * scale
 		if !(a >= -87.33) { // also catches NaN
 			if a != a {
 				x[i] = a
-				sum += a
 				continue
 			}
 			x[i] = 0
@@ -76,9 +81,6 @@ func ExpShiftSum(x []float32, mx, scale float32) float32 {
 		r := a - n*0.693145751953125
 		r -= n * 1.428606765330187e-06
 		q := expPoly(r)
-		e := q * math.Float32frombits(uint32(ni+127)<<23)
-		x[i] = e
-		sum += e
+		x[i] = q * math.Float32frombits(uint32(ni+127)<<23)
 	}
-	return sum
 }

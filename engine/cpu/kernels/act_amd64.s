@@ -85,6 +85,59 @@ done:
 	VZEROUPPER
 	RET
 
+// func expShiftAVX512(x *float32, n int, mx, scale float32), n a multiple
+// of 16: x = e^((x−mx)·scale) with expShiftRef's operations, lanes below
+// −87.33 zero, NaN kept.
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	SHRQ $4, CX
+	JZ edone
+	VBROADCASTSS mx+16(FP), Z28
+	VBROADCASTSS scale+20(FP), Z27
+	VPXORD Z31, Z31, Z31
+eloop:
+	VMOVUPS (DI), Z1
+	VSUBPS Z28, Z1, Z1
+	VMULPS Z27, Z1, Z1 // a
+	VCMPPS.BCST $0x11, swC<>+0(SB), Z1, K1 // a < −87.33
+	VCMPPS $3, Z1, Z1, K3 // a is NaN
+	VMULPS.BCST swC<>+8(SB), Z1, Z2
+	VADDPS.BCST swC<>+12(SB), Z2, Z2 // t
+	VPSUBD.BCST swC<>+12(SB), Z2, Z3 // ni
+	VSUBPS.BCST swC<>+12(SB), Z2, Z4 // n
+	VMULPS.BCST swC<>+16(SB), Z4, Z5
+	VSUBPS Z5, Z1, Z5
+	VMULPS.BCST swC<>+20(SB), Z4, Z6
+	VSUBPS Z6, Z5, Z5 // r
+	VMULPS Z5, Z5, Z8 // r2
+	VADDPS.BCST swC<>+24(SB), Z5, Z9 // p01
+	VMULPS.BCST swC<>+32(SB), Z5, Z10
+	VADDPS.BCST swC<>+28(SB), Z10, Z10 // p23
+	VMULPS.BCST swC<>+40(SB), Z5, Z11
+	VADDPS.BCST swC<>+36(SB), Z11, Z11 // p45
+	VMULPS.BCST swC<>+48(SB), Z5, Z12
+	VADDPS.BCST swC<>+44(SB), Z12, Z12 // p67
+	VMULPS Z10, Z8, Z10
+	VADDPS Z10, Z9, Z9
+	VMULPS Z8, Z8, Z13
+	VMULPS Z12, Z8, Z12
+	VADDPS Z12, Z11, Z11
+	VMULPS Z11, Z13, Z13
+	VADDPS Z13, Z9, Z7 // q
+	VPADDD.BCST swC<>+56(SB), Z3, Z3
+	VPSLLD $23, Z3, Z3
+	VMULPS Z3, Z7, Z7
+	VMOVAPS Z31, K1, Z7
+	VMOVAPS Z1, K3, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ $64, DI
+	DECQ CX
+	JNZ eloop
+edone:
+	VZEROUPPER
+	RET
+
 // SW_C(off, y) broadcasts constant off into y.
 #define SW_C(off, y) VBROADCASTSS swC<>+off(SB), y
 

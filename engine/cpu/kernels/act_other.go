@@ -5,3 +5,7 @@ package kernels
 // swigluFast returns the reference: there is no assembly on this
 // architecture.
 func swigluFast(Level) SwiGLUFunc { return swigluRef }
+
+// expShiftFast returns the reference: there is no assembly on this
+// architecture.
+func expShiftFast(Level) ExpShiftFunc { return expShiftRef }

@@ -20,20 +20,39 @@ func TestExpf(t *testing.T) {
 	}
 }
 
-func TestExpShiftSum(t *testing.T) {
+func TestExpShift(t *testing.T) {
 	xs := []float32{0, -1, -0.5, -10, -90, -200, 1e-3}
 	ys := append([]float32(nil), xs...)
-	sum := ExpShiftSum(ys, 1e-3, 1)
-	var want float32
+	expShiftRef(ys, 1e-3, 1)
 	for i, x := range xs {
-		e := expf(x - 1e-3)
-		want += e
-		if ys[i] != e {
+		if e := expf(x - 1e-3); ys[i] != e {
 			t.Fatalf("element %d: %v, expf gives %v", i, ys[i], e)
 		}
 	}
-	if sum != want {
-		t.Fatalf("sum %v, want %v", sum, want)
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, n := range []int{1, 15, 16, 40, 333} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 30)
+			switch rng.IntN(20) {
+			case 0:
+				x[i] = float32(math.NaN())
+			case 1:
+				x[i] = -1e30
+			}
+		}
+		mx, scale := float32(80), float32(0.125+rng.Float64())
+		want := append([]float32(nil), x...)
+		expShiftRef(want, mx, scale)
+		for _, l := range availableLevels() {
+			got := append([]float32(nil), x...)
+			NewSet(l).ExpShift()(got, mx, scale)
+			for i := range got {
+				if !sameBits(got[i], want[i]) {
+					t.Fatalf("%s n=%d: e^((%v-%v)·%v) = %v, reference %v", l, n, x[i], mx, scale, got[i], want[i])
+				}
+			}
+		}
 	}
 }
 
