@@ -32,7 +32,8 @@ func expPoly(r float32) float32 {
 
 // expf returns e^x in float32 with a relative error below 2e-7:
 // n = round(x/ln2) by the 1.5·2^23 addition trick, r = x - n·ln2 in two
-// parts, expPoly for e^r and the exponent bits for 2^n. Results below the smallest normal float32 flush to zero.
+// parts, expPoly for e^r and the exponent bits for 2^n. Results below the
+// smallest normal float32 flush to zero.
 func expf(x float32) float32 {
 	switch {
 	case x != x:
@@ -63,24 +64,10 @@ type ExpShiftFunc func(x []float32, mx, scale float32)
 // ExpShift returns the set's ExpShiftFunc.
 func (s *Set) ExpShift() ExpShiftFunc { return expShiftFast(s.level) }
 
-// expShiftRef is the reference ExpShiftFunc.
+// expShiftRef is the reference ExpShiftFunc (expf never takes its
+// overflow branch here).
 func expShiftRef(x []float32, mx, scale float32) {
 	for i, v := range x {
-		a := (v - mx) * scale
-		if !(a >= -87.33) { // also catches NaN
-			if a != a {
-				x[i] = a
-				continue
-			}
-			x[i] = 0
-			continue
-		}
-		t := a*1.442695 + 12582912.0
-		ni := int32(math.Float32bits(t)) - 0x4B400000
-		n := t - 12582912.0
-		r := a - n*0.693145751953125
-		r -= n * 1.428606765330187e-06
-		q := expPoly(r)
-		x[i] = q * math.Float32frombits(uint32(ni+127)<<23)
+		x[i] = expf((v - mx) * scale)
 	}
 }

@@ -25,6 +25,34 @@ DATA swC<>+64(SB)/4, $0x80000000 // sign bit
 DATA swC<>+68(SB)/4, $0x7f800000 // +Inf
 GLOBL swC<>(SB), RODATA|NOPTR, $72
 
+// EXP_CORE is expf's computation on the 16 lanes of Z1 up to the scaling:
+// Z3 = n (int32), Z7 = expPoly(r) (x = n·ln2 + r), temporaries Z2, Z4-Z6,
+// Z8-Z13.
+#define EXP_CORE \
+	VMULPS.BCST swC<>+8(SB), Z1, Z2 \
+	VADDPS.BCST swC<>+12(SB), Z2, Z2 \
+	VPSUBD.BCST swC<>+12(SB), Z2, Z3 \
+	VSUBPS.BCST swC<>+12(SB), Z2, Z4 \
+	VMULPS.BCST swC<>+16(SB), Z4, Z5 \
+	VSUBPS Z5, Z1, Z5 \
+	VMULPS.BCST swC<>+20(SB), Z4, Z6 \
+	VSUBPS Z6, Z5, Z5 \
+	VMULPS Z5, Z5, Z8 \
+	VADDPS.BCST swC<>+24(SB), Z5, Z9 \
+	VMULPS.BCST swC<>+32(SB), Z5, Z10 \
+	VADDPS.BCST swC<>+28(SB), Z10, Z10 \
+	VMULPS.BCST swC<>+40(SB), Z5, Z11 \
+	VADDPS.BCST swC<>+36(SB), Z11, Z11 \
+	VMULPS.BCST swC<>+48(SB), Z5, Z12 \
+	VADDPS.BCST swC<>+44(SB), Z12, Z12 \
+	VMULPS Z10, Z8, Z10 \
+	VADDPS Z10, Z9, Z9 \
+	VMULPS Z8, Z8, Z13 \
+	VMULPS Z12, Z8, Z12 \
+	VADDPS Z12, Z11, Z11 \
+	VMULPS Z11, Z13, Z13 \
+	VADDPS Z13, Z9, Z7
+
 // func swigluAVX512(x, u *float32, n int), n a multiple of 16
 TEXT ·swigluAVX512(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), DI
@@ -41,29 +69,7 @@ loop:
 	VCMPPS.BCST $0x11, swC<>+0(SB), Z1, K1 // x < −87.33
 	VCMPPS.BCST $0x1e, swC<>+4(SB), Z1, K2 // x > 88.72283
 	VCMPPS $3, Z1, Z1, K3 // x is NaN
-	VMULPS.BCST swC<>+8(SB), Z1, Z2
-	VADDPS.BCST swC<>+12(SB), Z2, Z2 // t
-	VPSUBD.BCST swC<>+12(SB), Z2, Z3 // ni
-	VSUBPS.BCST swC<>+12(SB), Z2, Z4 // n
-	VMULPS.BCST swC<>+16(SB), Z4, Z5
-	VSUBPS Z5, Z1, Z5
-	VMULPS.BCST swC<>+20(SB), Z4, Z6
-	VSUBPS Z6, Z5, Z5 // r
-	VMULPS Z5, Z5, Z8 // r2
-	VADDPS.BCST swC<>+24(SB), Z5, Z9 // p01
-	VMULPS.BCST swC<>+32(SB), Z5, Z10
-	VADDPS.BCST swC<>+28(SB), Z10, Z10 // p23
-	VMULPS.BCST swC<>+40(SB), Z5, Z11
-	VADDPS.BCST swC<>+36(SB), Z11, Z11 // p45
-	VMULPS.BCST swC<>+48(SB), Z5, Z12
-	VADDPS.BCST swC<>+44(SB), Z12, Z12 // p67
-	VMULPS Z10, Z8, Z10
-	VADDPS Z10, Z9, Z9 // p01 + r2·p23
-	VMULPS Z8, Z8, Z13 // r2·r2
-	VMULPS Z12, Z8, Z12
-	VADDPS Z12, Z11, Z11 // p45 + r2·p67
-	VMULPS Z11, Z13, Z13
-	VADDPS Z13, Z9, Z7 // q
+	EXP_CORE
 	VPCMPGTD.BCST swC<>+56(SB), Z3, K4 // ni > 127
 	VPSUBD.BCST swC<>+60(SB), Z3, K4, Z3
 	VMULPS.BCST swC<>+52(SB), Z7, K4, Z7
@@ -102,29 +108,7 @@ eloop:
 	VMULPS Z27, Z1, Z1 // a
 	VCMPPS.BCST $0x11, swC<>+0(SB), Z1, K1 // a < −87.33
 	VCMPPS $3, Z1, Z1, K3 // a is NaN
-	VMULPS.BCST swC<>+8(SB), Z1, Z2
-	VADDPS.BCST swC<>+12(SB), Z2, Z2 // t
-	VPSUBD.BCST swC<>+12(SB), Z2, Z3 // ni
-	VSUBPS.BCST swC<>+12(SB), Z2, Z4 // n
-	VMULPS.BCST swC<>+16(SB), Z4, Z5
-	VSUBPS Z5, Z1, Z5
-	VMULPS.BCST swC<>+20(SB), Z4, Z6
-	VSUBPS Z6, Z5, Z5 // r
-	VMULPS Z5, Z5, Z8 // r2
-	VADDPS.BCST swC<>+24(SB), Z5, Z9 // p01
-	VMULPS.BCST swC<>+32(SB), Z5, Z10
-	VADDPS.BCST swC<>+28(SB), Z10, Z10 // p23
-	VMULPS.BCST swC<>+40(SB), Z5, Z11
-	VADDPS.BCST swC<>+36(SB), Z11, Z11 // p45
-	VMULPS.BCST swC<>+48(SB), Z5, Z12
-	VADDPS.BCST swC<>+44(SB), Z12, Z12 // p67
-	VMULPS Z10, Z8, Z10
-	VADDPS Z10, Z9, Z9
-	VMULPS Z8, Z8, Z13
-	VMULPS Z12, Z8, Z12
-	VADDPS Z12, Z11, Z11
-	VMULPS Z11, Z13, Z13
-	VADDPS Z13, Z9, Z7 // q
+	EXP_CORE
 	VPADDD.BCST swC<>+56(SB), Z3, Z3
 	VPSLLD $23, Z3, Z3
 	VMULPS Z3, Z7, Z7

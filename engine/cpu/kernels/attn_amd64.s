@@ -6,20 +6,98 @@
 // one dimension (values) and adds its rounded products in order, so both
 // instruction sets give the reference's bits.
 
+// SCORES_ARGS loads a scores kernel's arguments: SI q, R8 hd, R9 heads, DI
+// kt, DX s; R10, R13 one and three score strides, R11, R12 one and three
+// head strides of q (bytes).
+#define SCORES_ARGS \
+	MOVQ q+0(FP), SI \
+	MOVQ hd+8(FP), R8 \
+	MOVQ heads+16(FP), R9 \
+	MOVQ kt+24(FP), DI \
+	MOVQ s+32(FP), DX \
+	MOVQ sStride+40(FP), R10 \
+	SHLQ $2, R10 \
+	LEAQ (R10)(R10*2), R13 \
+	MOVQ R8, R11 \
+	SHLQ $2, R11 \
+	LEAQ (R11)(R11*2), R12
+
+// VALUES adds Σ_p e[p]·v[p·stride:] to out in chunks of one vector (W
+// bytes; vector registers V0-V8 of the level's width): four chunks at a
+// time (four independent sums), then one. R10 counts the chunks left.
+#define VALUES(W, V0, V1, V2, V3, V4, V5, V6, V7, V8) \
+	MOVQ e+0(FP), SI \
+	MOVQ v+16(FP), DI \
+	MOVQ stride+24(FP), BX \
+	SHLQ $2, BX \
+	MOVQ out+32(FP), DX \
+	MOVQ chunks+40(FP), R10 \
+vfour: \
+	CMPQ R10, $4 \
+	JLT vone \
+	VMOVUPS (DX), V0 \
+	VMOVUPS W(DX), V1 \
+	VMOVUPS (2*W)(DX), V2 \
+	VMOVUPS (3*W)(DX), V3 \
+	MOVQ SI, AX \
+	MOVQ DI, R9 \
+	MOVQ m+8(FP), CX \
+	TESTQ CX, CX \
+	JZ vstore4 \
+vloop4: \
+	VBROADCASTSS (AX), V8 \
+	VMULPS (R9), V8, V4 \
+	VMULPS W(R9), V8, V5 \
+	VMULPS (2*W)(R9), V8, V6 \
+	VMULPS (3*W)(R9), V8, V7 \
+	VADDPS V4, V0, V0 \
+	VADDPS V5, V1, V1 \
+	VADDPS V6, V2, V2 \
+	VADDPS V7, V3, V3 \
+	ADDQ $4, AX \
+	ADDQ BX, R9 \
+	DECQ CX \
+	JNZ vloop4 \
+vstore4: \
+	VMOVUPS V0, (DX) \
+	VMOVUPS V1, W(DX) \
+	VMOVUPS V2, (2*W)(DX) \
+	VMOVUPS V3, (3*W)(DX) \
+	ADDQ $(4*W), DX \
+	ADDQ $(4*W), DI \
+	SUBQ $4, R10 \
+	JMP vfour \
+vone: \
+	TESTQ R10, R10 \
+	JZ vdone \
+	VMOVUPS (DX), V0 \
+	MOVQ SI, AX \
+	MOVQ DI, R9 \
+	MOVQ m+8(FP), CX \
+	TESTQ CX, CX \
+	JZ vstore1 \
+vloop1: \
+	VBROADCASTSS (AX), V8 \
+	VMULPS (R9), V8, V4 \
+	VADDPS V4, V0, V0 \
+	ADDQ $4, AX \
+	ADDQ BX, R9 \
+	DECQ CX \
+	JNZ vloop1 \
+vstore1: \
+	VMOVUPS V0, (DX) \
+	ADDQ $W, DX \
+	ADDQ $W, DI \
+	DECQ R10 \
+	JMP vone \
+vdone: \
+	VZEROUPPER \
+	RET
+
 // func scoresAVX512(q *float32, hd, heads int, kt *float32, s *float32, sStride int)
 // Heads go four at a time (four independent sums), then one at a time.
 TEXT ·scoresAVX512(SB), NOSPLIT, $0-48
-	MOVQ q+0(FP), SI
-	MOVQ hd+8(FP), R8
-	MOVQ heads+16(FP), R9
-	MOVQ kt+24(FP), DI
-	MOVQ s+32(FP), DX
-	MOVQ sStride+40(FP), R10
-	SHLQ $2, R10
-	LEAQ (R10)(R10*2), R13
-	MOVQ R8, R11
-	SHLQ $2, R11
-	LEAQ (R11)(R11*2), R12
+	SCORES_ARGS
 four:
 	CMPQ R9, $4
 	JLT one
@@ -79,17 +157,7 @@ done:
 // func scoresAVX2(q *float32, hd, heads int, kt *float32, s *float32, sStride int)
 // As scoresAVX512 with each key row in two registers.
 TEXT ·scoresAVX2(SB), NOSPLIT, $0-48
-	MOVQ q+0(FP), SI
-	MOVQ hd+8(FP), R8
-	MOVQ heads+16(FP), R9
-	MOVQ kt+24(FP), DI
-	MOVQ s+32(FP), DX
-	MOVQ sStride+40(FP), R10
-	SHLQ $2, R10
-	LEAQ (R10)(R10*2), R13
-	MOVQ R8, R11
-	SHLQ $2, R11
-	LEAQ (R11)(R11*2), R12
+	SCORES_ARGS
 four:
 	CMPQ R9, $4
 	JLT one
@@ -171,145 +239,10 @@ done:
 	VZEROUPPER
 	RET
 
-// valuesAVX512 adds Σ_p e[p]·v[p·stride:] to out in chunks of 16 lanes:
-// four chunks at a time (four independent sums), then one.
 // func valuesAVX512(e *float32, m int, v *float32, stride int, out *float32, chunks int)
 TEXT ·valuesAVX512(SB), NOSPLIT, $0-48
-	MOVQ e+0(FP), SI
-	MOVQ v+16(FP), DI
-	MOVQ stride+24(FP), BX
-	SHLQ $2, BX
-	MOVQ out+32(FP), DX
-	MOVQ chunks+40(FP), R8
-vfour:
-	CMPQ R8, $4
-	JLT vone
-	VMOVUPS (DX), Z0
-	VMOVUPS 64(DX), Z1
-	VMOVUPS 128(DX), Z2
-	VMOVUPS 192(DX), Z3
-	MOVQ SI, AX
-	MOVQ DI, R9
-	MOVQ m+8(FP), CX
-	TESTQ CX, CX
-	JZ vstore4
-vloop4:
-	VBROADCASTSS (AX), Z8
-	VMULPS (R9), Z8, Z4
-	VMULPS 64(R9), Z8, Z5
-	VMULPS 128(R9), Z8, Z6
-	VMULPS 192(R9), Z8, Z7
-	VADDPS Z4, Z0, Z0
-	VADDPS Z5, Z1, Z1
-	VADDPS Z6, Z2, Z2
-	VADDPS Z7, Z3, Z3
-	ADDQ $4, AX
-	ADDQ BX, R9
-	DECQ CX
-	JNZ vloop4
-vstore4:
-	VMOVUPS Z0, (DX)
-	VMOVUPS Z1, 64(DX)
-	VMOVUPS Z2, 128(DX)
-	VMOVUPS Z3, 192(DX)
-	ADDQ $256, DX
-	ADDQ $256, DI
-	SUBQ $4, R8
-	JMP vfour
-vone:
-	TESTQ R8, R8
-	JZ vdone
-	VMOVUPS (DX), Z0
-	MOVQ SI, AX
-	MOVQ DI, R9
-	MOVQ m+8(FP), CX
-	TESTQ CX, CX
-	JZ vstore1
-vloop1:
-	VBROADCASTSS (AX), Z8
-	VMULPS (R9), Z8, Z4
-	VADDPS Z4, Z0, Z0
-	ADDQ $4, AX
-	ADDQ BX, R9
-	DECQ CX
-	JNZ vloop1
-vstore1:
-	VMOVUPS Z0, (DX)
-	ADDQ $64, DX
-	ADDQ $64, DI
-	DECQ R8
-	JMP vone
-vdone:
-	VZEROUPPER
-	RET
+	VALUES(64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8)
 
 // func valuesAVX2(e *float32, m int, v *float32, stride int, out *float32, chunks int)
-// As valuesAVX512 with chunks of 8 lanes.
 TEXT ·valuesAVX2(SB), NOSPLIT, $0-48
-	MOVQ e+0(FP), SI
-	MOVQ v+16(FP), DI
-	MOVQ stride+24(FP), BX
-	SHLQ $2, BX
-	MOVQ out+32(FP), DX
-	MOVQ chunks+40(FP), R8
-vfour:
-	CMPQ R8, $4
-	JLT vone
-	VMOVUPS (DX), Y0
-	VMOVUPS 32(DX), Y1
-	VMOVUPS 64(DX), Y2
-	VMOVUPS 96(DX), Y3
-	MOVQ SI, AX
-	MOVQ DI, R9
-	MOVQ m+8(FP), CX
-	TESTQ CX, CX
-	JZ vstore4
-vloop4:
-	VBROADCASTSS (AX), Y8
-	VMULPS (R9), Y8, Y4
-	VMULPS 32(R9), Y8, Y5
-	VMULPS 64(R9), Y8, Y6
-	VMULPS 96(R9), Y8, Y7
-	VADDPS Y4, Y0, Y0
-	VADDPS Y5, Y1, Y1
-	VADDPS Y6, Y2, Y2
-	VADDPS Y7, Y3, Y3
-	ADDQ $4, AX
-	ADDQ BX, R9
-	DECQ CX
-	JNZ vloop4
-vstore4:
-	VMOVUPS Y0, (DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 64(DX)
-	VMOVUPS Y3, 96(DX)
-	ADDQ $128, DX
-	ADDQ $128, DI
-	SUBQ $4, R8
-	JMP vfour
-vone:
-	TESTQ R8, R8
-	JZ vdone
-	VMOVUPS (DX), Y0
-	MOVQ SI, AX
-	MOVQ DI, R9
-	MOVQ m+8(FP), CX
-	TESTQ CX, CX
-	JZ vstore1
-vloop1:
-	VBROADCASTSS (AX), Y8
-	VMULPS (R9), Y8, Y4
-	VADDPS Y4, Y0, Y0
-	ADDQ $4, AX
-	ADDQ BX, R9
-	DECQ CX
-	JNZ vloop1
-vstore1:
-	VMOVUPS Y0, (DX)
-	ADDQ $32, DX
-	ADDQ $32, DI
-	DECQ R8
-	JMP vone
-vdone:
-	VZEROUPPER
-	RET
+	VALUES(32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8)

@@ -66,49 +66,17 @@ DATA gd10<>+48(SB)/8, $0x1010101010101010
 DATA gd10<>+56(SB)/8, $0x1010101010101010
 GLOBL gd10<>(SB), RODATA|NOPTR, $64
 
-// VPERMB: the 16 quant bytes of each row of a pair (at 2 from the block start), twice
-DATA gdNibIdxQ4_0<>+0(SB)/8, $0x0908070605040302
-DATA gdNibIdxQ4_0<>+8(SB)/8, $0x11100f0e0d0c0b0a
-DATA gdNibIdxQ4_0<>+16(SB)/8, $0x0908070605040302
-DATA gdNibIdxQ4_0<>+24(SB)/8, $0x11100f0e0d0c0b0a
-DATA gdNibIdxQ4_0<>+32(SB)/8, $0x2928272625242322
-DATA gdNibIdxQ4_0<>+40(SB)/8, $0x31302f2e2d2c2b2a
-DATA gdNibIdxQ4_0<>+48(SB)/8, $0x2928272625242322
-DATA gdNibIdxQ4_0<>+56(SB)/8, $0x31302f2e2d2c2b2a
-GLOBL gdNibIdxQ4_0<>(SB), RODATA|NOPTR, $64
-
-// VPERMB: the 16 quant bytes of each row of a pair (at 4 from the block start), twice
-DATA gdNibIdxQ4_1<>+0(SB)/8, $0x0b0a090807060504
-DATA gdNibIdxQ4_1<>+8(SB)/8, $0x131211100f0e0d0c
-DATA gdNibIdxQ4_1<>+16(SB)/8, $0x0b0a090807060504
-DATA gdNibIdxQ4_1<>+24(SB)/8, $0x131211100f0e0d0c
-DATA gdNibIdxQ4_1<>+32(SB)/8, $0x2b2a292827262524
-DATA gdNibIdxQ4_1<>+40(SB)/8, $0x333231302f2e2d2c
-DATA gdNibIdxQ4_1<>+48(SB)/8, $0x2b2a292827262524
-DATA gdNibIdxQ4_1<>+56(SB)/8, $0x333231302f2e2d2c
-GLOBL gdNibIdxQ4_1<>(SB), RODATA|NOPTR, $64
-
-// VPERMB: the 16 quant bytes of each row of a pair (at 6 from the block start), twice
-DATA gdNibIdxQ5_0<>+0(SB)/8, $0x0d0c0b0a09080706
-DATA gdNibIdxQ5_0<>+8(SB)/8, $0x1514131211100f0e
-DATA gdNibIdxQ5_0<>+16(SB)/8, $0x0d0c0b0a09080706
-DATA gdNibIdxQ5_0<>+24(SB)/8, $0x1514131211100f0e
-DATA gdNibIdxQ5_0<>+32(SB)/8, $0x2d2c2b2a29282726
-DATA gdNibIdxQ5_0<>+40(SB)/8, $0x3534333231302f2e
-DATA gdNibIdxQ5_0<>+48(SB)/8, $0x2d2c2b2a29282726
-DATA gdNibIdxQ5_0<>+56(SB)/8, $0x3534333231302f2e
-GLOBL gdNibIdxQ5_0<>(SB), RODATA|NOPTR, $64
-
-// VPERMB: the 16 quant bytes of each row of a pair (at 8 from the block start), twice
-DATA gdNibIdxQ5_1<>+0(SB)/8, $0x0f0e0d0c0b0a0908
-DATA gdNibIdxQ5_1<>+8(SB)/8, $0x1716151413121110
-DATA gdNibIdxQ5_1<>+16(SB)/8, $0x0f0e0d0c0b0a0908
-DATA gdNibIdxQ5_1<>+24(SB)/8, $0x1716151413121110
-DATA gdNibIdxQ5_1<>+32(SB)/8, $0x2f2e2d2c2b2a2928
-DATA gdNibIdxQ5_1<>+40(SB)/8, $0x3736353433323130
-DATA gdNibIdxQ5_1<>+48(SB)/8, $0x2f2e2d2c2b2a2928
-DATA gdNibIdxQ5_1<>+56(SB)/8, $0x3736353433323130
-GLOBL gdNibIdxQ5_1<>(SB), RODATA|NOPTR, $64
+// VPERMB: bytes 0-15 of each row of a pair, twice (GD_INIT_NIB adds the
+// offset of the quants in the block)
+DATA gdNibIdx<>+0(SB)/8, $0x0706050403020100
+DATA gdNibIdx<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+DATA gdNibIdx<>+16(SB)/8, $0x0706050403020100
+DATA gdNibIdx<>+24(SB)/8, $0x0f0e0d0c0b0a0908
+DATA gdNibIdx<>+32(SB)/8, $0x2726252423222120
+DATA gdNibIdx<>+40(SB)/8, $0x2f2e2d2c2b2a2928
+DATA gdNibIdx<>+48(SB)/8, $0x2726252423222120
+DATA gdNibIdx<>+56(SB)/8, $0x2f2e2d2c2b2a2928
+GLOBL gdNibIdx<>(SB), RODATA|NOPTR, $64
 
 // VPERMQ: qwords 0, 4, 1, 5 (the scales of rows 0-3, 8-11, 4-7, 12-15)
 DATA gdQIdx<>+0(SB)/8, $0
@@ -210,8 +178,12 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 	VPBROADCASTD BX, Z30 \
 	VPMULLD gdPerm<>(SB), Z30, Z30
 
-// GD_INIT_NIB(idx) sets Z30 to a VPERMB index table.
-#define GD_INIT_NIB(idx) VMOVDQU64 idx<>(SB), Z30
+// GD_INIT_NIB(qs) sets Z30 to the VPERMB index of the quant bytes, which
+// start at qs in a block.
+#define GD_INIT_NIB(qs) \
+	MOVL $(qs*0x01010101), CX \
+	VPBROADCASTD CX, Z0 \
+	VPADDB gdNibIdx<>(SB), Z0, Z30
 
 // GD_NIB_SCALES collects the halves at words 0 and 16 of the row pairs
 // Z0-Z7 (each row's block start) into the lane order of W and converts
@@ -284,23 +256,19 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 // GD_PF prefetches the bytes of the block of the next tile's 16 rows (R12
 // and DX point at its rows 0 and 8): the rows are short streams the
 // hardware does not follow, and this keeps one tile in flight.
+#define GD_PF8(base) \
+	PREFETCHT0 (base) \
+	PREFETCHT0 (base)(BX*1) \
+	PREFETCHT0 (base)(BX*2) \
+	PREFETCHT0 (base)(R8*1) \
+	PREFETCHT0 (base)(BX*4) \
+	PREFETCHT0 (base)(R9*1) \
+	PREFETCHT0 (base)(R8*2) \
+	PREFETCHT0 (base)(R10*1)
+
 #define GD_PF \
-	PREFETCHT0 (R12) \
-	PREFETCHT0 (R12)(BX*1) \
-	PREFETCHT0 (R12)(BX*2) \
-	PREFETCHT0 (R12)(R8*1) \
-	PREFETCHT0 (R12)(BX*4) \
-	PREFETCHT0 (R12)(R9*1) \
-	PREFETCHT0 (R12)(R8*2) \
-	PREFETCHT0 (R12)(R10*1) \
-	PREFETCHT0 (DX) \
-	PREFETCHT0 (DX)(BX*1) \
-	PREFETCHT0 (DX)(BX*2) \
-	PREFETCHT0 (DX)(R8*1) \
-	PREFETCHT0 (DX)(BX*4) \
-	PREFETCHT0 (DX)(R9*1) \
-	PREFETCHT0 (DX)(R8*2) \
-	PREFETCHT0 (DX)(R10*1)
+	GD_PF8(R12) \
+	GD_PF8(DX)
 
 // GD_KERNEL is a kernel's body: c the byte constant in Z29, INIT the
 // setup of Z30, PAIRS the decoding of the row pairs, SCALES the scales
@@ -359,267 +327,64 @@ done: \
 	VZEROUPPER \
 	RET
 
-#define GD_PAIRS_Q8_0 \
-	VMOVDQU8 2(SI), Y0 \
-	VINSERTI64X4 $1, 2(R11), Z0, Z0 \
-	VPXORD Z29, Z0, Z0 \
-	VMOVDQU8 2(SI)(BX*1), Y1 \
-	VINSERTI64X4 $1, 2(R11)(BX*1), Z1, Z1 \
-	VPXORD Z29, Z1, Z1 \
-	VMOVDQU8 2(SI)(BX*2), Y2 \
-	VINSERTI64X4 $1, 2(R11)(BX*2), Z2, Z2 \
-	VPXORD Z29, Z2, Z2 \
-	VMOVDQU8 2(SI)(R8*1), Y3 \
-	VINSERTI64X4 $1, 2(R11)(R8*1), Z3, Z3 \
-	VPXORD Z29, Z3, Z3 \
-	VMOVDQU8 2(SI)(BX*4), Y4 \
-	VINSERTI64X4 $1, 2(R11)(BX*4), Z4, Z4 \
-	VPXORD Z29, Z4, Z4 \
-	VMOVDQU8 2(SI)(R9*1), Y5 \
-	VINSERTI64X4 $1, 2(R11)(R9*1), Z5, Z5 \
-	VPXORD Z29, Z5, Z5 \
-	VMOVDQU8 2(SI)(R8*2), Y6 \
-	VINSERTI64X4 $1, 2(R11)(R8*2), Z6, Z6 \
-	VPXORD Z29, Z6, Z6 \
-	VMOVDQU8 2(SI)(R10*1), Y7 \
-	VINSERTI64X4 $1, 2(R11)(R10*1), Z7, Z7 \
-	VPXORD Z29, Z7, Z7
+// GD_ROWS8 applies OP to the eight row pairs: the addressing of rows k and
+// k+8 (without displacement) and the Y and Z names of register k.
+#define GD_ROWS8(OP) \
+	OP((SI), (R11), Y0, Z0) \
+	OP((SI)(BX*1), (R11)(BX*1), Y1, Z1) \
+	OP((SI)(BX*2), (R11)(BX*2), Y2, Z2) \
+	OP((SI)(R8*1), (R11)(R8*1), Y3, Z3) \
+	OP((SI)(BX*4), (R11)(BX*4), Y4, Z4) \
+	OP((SI)(R9*1), (R11)(R9*1), Y5, Z5) \
+	OP((SI)(R8*2), (R11)(R8*2), Y6, Z6) \
+	OP((SI)(R10*1), (R11)(R10*1), Y7, Z7)
 
-#define GD_PAIRS_Q4_0 \
-	VMOVDQU 0(SI), Y0 \
-	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
-	VMOVDQU 0(SI)(BX*1), Y1 \
-	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
-	VMOVDQU 0(SI)(BX*2), Y2 \
-	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
-	VMOVDQU 0(SI)(R8*1), Y3 \
-	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
-	VMOVDQU 0(SI)(BX*4), Y4 \
-	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
-	VMOVDQU 0(SI)(R9*1), Y5 \
-	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
-	VMOVDQU 0(SI)(R8*2), Y6 \
-	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
-	VMOVDQU 0(SI)(R10*1), Y7 \
-	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
-	GD_NIB_SCALES(GD_NIB_NOMINS) \
-	VPERMB Z0, Z30, Z0 \
-	VPSRLVQ gdNib<>(SB), Z0, Z0 \
-	VPANDD Z29, Z0, Z0 \
-	VPERMB Z1, Z30, Z1 \
-	VPSRLVQ gdNib<>(SB), Z1, Z1 \
-	VPANDD Z29, Z1, Z1 \
-	VPERMB Z2, Z30, Z2 \
-	VPSRLVQ gdNib<>(SB), Z2, Z2 \
-	VPANDD Z29, Z2, Z2 \
-	VPERMB Z3, Z30, Z3 \
-	VPSRLVQ gdNib<>(SB), Z3, Z3 \
-	VPANDD Z29, Z3, Z3 \
-	VPERMB Z4, Z30, Z4 \
-	VPSRLVQ gdNib<>(SB), Z4, Z4 \
-	VPANDD Z29, Z4, Z4 \
-	VPERMB Z5, Z30, Z5 \
-	VPSRLVQ gdNib<>(SB), Z5, Z5 \
-	VPANDD Z29, Z5, Z5 \
-	VPERMB Z6, Z30, Z6 \
-	VPSRLVQ gdNib<>(SB), Z6, Z6 \
-	VPANDD Z29, Z6, Z6 \
-	VPERMB Z7, Z30, Z7 \
-	VPSRLVQ gdNib<>(SB), Z7, Z7 \
-	VPANDD Z29, Z7, Z7
+// GD_PAIR_Q8 loads the 32 quants of a Q8_0 row pair and adds 128.
+#define GD_PAIR_Q8(a, b, y, z) \
+	VMOVDQU8 2 a, y \
+	VINSERTI64X4 $1, 2 b, z, z \
+	VPXORD Z29, z, z
 
-#define GD_PAIRS_Q4_1 \
-	VMOVDQU 0(SI), Y0 \
-	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
-	VMOVDQU 0(SI)(BX*1), Y1 \
-	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
-	VMOVDQU 0(SI)(BX*2), Y2 \
-	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
-	VMOVDQU 0(SI)(R8*1), Y3 \
-	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
-	VMOVDQU 0(SI)(BX*4), Y4 \
-	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
-	VMOVDQU 0(SI)(R9*1), Y5 \
-	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
-	VMOVDQU 0(SI)(R8*2), Y6 \
-	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
-	VMOVDQU 0(SI)(R10*1), Y7 \
-	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
-	GD_NIB_SCALES(GD_NIB_MINS) \
-	VPERMB Z0, Z30, Z0 \
-	VPSRLVQ gdNib<>(SB), Z0, Z0 \
-	VPANDD Z29, Z0, Z0 \
-	VPERMB Z1, Z30, Z1 \
-	VPSRLVQ gdNib<>(SB), Z1, Z1 \
-	VPANDD Z29, Z1, Z1 \
-	VPERMB Z2, Z30, Z2 \
-	VPSRLVQ gdNib<>(SB), Z2, Z2 \
-	VPANDD Z29, Z2, Z2 \
-	VPERMB Z3, Z30, Z3 \
-	VPSRLVQ gdNib<>(SB), Z3, Z3 \
-	VPANDD Z29, Z3, Z3 \
-	VPERMB Z4, Z30, Z4 \
-	VPSRLVQ gdNib<>(SB), Z4, Z4 \
-	VPANDD Z29, Z4, Z4 \
-	VPERMB Z5, Z30, Z5 \
-	VPSRLVQ gdNib<>(SB), Z5, Z5 \
-	VPANDD Z29, Z5, Z5 \
-	VPERMB Z6, Z30, Z6 \
-	VPSRLVQ gdNib<>(SB), Z6, Z6 \
-	VPANDD Z29, Z6, Z6 \
-	VPERMB Z7, Z30, Z7 \
-	VPSRLVQ gdNib<>(SB), Z7, Z7 \
-	VPANDD Z29, Z7, Z7
+// GD_PAIR_RAW loads 32 bytes of a row pair from the block start.
+#define GD_PAIR_RAW(a, b, y, z) \
+	VMOVDQU 0 a, y \
+	VINSERTI64X4 $1, 0 b, z, z
 
-#define GD_PAIRS_Q5_0 \
-	VMOVDQU 0(SI), Y0 \
-	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
-	VMOVDQU 0(SI)(BX*1), Y1 \
-	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
-	VMOVDQU 0(SI)(BX*2), Y2 \
-	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
-	VMOVDQU 0(SI)(R8*1), Y3 \
-	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
-	VMOVDQU 0(SI)(BX*4), Y4 \
-	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
-	VMOVDQU 0(SI)(R9*1), Y5 \
-	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
-	VMOVDQU 0(SI)(R8*2), Y6 \
-	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
-	VMOVDQU 0(SI)(R10*1), Y7 \
-	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
-	GD_NIB_SCALES(GD_NIB_NOMINS) \
-	VPERMB Z0, Z30, Z0 \
-	VPSRLVQ gdNib<>(SB), Z0, Z0 \
-	VPANDD Z29, Z0, Z0 \
-	KMOVD 2(SI), K1 \
-	KMOVD 2(R11), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z0, K1, Z0 \
-	VPERMB Z1, Z30, Z1 \
-	VPSRLVQ gdNib<>(SB), Z1, Z1 \
-	VPANDD Z29, Z1, Z1 \
-	KMOVD 2(SI)(BX*1), K1 \
-	KMOVD 2(R11)(BX*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z1, K1, Z1 \
-	VPERMB Z2, Z30, Z2 \
-	VPSRLVQ gdNib<>(SB), Z2, Z2 \
-	VPANDD Z29, Z2, Z2 \
-	KMOVD 2(SI)(BX*2), K1 \
-	KMOVD 2(R11)(BX*2), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z2, K1, Z2 \
-	VPERMB Z3, Z30, Z3 \
-	VPSRLVQ gdNib<>(SB), Z3, Z3 \
-	VPANDD Z29, Z3, Z3 \
-	KMOVD 2(SI)(R8*1), K1 \
-	KMOVD 2(R11)(R8*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z3, K1, Z3 \
-	VPERMB Z4, Z30, Z4 \
-	VPSRLVQ gdNib<>(SB), Z4, Z4 \
-	VPANDD Z29, Z4, Z4 \
-	KMOVD 2(SI)(BX*4), K1 \
-	KMOVD 2(R11)(BX*4), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z4, K1, Z4 \
-	VPERMB Z5, Z30, Z5 \
-	VPSRLVQ gdNib<>(SB), Z5, Z5 \
-	VPANDD Z29, Z5, Z5 \
-	KMOVD 2(SI)(R9*1), K1 \
-	KMOVD 2(R11)(R9*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z5, K1, Z5 \
-	VPERMB Z6, Z30, Z6 \
-	VPSRLVQ gdNib<>(SB), Z6, Z6 \
-	VPANDD Z29, Z6, Z6 \
-	KMOVD 2(SI)(R8*2), K1 \
-	KMOVD 2(R11)(R8*2), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z6, K1, Z6 \
-	VPERMB Z7, Z30, Z7 \
-	VPSRLVQ gdNib<>(SB), Z7, Z7 \
-	VPANDD Z29, Z7, Z7 \
-	KMOVD 2(SI)(R10*1), K1 \
-	KMOVD 2(R11)(R10*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z7, K1, Z7
+// GD_PAIR_NIB turns a raw row pair into its 4-bit quants: the quant bytes
+// twice per row (VPERMB by Z30), the high nibbles of the second copy
+// shifted down, the low 4 bits kept.
+#define GD_PAIR_NIB(a, b, y, z) \
+	VPERMB z, Z30, z \
+	VPSRLVQ gdNib<>(SB), z, z \
+	VPANDD Z29, z, z
 
-#define GD_PAIRS_Q5_1 \
-	VMOVDQU 0(SI), Y0 \
-	VINSERTI64X4 $1, 0(R11), Z0, Z0 \
-	VMOVDQU 0(SI)(BX*1), Y1 \
-	VINSERTI64X4 $1, 0(R11)(BX*1), Z1, Z1 \
-	VMOVDQU 0(SI)(BX*2), Y2 \
-	VINSERTI64X4 $1, 0(R11)(BX*2), Z2, Z2 \
-	VMOVDQU 0(SI)(R8*1), Y3 \
-	VINSERTI64X4 $1, 0(R11)(R8*1), Z3, Z3 \
-	VMOVDQU 0(SI)(BX*4), Y4 \
-	VINSERTI64X4 $1, 0(R11)(BX*4), Z4, Z4 \
-	VMOVDQU 0(SI)(R9*1), Y5 \
-	VINSERTI64X4 $1, 0(R11)(R9*1), Z5, Z5 \
-	VMOVDQU 0(SI)(R8*2), Y6 \
-	VINSERTI64X4 $1, 0(R11)(R8*2), Z6, Z6 \
-	VMOVDQU 0(SI)(R10*1), Y7 \
-	VINSERTI64X4 $1, 0(R11)(R10*1), Z7, Z7 \
-	GD_NIB_SCALES(GD_NIB_MINS) \
-	VPERMB Z0, Z30, Z0 \
-	VPSRLVQ gdNib<>(SB), Z0, Z0 \
-	VPANDD Z29, Z0, Z0 \
-	KMOVD 4(SI), K1 \
-	KMOVD 4(R11), K2 \
+// GD_HIGH adds 16 to the quants whose bit is set in the 32 bits at off of
+// each row of the pair.
+#define GD_HIGH(off, a, b, z) \
+	KMOVD off a, K1 \
+	KMOVD off b, K2 \
 	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z0, K1, Z0 \
-	VPERMB Z1, Z30, Z1 \
-	VPSRLVQ gdNib<>(SB), Z1, Z1 \
-	VPANDD Z29, Z1, Z1 \
-	KMOVD 4(SI)(BX*1), K1 \
-	KMOVD 4(R11)(BX*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z1, K1, Z1 \
-	VPERMB Z2, Z30, Z2 \
-	VPSRLVQ gdNib<>(SB), Z2, Z2 \
-	VPANDD Z29, Z2, Z2 \
-	KMOVD 4(SI)(BX*2), K1 \
-	KMOVD 4(R11)(BX*2), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z2, K1, Z2 \
-	VPERMB Z3, Z30, Z3 \
-	VPSRLVQ gdNib<>(SB), Z3, Z3 \
-	VPANDD Z29, Z3, Z3 \
-	KMOVD 4(SI)(R8*1), K1 \
-	KMOVD 4(R11)(R8*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z3, K1, Z3 \
-	VPERMB Z4, Z30, Z4 \
-	VPSRLVQ gdNib<>(SB), Z4, Z4 \
-	VPANDD Z29, Z4, Z4 \
-	KMOVD 4(SI)(BX*4), K1 \
-	KMOVD 4(R11)(BX*4), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z4, K1, Z4 \
-	VPERMB Z5, Z30, Z5 \
-	VPSRLVQ gdNib<>(SB), Z5, Z5 \
-	VPANDD Z29, Z5, Z5 \
-	KMOVD 4(SI)(R9*1), K1 \
-	KMOVD 4(R11)(R9*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z5, K1, Z5 \
-	VPERMB Z6, Z30, Z6 \
-	VPSRLVQ gdNib<>(SB), Z6, Z6 \
-	VPANDD Z29, Z6, Z6 \
-	KMOVD 4(SI)(R8*2), K1 \
-	KMOVD 4(R11)(R8*2), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z6, K1, Z6 \
-	VPERMB Z7, Z30, Z7 \
-	VPSRLVQ gdNib<>(SB), Z7, Z7 \
-	VPANDD Z29, Z7, Z7 \
-	KMOVD 4(SI)(R10*1), K1 \
-	KMOVD 4(R11)(R10*1), K2 \
-	KUNPCKDQ K1, K2, K1 \
-	VPADDB gd10<>(SB), Z7, K1, Z7
+	VPADDB gd10<>(SB), z, K1, z
+
+#define GD_PAIR_HIGH2(a, b, y, z) GD_HIGH(2, a, b, z)
+#define GD_PAIR_HIGH4(a, b, y, z) GD_HIGH(4, a, b, z)
+#define GD_HIGHS2 GD_ROWS8(GD_PAIR_HIGH2)
+#define GD_HIGHS4 GD_ROWS8(GD_PAIR_HIGH4)
+#define GD_NOHIGHS
+
+// GD_PAIRS_NIB decodes the row pairs of a 4- or 5-bit type: raw loads, the
+// scales (and mins) from them, the quants, their high bits.
+#define GD_PAIRS_NIB(MINS, HIGHS) \
+	GD_ROWS8(GD_PAIR_RAW) \
+	GD_NIB_SCALES(MINS) \
+	GD_ROWS8(GD_PAIR_NIB) \
+	HIGHS
+
+#define GD_PAIRS_Q8_0 GD_ROWS8(GD_PAIR_Q8)
+#define GD_PAIRS_Q4_0 GD_PAIRS_NIB(GD_NIB_NOMINS, GD_NOHIGHS)
+#define GD_PAIRS_Q4_1 GD_PAIRS_NIB(GD_NIB_MINS, GD_NOHIGHS)
+#define GD_PAIRS_Q5_0 GD_PAIRS_NIB(GD_NIB_NOMINS, GD_HIGHS2)
+#define GD_PAIRS_Q5_1 GD_PAIRS_NIB(GD_NIB_MINS, GD_HIGHS4)
 
 // func gDotQ8_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x1(SB), NOSPLIT, $0-72
@@ -635,48 +400,48 @@ TEXT ·gDotQ8_0x4(SB), NOSPLIT, $0-72
 
 // func gDotQ4_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 18)
 
 // func gDotQ4_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 18)
 
 // func gDotQ4_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_0), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 18)
 
 // func gDotQ4_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 20)
 
 // func gDotQ4_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 20)
 
 // func gDotQ4_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ4_1), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 20)
 
 // func gDotQ5_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 22)
 
 // func gDotQ5_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 22)
 
 // func gDotQ5_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_0), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 22)
 
 // func gDotQ5_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x1(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 24)
 
 // func gDotQ5_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x2(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 24)
 
 // func gDotQ5_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x4(SB), NOSPLIT, $0-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(gdNibIdxQ5_1), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 24)

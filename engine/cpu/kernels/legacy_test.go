@@ -172,34 +172,48 @@ func TestGroupedKernelsLargeShapes(t *testing.T) {
 	}
 }
 
+// quantInputs returns n values for the quantisation tests: of very
+// different magnitudes, with zeros, values that fall on half steps when
+// scaled, and the block [zero, zero+block) all zero.
+func quantInputs(rng *rand.Rand, n, zero, block int) []float32 {
+	x := make([]float32, n)
+	for j := range x {
+		x[j] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
+		switch rng.IntN(30) {
+		case 0:
+			x[j] = 0
+		case 1:
+			x[j] = float32(rng.IntN(255)-127) / 2 // ties after scaling
+		}
+	}
+	if zero >= 0 {
+		clear(x[zero : zero+block])
+	}
+	return x
+}
+
+// sameBytes fails the test at the first byte where got and want differ.
+func sameBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	for j := range got {
+		if got[j] != want[j] {
+			t.Fatalf("%s: byte %d = %#x, Go gives %#x", what, j, got[j], want[j])
+		}
+	}
+}
+
 // TestQuantizeLaneFastMatchesGo compares the assembly quantisation into an
 // ActQ8G group with the Go one byte for byte.
 func TestQuantizeLaneFastMatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	const n = 256
 	for i := range 50 {
-		x := make([]float32, n)
-		for j := range x {
-			x[j] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
-			switch rng.IntN(30) {
-			case 0:
-				x[j] = 0
-			case 1:
-				x[j] = float32(rng.IntN(255)-127) / 2 // ties after scaling
-			}
-		}
-		if i%7 == 0 {
-			clear(x[32:64]) // an all-zero block
-		}
+		x := quantInputs(rng, n, []int{32, -1}[min(1, i%7)], 32)
 		lane := i % groupRows
 		got, want := make([]byte, ActQ8G.RowBytes(n)), make([]byte, ActQ8G.RowBytes(n))
 		quantizeLaneFast(got, lane, x)
 		quantizeLane(want, lane, x)
-		for j := range got {
-			if got[j] != want[j] {
-				t.Fatalf("case %d lane %d: byte %d = %#x, Go gives %#x", i, lane, j, got[j], want[j])
-			}
-		}
+		sameBytes(t, fmt.Sprintf("case %d lane %d", i, lane), got, want)
 	}
 }
 
@@ -209,29 +223,13 @@ func TestQuantizeQ8KFastMatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	for i := range 40 {
 		n := 256 * (1 + i%5)
-		x := make([]float32, n)
-		for j := range x {
-			x[j] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
-			switch rng.IntN(30) {
-			case 0:
-				x[j] = 0
-			case 1:
-				x[j] = float32(rng.IntN(255)-127) / 2
-			}
-		}
-		if i%3 == 0 {
-			clear(x[:256]) // an all-zero block
-		}
+		x := quantInputs(rng, n, []int{0, -1}[min(1, i%3)], 256)
 		got, want := make([]byte, ActQ8K.RowBytes(n)), make([]byte, ActQ8K.RowBytes(n))
 		if !quantizeQ8KFast(got, x) {
 			t.Skip("no assembly quantisation on this CPU")
 		}
 		QuantizeRow(ActQ8K, want, x)
-		for j := range got {
-			if got[j] != want[j] {
-				t.Fatalf("case %d (n=%d): byte %d = %#x, Go gives %#x", i, n, j, got[j], want[j])
-			}
-		}
+		sameBytes(t, fmt.Sprintf("case %d (n=%d)", i, n), got, want)
 	}
 }
 
