@@ -161,6 +161,7 @@ func newBenchCmd() *cobra.Command {
 	fl.DurationVar(&f.maxLateness, "max-lateness", time.Millisecond, "with --validate: a slice whose mean timer lateness exceeds this was starved")
 	fl.Float64Var(&f.maxStepDev, "max-step-dev", 0.02, "with --validate: a slice whose mean step time is off the profile by more than this was starved")
 	fl.DurationVar(&f.resolve, "resolve", 0, "with --validate: measuring time per N to spend telling the best B1 apart from its runner-up (0: none)")
+	cmd.AddCommand(newBenchEngineCmd())
 	return cmd
 }
 

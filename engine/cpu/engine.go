@@ -15,6 +15,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -35,6 +36,12 @@ type Options struct {
 	// means the highest level the CPU supports. A level the CPU lacks is an
 	// error.
 	Kernels string
+	// CPUs, when set, pins the kernel threads (Linux only; elsewhere it is
+	// an error): worker w's OS thread to CPUs[w mod len(CPUs)], the thread
+	// calling Step to CPUs[0] for the duration of the step (its previous
+	// CPU set is restored after). Threads then defaults to len(CPUs). A
+	// deployment gives each model's engine its own cores this way.
+	CPUs []int
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -42,6 +49,12 @@ const DefaultKVBudget = 1 << 30
 
 // parallelMACs is the smallest matmul (in multiply-adds) split over threads.
 const parallelMACs = 1 << 17
+
+// partsPerThread is the number of parts per thread a pooled multiplication
+// is split into (by whole row tiles): threads claim parts as they come, so
+// a thread the system runs late holds up at most one small part while the
+// others take the rest.
+const partsPerThread = 4
 
 // seqSplitMACs is the largest per-token weight work (multiply-adds over all
 // weight matrices) of a model whose multi-sequence batches run as parts of
@@ -79,17 +92,22 @@ type Engine struct {
 	partRow, partOut  []int // sequence-split parts of the current step
 	mm                matmulTask
 	set               *kernels.Set
+	scores            kernels.ScoresFunc
+	values            kernels.ValuesFunc
+	swiglu            kernels.SwiGLUFunc
+	expShift          kernels.ExpShiftFunc
 	at                attnTask
+	qt                qkvTask
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
 	closed            bool
 }
 
 type workerScratch struct {
-	act    [3][]byte  // activations quantised per Act form
-	mm     matmulTask // the worker's own multiplications (sequence-split steps)
-	prep   prepTask   // the worker's input preparation
-	scores []float32  // attention scores
+	act    [kernels.ActQ8G + 1][]byte // activations quantised per Act form
+	mm     matmulTask                 // the worker's own multiplications (sequence-split steps)
+	prep   prepTask                   // the worker's input preparation
+	scores []float32                  // attention scores
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -103,7 +121,11 @@ func Open(path string, opts Options) (*Engine, error) {
 	if c.name == "llama2.c" {
 		c.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	return newEngine(c, w, opts)
+	e, err := newEngine(c, w, opts)
+	if err != nil && w.file != nil {
+		_ = w.file.Close()
+	}
+	return e, err
 }
 
 // NewFromGGUF builds an engine from a parsed GGUF file.
@@ -125,6 +147,9 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
+		if len(opts.CPUs) > 0 {
+			threads = len(opts.CPUs)
+		}
 	}
 	level := kernels.Detect()
 	if opts.Kernels != "" {
@@ -169,13 +194,21 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 			e.invFreq[j] /= float64(w.ropeFreqs[j])
 		}
 	}
+	e.scores, e.values = set.Attention()
+	e.swiglu = set.SwiGLU()
+	e.expShift = set.ExpShift()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
+	e.qt.e = e
 	e.sp.e = e
 	for _, m := range w.matrices() {
 		e.tokenMACs += m.rows * m.cols
 	}
-	e.pool = newPool(threads)
+	pool, err := newPool(threads, slices.Clone(opts.CPUs))
+	if err != nil {
+		return nil, err
+	}
+	e.pool = pool
 	return e, nil
 }
 
@@ -232,7 +265,8 @@ func (e *Engine) Release(seq engine.SeqID) {
 // KVBlocksInUse reports the KV blocks held by sequences (for tests and metrics).
 func (e *Engine) KVBlocksInUse() int { return len(e.kv.blocks) - len(e.kv.free) }
 
-// Close stops the worker pool and frees the weights and KV cache.
+// Close stops the worker pool and frees the weights (unmapping the file
+// the engine opened) and the KV cache.
 func (e *Engine) Close() error {
 	if e.closed {
 		return nil
@@ -241,8 +275,12 @@ func (e *Engine) Close() error {
 	e.pool.close()
 	e.seqs = nil
 	e.kv.blocks = nil
+	var err error
+	if f := e.w.file; f != nil {
+		err = f.Close()
+	}
 	e.w = nil
-	return nil
+	return err
 }
 
 func grow[T any](s []T, n int) []T {
@@ -265,6 +303,15 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	}
 	if len(in) == 0 {
 		return nil
+	}
+	if cpus := e.pool.cpus; len(cpus) > 0 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		restore, err := pinThreadFor(cpus[0])
+		if err != nil {
+			return err
+		}
+		defer restore()
 	}
 	T, O, err := e.admit(in)
 	if err != nil {
@@ -371,9 +418,10 @@ func (e *Engine) rollback() {
 
 // Embed writes tok's input embedding (a row of the token-embedding table)
 // to dst, which must hold Info().HiddenSize values; an id outside the
-// vocabulary leaves dst zeroed. It implements engine.Embedder.
+// vocabulary (or a closed engine) leaves dst zeroed. It implements
+// engine.Embedder.
 func (e *Engine) Embed(tok int32, dst []float32) {
-	if tok < 0 || int(tok) >= e.info.VocabSize || len(dst) < e.info.HiddenSize {
+	if e.closed || tok < 0 || int(tok) >= e.info.VocabSize || len(dst) < e.info.HiddenSize {
 		clear(dst)
 		return
 	}
@@ -387,6 +435,9 @@ var _ engine.Embedder = (*Engine)(nil)
 // looked up, one row per token).
 func (e *Engine) WeightBytesPerToken() int64 {
 	var n int64
+	if e.closed {
+		return 0
+	}
 	for _, m := range e.w.matrices() {
 		n += int64(len(m.data))
 	}

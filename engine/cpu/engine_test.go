@@ -416,3 +416,29 @@ func TestRandomRuntimeWorkload(t *testing.T) {
 		t.Fatalf("%d KV blocks in use after releasing everything", n)
 	}
 }
+
+// TestCloseUnmapsTheFile closes an engine on a mapped GGUF file: the
+// mapping is released (Close reports the unmap) and nothing reads the
+// weights afterwards.
+func TestCloseUnmapsTheFile(t *testing.T) {
+	e := openModel(t, "stories260K.gguf", Options{Threads: 2})
+	greedy(t, e, 1, []int32{1}, 4)
+	if e.w.file == nil || e.w.file.Data == nil {
+		t.Fatal("the engine does not hold the mapped file")
+	}
+	f := e.w.file
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Data != nil {
+		t.Fatal("the file is still mapped after Close")
+	}
+	dst := []float32{1, 2}
+	e.Embed(3, dst)
+	if dst[0] != 0 || dst[1] != 0 || e.WeightBytesPerToken() != 0 {
+		t.Fatal("a closed engine still reads its weights")
+	}
+	if err := e.Step(context.Background(), []engine.Input{{Seq: 2, Tokens: []int32{1}}}, make([]engine.Output, 1)); err == nil {
+		t.Fatal("Step on a closed engine succeeded")
+	}
+}

@@ -40,7 +40,7 @@ func (t *matmulTask) do(_, part int) {
 }
 
 // tileRows is the row granularity of a split (the kernels' largest tile).
-const tileRows = 4
+const tileRows = 16
 
 // splitRows returns part p of parts of [0, rows), in whole tiles.
 func splitRows(rows, p, parts int) (lo, hi int) {
@@ -50,26 +50,49 @@ func splitRows(rows, p, parts int) (lo, hi int) {
 	return lo, hi
 }
 
-// prepTask readies rows of a multiplication's input: silu(x)·u first when
-// u is set (the feed-forward gate), then quantisation into form act.
+// mmInput is the input of a multiplication: T rows of cols values at x,
+// taken as they are, or first turned into silu(x)·u in place when u is
+// set, or into rmsnorm(x)·norm written to normed when norm is set.
+type mmInput struct {
+	x, u         []float32
+	norm, normed []float32
+	T, cols      int
+}
+
+// rows returns the rows the multiplication reads once they are prepared.
+func (in *mmInput) rows() []float32 {
+	if in.norm != nil {
+		return in.normed[:in.T*in.cols]
+	}
+	return in.x[:in.T*in.cols]
+}
+
+// prepTask readies rows of a multiplication's input (see mmInput) and
+// quantises them into form act.
 type prepTask struct {
-	x, u    []float32
-	cols, T int
-	act     kernels.Act
-	buf     []byte
-	rb      int
-	parts   int
+	in     mmInput
+	eps    float32
+	swiglu kernels.SwiGLUFunc
+	act    kernels.Act
+	buf    []byte
+	rb     int
+	parts  int
 }
 
 func (t *prepTask) do(_, part int) {
-	for r := t.T * part / t.parts; r < t.T*(part+1)/t.parts; r++ {
-		x := t.x[r*t.cols : (r+1)*t.cols]
-		if t.u != nil {
-			swiglu(x, t.u[r*t.cols:(r+1)*t.cols])
+	in := &t.in
+	r0, r1 := in.T*part/t.parts, in.T*(part+1)/t.parts
+	n := in.cols
+	for r := r0; r < r1; r++ {
+		switch {
+		case in.norm != nil:
+			rmsnorm(in.normed[r*n:(r+1)*n], in.x[r*n:(r+1)*n], in.norm, t.eps)
+		case in.u != nil:
+			t.swiglu(in.x[r*n:(r+1)*n], in.u[r*n:(r+1)*n])
 		}
-		if t.act != kernels.ActF32 {
-			kernels.QuantizeRow(t.act, t.buf[r*t.rb:(r+1)*t.rb], x)
-		}
+	}
+	if t.act != kernels.ActF32 {
+		kernels.QuantizeRows(t.act, t.buf, t.rb, in.rows(), n, r0, r1)
 	}
 }
 
@@ -77,24 +100,24 @@ func (t *prepTask) do(_, part int) {
 // over the pool.
 const prepParallelRows = 4
 
-// actRows returns the T rows of x (cols values each) in form a and the
-// stride between them, quantised into the worker's scratch (F32
-// activations are x itself, seen as bytes). With u set, x first becomes
-// silu(x)·u. Pooled, the rows are split over the pool.
-func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a kernels.Act) ([]byte, int) {
-	x = x[:T*cols]
+// actRows prepares the input rows (see mmInput) and returns them in form a
+// with the stride between them (between groups of rows for grouped forms),
+// quantised into the worker's scratch (F32 activations are the prepared
+// rows themselves, seen as bytes). Pooled, the rows are split over the
+// pool.
+func (e *Engine) actRows(worker int, pooled bool, in mmInput, a kernels.Act) ([]byte, int) {
 	t := &e.scratch[worker].prep
-	*t = prepTask{x: x, u: u, cols: cols, T: T, act: a, parts: 1}
+	*t = prepTask{in: in, eps: e.cfg.eps, swiglu: e.swiglu, act: a, parts: 1}
 	if a == kernels.ActF32 {
-		t.rb = 4 * cols
+		t.rb = 4 * in.cols
 	} else {
-		t.rb = a.RowBytes(cols)
+		t.rb = a.RowBytes(in.cols)
 		sc := &e.scratch[worker]
-		sc.act[a] = grow(sc.act[a], T*t.rb)
+		sc.act[a] = grow(sc.act[a], a.Bytes(in.cols, in.T))
 		t.buf = sc.act[a]
 	}
-	if pooled && T >= prepParallelRows && e.pool.n > 1 {
-		t.parts = min(T, 4*e.pool.n)
+	if pooled && in.T >= prepParallelRows && e.pool.n > 1 {
+		t.parts = min(in.T, 4*e.pool.n)
 		e.pool.run(t, t.parts)
 	} else {
 		t.do(worker, 0)
@@ -102,25 +125,27 @@ func (e *Engine) actRows(worker int, pooled bool, x, u []float32, T, cols int, a
 	buf, rb := t.buf, t.rb
 	*t = prepTask{}
 	if a == kernels.ActF32 {
+		x := in.rows()
 		return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), rb
 	}
 	return buf, rb
 }
 
-// mul multiplies the T rows of x (cols values each) by the jobs' matrices:
-// on the pool when pooled, else on the given worker alone. Jobs whose
-// kernels take the same activation form share one quantisation of x. With
-// u set, x first becomes silu(x)·u.
-func (e *Engine) mul(worker int, pooled bool, x, u []float32, T, cols int, jobs ...mmJob) {
+// mul multiplies the input rows (see mmInput) by the jobs' matrices: on
+// the pool when pooled, else on the given worker alone. Jobs whose kernels
+// take the same activation form share one quantisation of the rows.
+func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
+	T, cols := in.T, in.cols
 	for i := 0; i < len(jobs); {
 		act := jobs[i].m.k.Act
-		j, macs := i, 0
+		j, macs, tiles := i, 0, 1
 		for j < len(jobs) && jobs[j].m.k.Act == act {
 			macs += T * jobs[j].m.rows * cols
+			tiles = max(tiles, (jobs[j].m.rows+tileRows-1)/tileRows)
 			j++
 		}
-		a, stride := e.actRows(worker, pooled, x, u, T, cols, act)
-		u = nil
+		a, stride := e.actRows(worker, pooled, in, act)
+		in = mmInput{x: in.rows(), T: T, cols: cols} // prepared once
 		t := &e.scratch[worker].mm
 		if pooled {
 			t = &e.mm
@@ -128,7 +153,7 @@ func (e *Engine) mul(worker int, pooled bool, x, u []float32, T, cols int, jobs 
 		t.nj = copy(t.jobs[:], jobs[i:j])
 		t.a, t.aStride, t.T, t.parts = a, stride, T, 1
 		if pooled && macs >= parallelMACs {
-			t.parts = e.pool.n
+			t.parts = min(tiles, partsPerThread*e.pool.n)
 			e.pool.run(t, t.parts)
 		} else {
 			t.do(worker, 0)
@@ -154,36 +179,47 @@ func (t *attnTask) do(worker, part int) {
 }
 
 // attend runs attention of layer l for units [lo, hi); unit u is row
-// u/kvHeads and kv head u%kvHeads.
+// u/kvHeads and kv head u%kvHeads. The scores of the query heads sharing
+// the kv head are computed together, one key block at a time; each head
+// then takes its softmax and its weighted sum of values.
 func (e *Engine) attend(worker, layer, lo, hi int) {
 	c := e.cfg
 	hd, qd := c.headDim, c.qDim()
 	group := c.heads / c.kvHeads
 	lf, kvd := e.kv.layerFloats, e.kv.kvDim
+	ss := e.scoreStride()
 	scores := e.scratch[worker].scores
 	for u := lo; u < hi; u++ {
 		r, g := u/c.kvHeads, u%c.kvHeads
 		s := e.rowSeq[r]
 		n := e.rowPos[r] + 1
-		kOff := layer*lf + g*hd
-		vOff := kOff + blockTokens*kvd
+		kOff := layer*lf + g*hd*blockTokens
+		vOff := layer*lf + blockTokens*kvd + g*hd
+		q := e.q[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
+		for b := 0; b*blockTokens < n; b++ {
+			blk := e.kv.blocks[s.blocks[b]]
+			e.scores(q, hd, blk[kOff:kOff+hd*blockTokens], scores[b*blockTokens:], ss)
+		}
 		for j := range group {
 			h := g*group + j
-			q := e.q[r*qd+h*hd : r*qd+(h+1)*hd]
-			sc := scores[:n]
+			sc := scores[j*ss : j*ss+n]
 			mx := float32(math.Inf(-1))
-			for b := 0; b*blockTokens < n; b++ {
-				blk := e.kv.blocks[s.blocks[b]]
-				m := min(blockTokens, n-b*blockTokens)
-				mx = attnScores(q, blk[kOff:], kvd, sc[b*blockTokens:b*blockTokens+m], mx)
+			for _, v := range sc {
+				if v > mx { // NaN scores are skipped here; they still reach the sum
+					mx = v
+				}
 			}
-			sum := expShiftSum(sc, mx, e.scale)
+			e.expShift(sc, mx, e.scale)
+			var sum float32
+			for _, v := range sc {
+				sum += v
+			}
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
 			clear(out)
 			for b := 0; b*blockTokens < n; b++ {
 				blk := e.kv.blocks[s.blocks[b]]
 				m := min(blockTokens, n-b*blockTokens)
-				attnValues(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
+				e.values(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
 			}
 			inv := 1 / sum
 			for i := range out {
@@ -191,6 +227,12 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 			}
 		}
 	}
+}
+
+// scoreStride is the distance between two heads' scores in a worker's
+// score buffer: the context length rounded up to whole key blocks.
+func (e *Engine) scoreStride() int {
+	return (e.cfg.ctx + blockTokens - 1) / blockTokens * blockTokens
 }
 
 // ensure sizes the per-step buffers for T rows and O output rows.
@@ -213,7 +255,7 @@ func (e *Engine) ensure(T, O int) {
 	e.logits = grow(e.logits, O*c.vocab)
 	e.tokens = grow(e.tokens, O)
 	for i := range e.scratch {
-		if need := c.ctx; len(e.scratch[i].scores) < need {
+		if need := c.heads / c.kvHeads * e.scoreStride(); len(e.scratch[i].scores) < need {
 			e.scratch[i].scores = make([]float32, need)
 		}
 	}
@@ -386,11 +428,45 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 	xo := e.xo[r0*dim : r1*dim]
 	hb := e.hb[r0*hid : r1*hid]
 	hb2 := e.hb2[r0*hid : r1*hid]
-	for r := range T {
-		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.attnNorm, c.eps)
-	}
-	e.mul(worker, pooled, xb, nil, T, dim, mmJob{&ly.wq, e.q[r0*qd : r1*qd]},
+	e.mul(worker, pooled, mmInput{x: x, norm: ly.attnNorm, normed: xb, T: T, cols: dim}, mmJob{&ly.wq, e.q[r0*qd : r1*qd]},
 		mmJob{&ly.wk, e.k[r0*kvd : r1*kvd]}, mmJob{&ly.wv, e.v[r0*kvd : r1*kvd]})
+	if pooled && T >= prepParallelRows && e.pool.n > 1 {
+		e.qt.layer, e.qt.T, e.qt.parts = l, T, min(T, 4*e.pool.n)
+		e.pool.run(&e.qt, e.qt.parts)
+	} else {
+		e.qkvRows(l, r0, r1)
+	}
+	if pooled {
+		e.at.layer, e.at.units, e.at.parts = l, T*c.kvHeads, attnParts
+		e.pool.run(&e.at, attnParts)
+	} else {
+		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
+	}
+	e.mul(worker, pooled, mmInput{x: e.att[r0*qd : r1*qd], T: T, cols: qd}, mmJob{&ly.wo, xo})
+	axpy(1, xo, x)
+	e.mul(worker, pooled, mmInput{x: x, norm: ly.ffnNorm, normed: xb, T: T, cols: dim}, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
+	e.mul(worker, pooled, mmInput{x: hb, u: hb2, T: T, cols: hid}, mmJob{&ly.down, xo})
+	axpy(1, xo, x)
+}
+
+// qkvTask finishes the query, key and value rows of one layer (see
+// qkvRows), split by rows.
+type qkvTask struct {
+	e               *Engine
+	layer, T, parts int
+}
+
+func (t *qkvTask) do(_, part int) {
+	t.e.qkvRows(t.layer, t.T*part/t.parts, t.T*(part+1)/t.parts)
+}
+
+// qkvRows finishes rows [r0, r1) of layer l's queries, keys and values:
+// biases, q/k norms, rotary embeddings; it stores the keys and values in
+// the rows' KV blocks.
+func (e *Engine) qkvRows(l, r0, r1 int) {
+	c := e.cfg
+	ly := &e.w.layers[l]
+	qd, kvd := c.qDim(), c.kvDim()
 	for r := r0; r < r1; r++ {
 		q := e.q[r*qd : (r+1)*qd]
 		k := e.k[r*kvd : (r+1)*kvd]
@@ -421,23 +497,9 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 		e.rope(k, c.kvHeads, cs)
 		s, pos := e.rowSeq[r], e.rowPos[r]
 		b := s.blocks[pos/blockTokens]
-		copy(e.kv.key(b, l, pos%blockTokens), k)
+		e.kv.putKey(b, l, pos%blockTokens, k)
 		copy(e.kv.value(b, l, pos%blockTokens), v)
 	}
-	if pooled {
-		e.at.layer, e.at.units, e.at.parts = l, T*c.kvHeads, attnParts
-		e.pool.run(&e.at, attnParts)
-	} else {
-		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
-	}
-	e.mul(worker, pooled, e.att[r0*qd:r1*qd], nil, T, qd, mmJob{&ly.wo, xo})
-	axpy(1, xo, x)
-	for r := range T {
-		rmsnorm(xb[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], ly.ffnNorm, c.eps)
-	}
-	e.mul(worker, pooled, xb, nil, T, dim, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
-	e.mul(worker, pooled, hb, hb2, T, hid, mmJob{&ly.down, xo})
-	axpy(1, xo, x)
 }
 
 // head applies the final norm and the classifier to outputs [o0, o1).
@@ -449,7 +511,7 @@ func (e *Engine) head(worker, o0, o1 int, pooled bool) {
 		rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], e.w.outNorm, c.eps)
 	}
 	if o1 > o0 {
-		e.mul(worker, pooled, e.hn[o0*dim:o1*dim], nil, o1-o0, dim, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
+		e.mul(worker, pooled, mmInput{x: e.hn[o0*dim : o1*dim], T: o1 - o0, cols: dim}, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
 	}
 }
 

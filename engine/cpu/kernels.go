@@ -5,7 +5,7 @@ import "math"
 // The fast kernels below unroll and keep several independent accumulators,
 // so the CPU overlaps the floating-point additions; kernels_test.go has the
 // plain versions they are tested against (TestKernelsAgainstReference and
-// FuzzKernels).
+// FuzzKernels). The attention kernels are in package kernels.
 
 // dot returns the inner product of a and b[:len(a)].
 func dot(a, b []float32) float32 {
@@ -26,100 +26,6 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// attnScores sets sc[o] = dot(q, k[o*stride:o*stride+len(q)]) for each o
-// and returns the largest of them and mx (NaN scores are skipped here; they
-// still reach the softmax sum). Heads of width 8 have an unrolled version
-// that keeps q in registers and gives dot's exact bits.
-func attnScores(q, k []float32, stride int, sc []float32, mx float32) float32 {
-	switch len(q) {
-	case 8:
-		q := q[:8:8]
-		q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
-		off := 0
-		for o := range sc {
-			kk := k[off : off+8 : off+8]
-			s := (float32(0) + (q0*kk[0] + q4*kk[4]) + (float32(0) + (q1*kk[1] + q5*kk[5]))) +
-				(float32(0) + (q2*kk[2] + q6*kk[6]) + (float32(0) + (q3*kk[3] + q7*kk[7])))
-			sc[o] = s
-			if s > mx {
-				mx = s
-			}
-			off += stride
-		}
-	default:
-		hd := len(q)
-		off := 0
-		for o := range sc {
-			s := dot(q, k[off:off+hd])
-			sc[o] = s
-			if s > mx {
-				mx = s
-			}
-			off += stride
-		}
-	}
-	return mx
-}
-
-// attnValues adds Σ_o a[o]·v[o*stride : o*stride+len(out)] to out. Each
-// lane sums in position order; six lanes at a time stay in registers (eight
-// would spill on amd64), then four, two and one.
-func attnValues(a, v []float32, stride int, out []float32) {
-	hd := len(out)
-	i := 0
-	for ; i+6 <= hd; i += 6 {
-		o6 := out[i : i+6 : i+6]
-		s0, s1, s2, s3, s4, s5 := o6[0], o6[1], o6[2], o6[3], o6[4], o6[5]
-		off := i
-		for _, w := range a {
-			row := v[off : off+6 : off+6]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			s2 += w * row[2]
-			s3 += w * row[3]
-			s4 += w * row[4]
-			s5 += w * row[5]
-			off += stride
-		}
-		o6[0], o6[1], o6[2], o6[3], o6[4], o6[5] = s0, s1, s2, s3, s4, s5
-	}
-	if i+4 <= hd {
-		o4 := out[i : i+4 : i+4]
-		s0, s1, s2, s3 := o4[0], o4[1], o4[2], o4[3]
-		off := i
-		for _, w := range a {
-			row := v[off : off+4 : off+4]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			s2 += w * row[2]
-			s3 += w * row[3]
-			off += stride
-		}
-		o4[0], o4[1], o4[2], o4[3] = s0, s1, s2, s3
-		i += 4
-	}
-	if i+2 <= hd {
-		o2 := out[i : i+2 : i+2]
-		s0, s1 := o2[0], o2[1]
-		off := i
-		for _, w := range a {
-			row := v[off : off+2 : off+2]
-			s0 += w * row[0]
-			s1 += w * row[1]
-			off += stride
-		}
-		o2[0], o2[1] = s0, s1
-		i += 2
-	}
-	if i < hd {
-		s := out[i]
-		for p, w := range a {
-			s += w * v[p*stride+i]
-		}
-		out[i] = s
-	}
-}
-
 // rmsnorm writes x normalised by its root mean square and scaled by w.
 func rmsnorm(out, x, w []float32, eps float32) {
 	x = x[:len(w)]
@@ -128,92 +34,6 @@ func rmsnorm(out, x, w []float32, eps float32) {
 	scale := float32(1 / math.Sqrt(float64(ss/float32(len(x))+eps)))
 	for i, v := range x {
 		out[i] = v * scale * w[i]
-	}
-}
-
-// expPoly is the degree-7 Taylor polynomial of e^r for |r| ≤ ln2/2,
-// evaluated by Estrin's scheme (a short dependency chain, so the CPU
-// overlaps consecutive elements).
-func expPoly(r float32) float32 {
-	r2 := r * r
-	p01 := 1 + r
-	p23 := float32(0.5) + float32(1.0/6)*r
-	p45 := float32(1.0/24) + float32(1.0/120)*r
-	p67 := float32(1.0/720) + float32(1.0/5040)*r
-	return (p01 + r2*p23) + (r2*r2)*(p45+r2*p67)
-}
-
-// expf returns e^x in float32 with a relative error below 2e-7:
-// n = round(x/ln2) by the 1.5·2^23 addition trick, r = x - n·ln2 in two
-// parts, expPoly for e^r and the exponent bits for 2^n. Results below the smallest normal float32 flush to zero.
-func expf(x float32) float32 {
-	switch {
-	case x != x:
-		return x
-	case x < -87.33:
-		return 0
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	}
-	t := x*1.442695 + 12582912.0
-	ni := int32(math.Float32bits(t)) - 0x4B400000
-	n := t - 12582912.0
-	r := x - n*0.693145751953125
-	r -= n * 1.428606765330187e-06
-	q := expPoly(r)
-	if ni > 127 {
-		return q * 2 * math.Float32frombits(uint32(ni-1+127)<<23)
-	}
-	return q * math.Float32frombits(uint32(ni+127)<<23)
-}
-
-// expShiftSum replaces each x[i] by e^((x[i]-mx)·scale), for x[i] ≤ mx and
-// scale > 0, and returns their sum. It is expf's computation inlined for
-// arguments that are never positive (attention scores below their maximum).
-func expShiftSum(x []float32, mx, scale float32) float32 {
-	var sum float32
-	for i, v := range x {
-		a := (v - mx) * scale
-		if !(a >= -87.33) { // also catches NaN
-			if a != a {
-				x[i] = a
-				sum += a
-				continue
-			}
-			x[i] = 0
-			continue
-		}
-		t := a*1.442695 + 12582912.0
-		ni := int32(math.Float32bits(t)) - 0x4B400000
-		n := t - 12582912.0
-		r := a - n*0.693145751953125
-		r -= n * 1.428606765330187e-06
-		q := expPoly(r)
-		e := q * math.Float32frombits(uint32(ni+127)<<23)
-		x[i] = e
-		sum += e
-	}
-	return sum
-}
-
-// softmax normalises x in place.
-func softmax(x []float32) {
-	if len(x) == 0 {
-		return
-	}
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
-	var sum float32
-	for i, v := range x {
-		e := expf(v - mx)
-		x[i] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for i := range x {
-		x[i] *= inv
 	}
 }
 
@@ -231,13 +51,5 @@ func axpy(a float32, x, y []float32) {
 	}
 	for ; i < len(x); i++ {
 		y[i] += a * x[i]
-	}
-}
-
-// swiglu writes silu(g)*u into g.
-func swiglu(g, u []float32) {
-	u = u[:len(g)]
-	for i, v := range g {
-		g[i] = v / (1 + expf(-v)) * u[i]
 	}
 }

@@ -1,13 +1,19 @@
 package cpu
 
-import "github.com/tokenrouter/tokenrouter/engine"
+import (
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
+)
 
-// blockTokens is the number of positions per KV block.
-const blockTokens = 16
+// blockTokens is the number of positions per KV block: a transposed key
+// block of the attention kernels.
+const blockTokens = kernels.KeyBlock
 
 // kvPool hands out fixed-size KV blocks within a byte budget. A block holds
-// keys and values of blockTokens positions for every layer, laid out as
-// [layer][k|v][position][kvDim]. Freed blocks are reused.
+// keys and values of blockTokens positions for every layer, laid out per
+// layer as keys transposed, [kvDim][position] (the attention kernels'
+// layout: a vector lane per position), then values, [position][kvDim].
+// Freed blocks are reused.
 type kvPool struct {
 	blockFloats int
 	layerFloats int // floats per layer in a block (keys and values)
@@ -41,10 +47,12 @@ func (p *kvPool) alloc() int32 {
 
 func (p *kvPool) release(b int32) { p.free = append(p.free, b) }
 
-// key returns the key vector slot of position pos within block b at layer l.
-func (p *kvPool) key(b int32, l, off int) []float32 {
-	base := l*p.layerFloats + off*p.kvDim
-	return p.blocks[b][base : base+p.kvDim]
+// putKey stores key k of position off within block b at layer l.
+func (p *kvPool) putKey(b int32, l, off int, k []float32) {
+	keys := p.blocks[b][l*p.layerFloats : l*p.layerFloats+blockTokens*p.kvDim]
+	for i, v := range k[:p.kvDim] {
+		keys[i*blockTokens+off] = v
+	}
 }
 
 // value returns the value vector slot of position off within block b at layer l.

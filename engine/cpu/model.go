@@ -63,6 +63,7 @@ type weights struct {
 	output    matrix
 	ropeFreqs []float32 // optional per-pair frequency divisors (Llama 3.1)
 	layers    []layer
+	file      *gguf.File // the mapped file the weights are in, if the engine opened it
 }
 
 // matrices lists the matrices that multiply activations (all but the
@@ -106,7 +107,8 @@ func (c *config) validate() error {
 	return nil
 }
 
-// loadFile reads a model file: GGUF when it starts with the GGUF magic,
+// loadFile reads a model file: GGUF when it starts with the GGUF magic
+// (mapped; the weights stay in the mapping, which w.file releases),
 // otherwise a llama2.c checkpoint.
 func loadFile(path string) (*config, *weights, error) {
 	fh, err := os.Open(path)
@@ -124,7 +126,13 @@ func loadFile(path string) (*config, *weights, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("cpu: %w", err)
 		}
-		return fromGGUF(f)
+		c, w, err := fromGGUF(f)
+		if err != nil {
+			_ = f.Close()
+			return nil, nil, err
+		}
+		w.file = f
+		return c, w, nil
 	}
 	ck, err := llama2c.OpenCheckpoint(path)
 	if err != nil {

@@ -15,7 +15,15 @@ type task interface {
 // spinIters bounds how long an idle worker polls for the next job before it
 // parks (tens of microseconds): kernels of one step follow each other within
 // microseconds, and waking a parked goroutine costs more than that.
-const spinIters = 1 << 12
+//
+// Neither the workers nor the caller yield their processor while they poll
+// (runtime.Gosched): a worker woken by the caller becomes runnable on the
+// caller's processor, and a caller that yielded it would hand it the
+// processor and wait for another one itself, so the two would run one
+// after the other. The caller yields only after waiting yieldIters polls
+// (a worker the system runs late), so a pool with fewer processors than
+// workers still makes progress.
+const spinIters, yieldIters = 1 << 16, 1 << 18
 
 // maxParts bounds the parts of one job (they are counted in 16 bits).
 const maxParts = 1<<16 - 1
@@ -31,7 +39,8 @@ const maxParts = 1<<16 - 1
 // share. A worker reads the task only after claiming a part, and the caller
 // does not publish the next job before every claimed part is done.
 type pool struct {
-	n        int // workers including the caller
+	n        int   // workers including the caller
+	cpus     []int // worker w's OS thread runs on cpus[w%len(cpus)] (none: anywhere)
 	claim    atomic.Uint64
 	done     atomic.Int64 // parts finished in the current job
 	t        task         // current job, written before claim is published
@@ -49,17 +58,32 @@ func unpackClaim(c uint64) (gen uint64, next, parts int) {
 	return c >> 32, int(c>>16) & maxParts, int(c) & maxParts
 }
 
-func newPool(n int) *pool {
+// newPool starts n-1 worker goroutines. With cpus, each worker locks its
+// goroutine to an OS thread pinned to cpus[w%len(cpus)] (the caller's
+// thread is pinned for each step, see Engine.Step); if a worker cannot pin
+// its thread, newPool stops the others and returns the error.
+func newPool(n int, cpus []int) (*pool, error) {
 	if n < 1 {
 		n = 1
 	}
-	p := &pool{n: n, sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+	p := &pool{n: n, cpus: cpus, sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+	started := make(chan error, n)
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		p.wg.Add(1)
-		go p.worker(w)
+		go p.worker(w, started)
 	}
-	return p
+	var err error
+	for w := 1; w < n; w++ {
+		if e := <-started; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
 }
 
 // work claims and runs parts of the job of generation gen until none is
@@ -81,8 +105,18 @@ func (p *pool) work(w int, gen uint64) bool {
 	}
 }
 
-func (p *pool) worker(w int) {
+func (p *pool) worker(w int, started chan<- error) {
 	defer p.wg.Done()
+	if len(p.cpus) > 0 {
+		// The goroutine keeps the thread locked until it exits, which
+		// ends the thread: no other goroutine inherits its CPU set.
+		runtime.LockOSThread()
+		if err := pinThread(p.cpus[w%len(p.cpus)]); err != nil {
+			started <- err
+			return
+		}
+	}
+	started <- nil
 	seen := uint64(0)
 	for {
 		for i := 0; ; i++ {
@@ -94,9 +128,6 @@ func (p *pool) worker(w int) {
 				return
 			}
 			if i < spinIters {
-				if i%64 == 63 {
-					runtime.Gosched()
-				}
 				continue
 			}
 			p.sleeping[w].Store(true)
@@ -143,7 +174,7 @@ func (p *pool) run(t task, parts int) {
 	}
 	p.work(0, gen)
 	for i := 0; p.done.Load() != int64(parts); i++ {
-		if i%64 == 63 {
+		if i >= yieldIters && i%64 == 63 {
 			runtime.Gosched()
 		}
 	}

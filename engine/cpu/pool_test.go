@@ -23,7 +23,10 @@ func (t *countTask) do(w, p int) {
 func TestPoolRunsEveryPartOnceAndStops(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for _, n := range []int{1, 2, 3, 5} {
-		p := newPool(n)
+		p, err := newPool(n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, parts := range []int{1, 2, 3, 7, 16} {
 			for round := range 50 {
 				task := &countTask{hits: make([]atomic.Int32, parts)}
@@ -54,7 +57,10 @@ func (t *slowTask) do(w, p int) {
 }
 
 func TestPoolWorkersShareTheWork(t *testing.T) {
-	p := newPool(2)
+	p, err := newPool(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer p.close()
 	task := &slowTask{}
 	for range 50 {

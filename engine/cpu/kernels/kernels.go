@@ -78,16 +78,27 @@ type Act uint8
 //	ActQ8K: q [n]int8 | d [n/256]float32 | bsums [n/16]int16 (Σ q of each 16 values)
 //
 // x ≈ d[b]·q for each value of block b.
+//
+// ActQ8G holds the values of ActQ8 for groups of Group() = 16 rows (a
+// batch's columns), interleaved so that one vector register holds four
+// values of each of the 16 rows. A group of n values takes RowBytes(n)
+// bytes: for each block b of 32 values, a record of 704 bytes,
+//
+//	q [8][16][4]int8 | d [16]float32 | nsum [16]int32 | s [16]float32
+//
+// where q[g][c] are values 4g..4g+3 of row c's block, nsum = −Σ q and
+// s = d·Σ q. Rows past the last of a batch's final group are unused.
 const (
 	ActF32 Act = iota
 	ActQ8
 	ActQ8K
+	ActQ8G
 )
 
 // Block is the number of values one scale covers (1 for ActF32).
 func (a Act) Block() int {
 	switch a {
-	case ActQ8:
+	case ActQ8, ActQ8G:
 		return 32
 	case ActQ8K:
 		return 256
@@ -95,15 +106,33 @@ func (a Act) Block() int {
 	return 1
 }
 
-// RowBytes is the size of a row of n activations (n a multiple of Block).
+// Group is the number of rows a form stores together: 16 for ActQ8G, 1
+// for the others.
+func (a Act) Group() int {
+	if a == ActQ8G {
+		return groupRows
+	}
+	return 1
+}
+
+// RowBytes is the size of a row of n activations (n a multiple of Block),
+// or for grouped forms of a group of Group() rows.
 func (a Act) RowBytes(n int) int {
 	switch a {
 	case ActQ8:
 		return n + 8*(n/32)
 	case ActQ8K:
 		return n + 4*(n/256) + 2*(n/16)
+	case ActQ8G:
+		return n / 32 * gRecBytes
 	}
 	return 4 * n
+}
+
+// Bytes is the size of rows rows of n activations.
+func (a Act) Bytes(n, rows int) int {
+	g := a.Group()
+	return (rows + g - 1) / g * a.RowBytes(n)
 }
 
 // MulFunc computes, for r < rows and c < cols,
@@ -111,8 +140,9 @@ func (a Act) RowBytes(n int) int {
 //	out[c*outStride+r] = Σ_i W[r][i]·A[c][i]   (i < n)
 //
 // where weight row r is the n values of one GGUF type at w[r*wStride:] and
-// activation row c is in the kernel's Act form at a[c*aStride:]. n is a
-// multiple of the weight type's block size and of the Act's block.
+// activation row c is in the kernel's Act form at a[c*aStride:] (for a
+// grouped form, row c%G of the group at a[c/G*aStride:], G = Act.Group()).
+// n is a multiple of the weight type's block size and of the Act's block.
 type MulFunc func(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int)
 
 // Kernel multiplies one weight type against activations in one form.

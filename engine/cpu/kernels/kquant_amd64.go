@@ -183,6 +183,23 @@ func (k kqForms) call(group int, w []byte, wStride, rows, n int, a []byte, aStri
 	return nc
 }
 
+//go:noescape
+func q8kQuantize(x *float32, nb int, dst *byte, n int)
+
+// quantizeQ8KFast writes x as an ActQ8K row into dst, in assembly where the
+// CPU has AVX-512 (and in Go elsewhere).
+func quantizeQ8KFast(dst []byte, x []float32) bool {
+	n := len(x)
+	if n%256 != 0 || n == 0 || !cpu.X86.HasAVX512BW || !cpu.X86.HasAVX512VL {
+		return false
+	}
+	if len(dst) < ActQ8K.RowBytes(n) {
+		panic("kernels: ActQ8K row shorter than its values")
+	}
+	q8kQuantize(&x[0], n/256, &dst[0], n)
+	return true
+}
+
 // kqStreamRead reads n bytes at p (n a multiple of 256) with plain vector
 // loads and returns their xor. Benchmarks measure the machine's streaming
 // read bandwidth with it, beside the kernels.

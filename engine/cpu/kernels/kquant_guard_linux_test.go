@@ -49,3 +49,34 @@ func TestKQuantStaysInside(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyStaysInside runs every level's kernels for the float and
+// 32-value block types on weights and activations that end at an
+// inaccessible page, with shapes that take every path of the grouped
+// kernels (the fused kernels' whole tiles and their last tile, the panels).
+func TestLegacyStaysInside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, l := range availableLevels() {
+		for _, typ := range legacyTypes {
+			for _, sh := range [][3]int{{32, 1, 64}, {48, 3, 1024}, {35, 2, 96}, {16, 9, 64}, {33, 20, 1056}} {
+				rows, cols, n := sh[0], sh[1], sh[2]
+				k, _ := NewSet(l).For(typ)
+				ref, _ := levelRef(l, typ)
+				src, ws := randomWeights(rng, typ, rows, n, false)
+				w := guarded(t, len(src))
+				copy(w, src)
+				asrc, as, _ := randomActRows(rng, k.Act, cols, n)
+				a := guarded(t, len(asrc))
+				copy(a, asrc)
+				got, want := make([]float32, rows*cols), make([]float32, rows*cols)
+				k.Mul(n, w, ws, rows, a, as, cols, got, rows)
+				ref.Mul(n, w, ws, rows, a, as, cols, want, rows)
+				for i := range got {
+					if !sameBits(got[i], want[i]) {
+						t.Fatalf("%v %v %v: output %d = %v, reference %v", l, typ, sh, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

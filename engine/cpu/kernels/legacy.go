@@ -18,6 +18,22 @@ func addLegacy(m map[gguf.TensorType]Kernel, l Level) {
 	for t, tl := range fastTiles(l) {
 		m[t] = Kernel{Act: tl.act(), Mul: tl.mul}
 	}
+	if l == AVX512 {
+		for t, f := range groupedFast() {
+			m[t] = Kernel{Act: ActQ8G, Mul: f}
+		}
+	}
+}
+
+// levelRef returns the pure-Go reference kernel that gives level l's bits
+// for a float or 32-value block type, and whether there is one: the float
+// kernels with Lanes(l) lanes; the block types with eight lanes below
+// AVX512 and the grouped arithmetic at AVX512.
+func levelRef(l Level, t gguf.TensorType) (Kernel, bool) {
+	if l == AVX512 && legacyBlockBytes(t) != 0 {
+		return Kernel{Act: ActQ8G, Mul: refGrouped(t)}, true
+	}
+	return RefKernel(t, Lanes(l))
 }
 
 // refKernel returns the reference kernel of a legacy type with L lanes.
@@ -28,9 +44,9 @@ func refKernel(t gguf.TensorType, L int) Kernel {
 	return Kernel{Act: ActQ8, Mul: refLegacy(t, L)}
 }
 
-// Lanes reports the accumulator width of level l's kernels for the legacy
-// types (8 for Generic and AVX2, 16 for AVX512); RefKernel with that width
-// gives the level's bits.
+// Lanes reports the accumulator width of level l's kernels for the float
+// types and, below AVX512, the 32-value block types (8 for Generic and
+// AVX2, 16 for AVX512); RefKernel with that width gives the level's bits.
 func Lanes(l Level) int {
 	if l == AVX512 {
 		return 16

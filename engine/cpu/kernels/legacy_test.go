@@ -71,19 +71,34 @@ func randomWeights(rng *rand.Rand, t gguf.TensorType, rows, n int, extreme bool)
 
 // randomActs quantises cols random rows of n values into form a.
 func randomActs(rng *rand.Rand, a Act, cols, n int) ([]byte, int) {
-	rb := a.RowBytes(n)
-	out := make([]byte, cols*rb)
-	x := make([]float32, n)
-	for c := range cols {
-		for i := range x {
-			x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
-			if rng.IntN(40) == 0 {
-				x[i] = 0
-			}
+	b, stride, _ := randomActRows(rng, a, cols, n)
+	return b, stride
+}
+
+// randomActRows is randomActs that also returns the values quantised.
+func randomActRows(rng *rand.Rand, a Act, cols, n int) ([]byte, int, []float32) {
+	stride := a.RowBytes(n)
+	out := make([]byte, a.Bytes(n, cols))
+	x := make([]float32, cols*n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+		if rng.IntN(40) == 0 {
+			x[i] = 0
 		}
-		QuantizeRow(a, out[c*rb:], x)
 	}
-	return out, rb
+	QuantizeRows(a, out, stride, x, n, 0, cols)
+	return out, stride, x
+}
+
+// actColumn returns activation row c of a batch alone, in a buffer of its
+// own: the row's bytes (or, grouped, a new group holding it first).
+func actColumn(a Act, buf []byte, stride int, x []float32, n, c int) []byte {
+	if a.Group() == 1 {
+		return buf[c*stride:]
+	}
+	one := make([]byte, a.RowBytes(n))
+	QuantizeRows(a, one, stride, x[c*n:(c+1)*n], n, 0, 1)
+	return one
 }
 
 func sameBits(a, b float32) bool {
@@ -99,9 +114,9 @@ func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows
 	if !ok {
 		t.Fatalf("%s: no %s kernel", l, typ)
 	}
-	ref, _ := RefKernel(typ, Lanes(l))
+	ref, _ := levelRef(l, typ)
 	w, wStride := randomWeights(rng, typ, rows, n, extreme)
-	a, aStride := randomActs(rng, k.Act, cols, n)
+	a, aStride, x := randomActRows(rng, k.Act, cols, n)
 	outStride := rows + rng.IntN(3)
 	got := make([]float32, cols*outStride)
 	want := make([]float32, cols*outStride)
@@ -118,7 +133,7 @@ func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows
 	one := make([]float32, 1)
 	for range 3 {
 		c, r := rng.IntN(cols), rng.IntN(rows)
-		k.Mul(n, w[r*wStride:], wStride, 1, a[c*aStride:], aStride, 1, one, 1)
+		k.Mul(n, w[r*wStride:], wStride, 1, actColumn(k.Act, a, aStride, x, n, c), aStride, 1, one, 1)
 		if !sameBits(one[0], got[c*outStride+r]) {
 			t.Fatalf("%s %s: out[%d][%d] alone %v, in the %dx%d call %v", l, typ, c, r, one[0], rows, cols, got[c*outStride+r])
 		}
@@ -138,6 +153,83 @@ func TestLegacyKernelsMatchReferenceBitForBit(t *testing.T) {
 				checkLevel(t, rng, l, typ, sh[0], sh[1], n, true)
 			}
 		}
+	}
+}
+
+// TestGroupedKernelsLargeShapes runs the grouped kernels on shapes with
+// several column groups, more groups than one pass keeps, and rows longer
+// than a panel chunk.
+func TestGroupedKernelsLargeShapes(t *testing.T) {
+	if Detect() < AVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
+		for _, sh := range [][3]int{{33, 40, 32 * (gChunk + 3)}, {16, 17, 64}, {3, groupRows*gMaxGroups + 5, 64},
+			{32, 1, 64}, {48, 3, 32 * (gChunk + 3)}, {16, 2, 96}, {35, 4, 160}, {16*gDotTiles + 16, 1, 32}} {
+			checkLevel(t, rng, AVX512, typ, sh[0], sh[1], sh[2], false)
+		}
+	}
+}
+
+// quantInputs returns n values for the quantisation tests: of very
+// different magnitudes, with zeros, values that fall on half steps when
+// scaled, and the block [zero, zero+block) all zero.
+func quantInputs(rng *rand.Rand, n, zero, block int) []float32 {
+	x := make([]float32, n)
+	for j := range x {
+		x[j] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
+		switch rng.IntN(30) {
+		case 0:
+			x[j] = 0
+		case 1:
+			x[j] = float32(rng.IntN(255)-127) / 2 // ties after scaling
+		}
+	}
+	if zero >= 0 {
+		clear(x[zero : zero+block])
+	}
+	return x
+}
+
+// sameBytes fails the test at the first byte where got and want differ.
+func sameBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	for j := range got {
+		if got[j] != want[j] {
+			t.Fatalf("%s: byte %d = %#x, Go gives %#x", what, j, got[j], want[j])
+		}
+	}
+}
+
+// TestQuantizeLaneFastMatchesGo compares the assembly quantisation into an
+// ActQ8G group with the Go one byte for byte.
+func TestQuantizeLaneFastMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	const n = 256
+	for i := range 50 {
+		x := quantInputs(rng, n, []int{32, -1}[min(1, i%7)], 32)
+		lane := i % groupRows
+		got, want := make([]byte, ActQ8G.RowBytes(n)), make([]byte, ActQ8G.RowBytes(n))
+		quantizeLaneFast(got, lane, x)
+		quantizeLane(want, lane, x)
+		sameBytes(t, fmt.Sprintf("case %d lane %d", i, lane), got, want)
+	}
+}
+
+// TestQuantizeQ8KFastMatchesGo compares the assembly ActQ8K quantisation
+// with QuantizeRow byte for byte.
+func TestQuantizeQ8KFastMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for i := range 40 {
+		n := 256 * (1 + i%5)
+		x := quantInputs(rng, n, []int{0, -1}[min(1, i%3)], 256)
+		got, want := make([]byte, ActQ8K.RowBytes(n)), make([]byte, ActQ8K.RowBytes(n))
+		if !quantizeQ8KFast(got, x) {
+			t.Skip("no assembly quantisation on this CPU")
+		}
+		QuantizeRow(ActQ8K, want, x)
+		sameBytes(t, fmt.Sprintf("case %d (n=%d)", i, n), got, want)
 	}
 }
 

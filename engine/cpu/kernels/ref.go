@@ -16,10 +16,27 @@ func levelKernels(l Level) map[gguf.TensorType]Kernel {
 	return m
 }
 
+// QuantizeRows writes rows [r0, r1) of x (rows of n values, n a multiple
+// of a.Block()) in form a into dst, which holds the rows (or for grouped
+// forms the groups of a.Group() rows) stride bytes apart.
+func QuantizeRows(a Act, dst []byte, stride int, x []float32, n, r0, r1 int) {
+	for r := r0; r < r1; r++ {
+		xr := x[r*n : (r+1)*n]
+		if g := a.Group(); g > 1 {
+			quantizeLaneFast(dst[r/g*stride:], r%g, xr)
+			continue
+		}
+		if a == ActQ8K && quantizeQ8KFast(dst[r*stride:], xr) {
+			continue
+		}
+		QuantizeRow(a, dst[r*stride:], xr)
+	}
+}
+
 // QuantizeRow writes x in form a to dst (a.RowBytes(len(x)) bytes);
-// len(x) must be a multiple of a.Block(). Each block's scale is its largest
-// magnitude over 127 and values round to the nearest integer, so the
-// quantised values lie in [-127, 127].
+// len(x) must be a multiple of a.Block() and a must not be grouped. Each
+// block's scale is its largest magnitude over 127 and values round to the
+// nearest integer, so the quantised values lie in [-127, 127].
 func QuantizeRow(a Act, dst []byte, x []float32) {
 	n := len(x)
 	switch a {

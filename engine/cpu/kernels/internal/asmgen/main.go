@@ -4,8 +4,9 @@
 //
 // Every function it writes computes one tile of R weight rows × C activation
 // columns over nb steps. Integer types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against
-// ActQ8) step over 32-value blocks; float types (F32, F16, BF16 against
-// ActF32) step over L values, L the lane count of the level (8 or 16).
+// ActQ8; AVX2 only, AVX-512 has the grouped kernels of grouped_amd64.s) step
+// over 32-value blocks; float types (F32, F16, BF16 against ActF32) step
+// over L values, L the lane count of the level (8 or 16).
 // Each (row, column) pair has one accumulator of L float32 lanes updated by
 // fused multiply-adds in block order and summed by one fixed tree, so a
 // pair's result does not depend on the tile it was computed in; ref.go holds
@@ -73,8 +74,6 @@ func shapeOf(l level, k kind) shape {
 		return shape{6, []int{0, 4, 4, 4, 4, 4, 4}}
 	case k.float:
 		return shape{3, []int{0, 4, 4, 3}}
-	case l.wide:
-		return shape{3, []int{0, 4, 4, 4}}
 	case k.min:
 		return shape{2, []int{0, 4, 2}}
 	default:
@@ -381,166 +380,6 @@ func (g *gen) intTileAVX2(k kind, R, C int) {
 	g.endLoop(acc, R, C)
 }
 
-// intTileAVX512 writes an AVX-512 tile for a 32-value block type: two
-// blocks per step in one zmm (lanes 0-7 the even block, 8-15 the odd one),
-// products by VPDPBUSD on unsigned weights with the offset taken back
-// through the activation sums of each lane. An odd last block runs with
-// the upper half zero.
-func (g *gen) intTileAVX512(k kind, R, C int) {
-	g.start(k, R, C)
-	// masks: K6 upper 8 lanes of 16, K3 lower 8, K5 lanes 0 and 8, K4
-	// lane 0, K7 lane 8
-	g.p("MOVL $0xFF00, AX")
-	g.p("KMOVW AX, K6")
-	g.p("MOVL $0x0101, AX")
-	g.p("KMOVW AX, K5")
-	g.p("MOVL $0x0001, AX")
-	g.p("KMOVW AX, K4")
-	g.p("MOVL $0x0100, AX")
-	g.p("KMOVW AX, K7")
-	g.p("MOVL $0x00FF, AX")
-	g.p("KMOVW AX, K3")
-	acc := g.zeroAcc(R, C)
-	a := make([]int, C)
-	da := make([]int, C)
-	xc := make([]int, C) // offset correction (K·Σa per lane, negated) or min term scales
-	for c := range C {
-		a[c], da[c] = g.vreg(), g.vreg()
-		if k.offset != 0 || k.min {
-			xc[c] = g.vreg()
-		}
-	}
-	w, dw := g.vreg(), g.vreg()
-	mw := -1
-	if k.min {
-		mw = g.vreg()
-	}
-	t, s := g.vreg(), g.vreg()
-	var cK, c0F, c10, zero int
-	if k.offset != 0 {
-		cK, zero = g.vreg(), g.vreg()
-		g.p("MOVL $%d, AX", k.offset)
-		g.p("VPBROADCASTB AX, Z%d", cK)
-		g.p("VPXORD Z%d, Z%d, Z%d", zero, zero, zero)
-	}
-	if k.nibbles {
-		c0F = g.vreg()
-		g.p("MOVL $0x0F, AX")
-		g.p("VPBROADCASTB AX, Z%d", c0F)
-	}
-	if k.qh >= 0 {
-		c10 = g.vreg()
-		g.p("MOVL $0x10, AX")
-		g.p("VPBROADCASTB AX, Z%d", c10)
-	}
-	g.p("LEAQ (R10)(R13*1), AX") // activation sums
-	step := func(two bool) {
-		for c := range C {
-			if two {
-				g.p("VMOVDQU8 %s, Z%d", colAddr("DI", c, 0), a[c])
-				g.p("VBROADCASTSS %s, Z%d", colAddr("R10", c, 0), da[c])
-				g.p("VBROADCASTSS %s, K6, Z%d", colAddr("R10", c, 4), da[c])
-			} else {
-				g.p("VMOVDQU8 %s, Y%d", colAddr("DI", c, 0), a[c])
-				g.p("VBROADCASTSS.Z %s, K3, Z%d", colAddr("R10", c, 0), da[c])
-				// lanes 8-15 scale 0: blocks beyond the row add nothing
-			}
-			switch {
-			case k.offset != 0:
-				g.p("VPSUBB Z%d, Z%d, Z%d", a[c], zero, t)
-				g.p("VPXORD Z%d, Z%d, Z%d", xc[c], xc[c], xc[c])
-				g.p("VPDPBUSD Z%d, Z%d, Z%d", t, cK, xc[c])
-			case k.min:
-				g.p("VBROADCASTSS.Z %s, K4, Z%d", colAddr("AX", c, 0), xc[c])
-				if two {
-					g.p("VBROADCASTSS %s, K7, Z%d", colAddr("AX", c, 4), xc[c])
-				}
-			}
-		}
-		for r := range R {
-			if k.nibbles {
-				g.p("VMOVDQU8 %s, X%d", rowAddr(r, k.qs), w)
-				if two {
-					g.p("VINSERTI32X4 $1, %s, Y%d, Y%d", rowAddr(r, k.blk+k.qs), w, w)
-				}
-				g.p("VPSRLW $4, Y%d, Y%d", w, t)
-				g.p("VINSERTI64X4 $1, Y%d, Z%d, Z%d", t, w, w)
-				g.p("VPANDD Z%d, Z%d, Z%d", c0F, w, w)
-				g.p("VSHUFI64X2 $0xD8, Z%d, Z%d, Z%d", w, w, w)
-			} else if two {
-				g.p("VMOVDQU8 %s, Y%d", rowAddr(r, k.qs), w)
-				g.p("VINSERTI64X4 $1, %s, Z%d, Z%d", rowAddr(r, k.blk+k.qs), w, w)
-			} else {
-				g.p("VMOVDQU8 %s, Y%d", rowAddr(r, k.qs), w)
-			}
-			if k.qh >= 0 {
-				g.p("KMOVD %s, K1", rowAddr(r, k.qh))
-				if two {
-					g.p("KMOVD %s, K2", rowAddr(r, k.blk+k.qh))
-					g.p("KUNPCKDQ K1, K2, K1")
-				}
-				g.p("VPADDB Z%d, Z%d, K1, Z%d", c10, w, w)
-			}
-			if k.offset == 128 {
-				g.p("VPXORD Z%d, Z%d, Z%d", cK, w, w) // 128 = 0x80: xor adds 128
-			}
-			g.p("VPBROADCASTW %s, Y%d", rowAddr(r, 0), dw)
-			if two {
-				g.p("VPBROADCASTW %s, K6, Y%d", rowAddr(r, k.blk), dw)
-			}
-			if two {
-				g.p("VCVTPH2PS Y%d, Z%d", dw, dw)
-			} else {
-				g.p("VCVTPH2PS.Z Y%d, K3, Z%d", dw, dw)
-			}
-			if k.min {
-				g.p("VPBROADCASTW %s, Y%d", rowAddr(r, 2), mw)
-				if two {
-					g.p("VPBROADCASTW %s, K6, Y%d", rowAddr(r, k.blk+2), mw)
-				}
-				if two {
-					g.p("VCVTPH2PS.Z Y%d, K5, Z%d", mw, mw)
-				} else {
-					g.p("VCVTPH2PS.Z Y%d, K4, Z%d", mw, mw)
-				}
-			}
-			for c := range C {
-				if k.offset != 0 {
-					g.p("VMOVDQA32 Z%d, Z%d", xc[c], t)
-				} else {
-					g.p("VPXORD Z%d, Z%d, Z%d", t, t, t)
-				}
-				g.p("VPDPBUSD Z%d, Z%d, Z%d", a[c], w, t)
-				g.p("VCVTDQ2PS Z%d, Z%d", t, t)
-				g.p("VMULPS Z%d, Z%d, Z%d", da[c], dw, s)
-				g.p("VFMADD231PS Z%d, Z%d, Z%d", s, t, acc[r][c])
-				if k.min {
-					g.p("VFMADD231PS Z%d, Z%d, Z%d", xc[c], mw, acc[r][c])
-				}
-			}
-		}
-	}
-	g.setupPrefetch(R)
-	g.p("SHRQ $1, CX")
-	g.p("JZ tail")
-	fmt.Fprintf(&g.b, "loop:\n")
-	g.prefetch(R, 2*k.blk)
-	step(true)
-	g.p("ADDQ $%d, SI", 2*k.blk)
-	g.p("ADDQ $64, DI")
-	g.p("ADDQ $8, R10")
-	g.p("ADDQ $8, AX")
-	g.p("DECQ CX")
-	g.p("JNZ loop")
-	fmt.Fprintf(&g.b, "tail:\n")
-	g.p("MOVQ nb+0(FP), CX")
-	g.p("ANDQ $1, CX")
-	g.p("JZ done")
-	step(false)
-	fmt.Fprintf(&g.b, "done:\n")
-	g.epilogue(acc, R, C)
-}
-
 const constants = `
 DATA ·c0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA ·c0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -588,6 +427,9 @@ func main() {
 		g.b.WriteString("// Code generated by internal/asmgen; DO NOT EDIT.\n\n#include \"textflag.h\"\n")
 		fmt.Fprintf(&tables, "// tiles%s returns the %s tile kernels of each weight type.\nfunc tiles%s() map[gguf.TensorType]*tiler {\nreturn map[gguf.TensorType]*tiler{\n", l.name, l.name, l.name)
 		for _, k := range kinds {
+			if l.wide && !k.float {
+				continue // the block types have the grouped kernels at AVX-512
+			}
 			sh := shapeOf(l, k)
 			maxR := 0
 			for _, r := range sh.maxR {
@@ -607,8 +449,6 @@ func main() {
 					switch {
 					case k.float:
 						g.floatTile(k, r, c)
-					case l.wide:
-						g.intTileAVX512(k, r, c)
 					default:
 						g.intTileAVX2(k, r, c)
 					}

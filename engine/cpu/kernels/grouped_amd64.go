@@ -1,0 +1,270 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+)
+
+//go:noescape
+func gMicro(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
+
+//go:noescape
+func gMicroMin(nb int, panel *byte, dw, mw *float32, act *byte, shift int, acc *float32, pf uintptr, pfLines int)
+
+//go:noescape
+func gTranspose(acc *float32, out *float32, outStride, rowMask, cols int)
+
+//go:noescape
+func gPanelQ8_0(w *byte, wStride, nb int, panel *byte, h *uint16)
+
+//go:noescape
+func gPanelQ4_0(w *byte, wStride, nb int, panel *byte, h *uint16)
+
+//go:noescape
+func gPanelQ4_1(w *byte, wStride, nb int, panel *byte, h *uint16)
+
+//go:noescape
+func gPanelQ5_0(w *byte, wStride, nb int, panel *byte, h *uint16)
+
+//go:noescape
+func gPanelQ5_1(w *byte, wStride, nb int, panel *byte, h *uint16)
+
+//go:noescape
+func gMicro1(nb int, panel *byte, dw, mw *float32, act *byte, lane, shift int, acc *float32)
+
+//go:noescape
+func gMicro1Min(nb int, panel *byte, dw, mw *float32, act *byte, lane, shift int, acc *float32)
+
+//go:noescape
+func gHalves(h *uint16, f *float32, n int)
+
+//go:noescape
+func gQuantize(x *float32, nb int, dst *byte, lane int)
+
+// gKernel is the AVX-512 grouped kernel of one weight type. The assembly
+// is called directly (not through function values), so that the scratch
+// it is given stays on the stack.
+type gKernel struct {
+	t     gguf.TensorType
+	bb    int // bytes per block
+	shift int // log2 of the quant offset; 32 (no offset) for types with a min
+	min   bool
+}
+
+// dotReach is how far past a block's start the fused kernels read: 32 bytes
+// from the start for the 4- and 5-bit types (their scales and quants in one
+// load), the block itself for Q8_0.
+func (k gKernel) dotReach() int {
+	if k.t == gguf.Q8_0 {
+		return k.bb
+	}
+	return 32
+}
+
+// panel decodes 16 rows of nb blocks at w into s.
+func (k gKernel) panel(w *byte, wStride, nb int, s *gScratch) {
+	switch k.t {
+	case gguf.Q8_0:
+		gPanelQ8_0(w, wStride, nb, &s.panel[0], &s.h[0])
+	case gguf.Q4_0:
+		gPanelQ4_0(w, wStride, nb, &s.panel[0], &s.h[0])
+	case gguf.Q4_1:
+		gPanelQ4_1(w, wStride, nb, &s.panel[0], &s.h[0])
+	case gguf.Q5_0:
+		gPanelQ5_0(w, wStride, nb, &s.panel[0], &s.h[0])
+	case gguf.Q5_1:
+		gPanelQ5_1(w, wStride, nb, &s.panel[0], &s.h[0])
+	}
+	gHalves(&s.h[0], &s.dw[0], nb*groupRows)
+	if k.min {
+		gHalves(&s.h[gChunk*groupRows], &s.mw[0], nb*groupRows)
+	}
+}
+
+// micro multiplies the panel (nb blocks) by the group at act, whose first
+// cols rows are in use, accumulating into acc: with the 16-column
+// micro-kernel (acc[r·16+c]) for at least gWideCols columns, else column by
+// column (acc[c·16+r]). The 16-column micro-kernel prefetches pfLines cache
+// lines per block from pf on (the next panel's weights: that kernel takes
+// long enough for them to arrive).
+func (k gKernel) micro(nb int, s *gScratch, act *byte, cols int, acc []float32, pf uintptr, pfLines int) {
+	switch {
+	case cols >= gWideCols && k.min:
+		gMicroMin(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0], pf, pfLines)
+	case cols >= gWideCols:
+		gMicro(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, k.shift, &acc[0], pf, pfLines)
+	case k.min:
+		for c := range cols {
+			gMicro1Min(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, c, k.shift, &acc[c*groupRows])
+		}
+	default:
+		for c := range cols {
+			gMicro1(nb, &s.panel[0], &s.dw[0], &s.mw[0], act, c, k.shift, &acc[c*groupRows])
+		}
+	}
+}
+
+// groupedFast returns the AVX-512 grouped kernels, or nil if the CPU lacks
+// VNNI.
+func groupedFast() map[gguf.TensorType]MulFunc {
+	x := cpu.X86
+	if !(x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI) {
+		return nil
+	}
+	ks := map[gguf.TensorType]gKernel{
+		gguf.Q8_0: {gguf.Q8_0, 34, 7, false},
+		gguf.Q4_0: {gguf.Q4_0, 18, 3, false},
+		gguf.Q5_0: {gguf.Q5_0, 22, 4, false},
+		gguf.Q4_1: {gguf.Q4_1, 20, 32, true},
+		gguf.Q5_1: {gguf.Q5_1, 24, 32, true},
+	}
+	m := make(map[gguf.TensorType]MulFunc, len(ks))
+	for t, k := range ks {
+		m[t] = k.mul
+	}
+	return m
+}
+
+// gScratch is a grouped kernel's working memory (on the stack).
+type gScratch struct {
+	panel  [gChunk * groupRows * 32]byte
+	dw, mw [gChunk * groupRows]float32
+	h      [2 * gChunk * groupRows]uint16 // scale halves, then min halves
+	acc    [gMaxGroups * groupRows * groupRows]float32
+	pad    [groupRows * gChunk * gMaxBlockBytes]byte // a last tile of fewer than 16 rows
+}
+
+// mul implements MulFunc. Calls of up to gDotCols columns run the fused
+// kernels; others go panel by panel: for each 16 weight rows, for each
+// chunk of gChunk blocks, the panel is decoded once and multiplied by every
+// column group (up to gMaxGroups at a time), accumulating across chunks in
+// order.
+func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	nb := n / 32
+	groups := (cols + groupRows - 1) / groupRows
+	if n%32 != 0 || wStride < 0 || aStride < 0 || outStride < 0 ||
+		(rows-1)*wStride+nb*k.bb > len(w) || (groups-1)*aStride+nb*gRecBytes > len(a) || (cols-1)*outStride+rows > len(out) {
+		panic(fmt.Sprintf("kernels: grouped kernel: operands shorter than the shape (n=%d rows=%d cols=%d)", n, rows, cols))
+	}
+	if nb == 0 {
+		for c := range cols {
+			clear(out[c*outStride : c*outStride+rows])
+		}
+		return
+	}
+	if cols <= gDotCols {
+		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride)
+		return
+	}
+	k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
+}
+
+// dot runs the fused kernel over the whole tiles of 16 rows, then the last
+// rows with dotTail.
+func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	nb := n / 32
+	full := rows / groupRows
+	// a tile whose last read would pass the end of w's memory (its
+	// capacity) goes to dotTail, which copies it
+	for full > 0 && (full*groupRows-1)*wStride+(nb-1)*k.bb+k.dotReach() > cap(w) {
+		full--
+	}
+	for t0 := 0; t0 < full; t0 += gDotTiles {
+		nt := min(gDotTiles, full-t0)
+		k.dotCall(&w[t0*groupRows*wStride], wStride, nt, nb, &a[0], &out[t0*groupRows], outStride, cols)
+	}
+	for r0 := full * groupRows; r0 < rows; r0 += groupRows {
+		k.dotTail(n, w[r0*wStride:], wStride, min(groupRows, rows-r0), a, aStride, cols, out[r0:], outStride)
+	}
+}
+
+// dotTail runs the fused kernel on up to 16 rows copied into a padded tile
+// on the stack, or, if they are too long for it, the panel kernels.
+// (A function of its own, so that other calls do not clear the pad.)
+func (k gKernel) dotTail(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	nb := n / 32
+	rb := nb * k.bb
+	var pad [groupRows * gChunk * gMaxBlockBytes]byte
+	var acc [gDotCols * groupRows]float32
+	if groupRows*rb-k.bb+k.dotReach() > len(pad) {
+		k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
+		return
+	}
+	for r := range rows {
+		copy(pad[r*rb:(r+1)*rb], w[r*wStride:])
+	}
+	k.dotCall(&pad[0], rb, 1, nb, &a[0], &acc[0], groupRows, cols)
+	for c := range cols {
+		copy(out[c*outStride:c*outStride+rows], acc[c*groupRows:])
+	}
+}
+
+// mulPanels runs the panel kernels (see mul).
+func (k gKernel) mulPanels(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	var scratch gScratch
+	s := &scratch
+	nb := n / 32
+	groups := (cols + groupRows - 1) / groupRows
+	for g0 := 0; g0 < groups; g0 += gMaxGroups {
+		ng := min(gMaxGroups, groups-g0)
+		for r0 := 0; r0 < rows; r0 += groupRows {
+			nr := min(groupRows, rows-r0)
+			clear(s.acc[:ng*groupRows*groupRows])
+			for b0 := 0; b0 < nb; b0 += gChunk {
+				nbc := min(gChunk, nb-b0)
+				wp, ws := &w[r0*wStride+b0*k.bb], wStride
+				if nr < groupRows {
+					rb := nbc * k.bb
+					for r := range nr {
+						copy(s.pad[r*rb:(r+1)*rb], w[(r0+r)*wStride+b0*k.bb:])
+					}
+					wp, ws = &s.pad[0], rb
+				}
+				k.panel(wp, ws, nbc, s)
+				// the next panel: the same blocks of the next 16 rows
+				pf := uintptr(unsafe.Pointer(wp)) + uintptr(groupRows*wStride)
+				pfLines := (groupRows*k.bb + 63) / 64
+				for g := range ng {
+					c0 := (g0 + g) * groupRows
+					k.micro(nbc, s, &a[(g0+g)*aStride+b0*gRecBytes], min(groupRows, cols-c0), s.acc[g*groupRows*groupRows:], pf, pfLines)
+					pfLines = 0
+				}
+			}
+			for g := range ng {
+				c0 := (g0 + g) * groupRows
+				gc := min(groupRows, cols-c0)
+				acc := s.acc[g*groupRows*groupRows:]
+				if gc >= gWideCols {
+					gTranspose(&acc[0], &out[c0*outStride+r0], outStride, 1<<nr-1, gc)
+					continue
+				}
+				for c := range gc {
+					copy(out[(c0+c)*outStride+r0:(c0+c)*outStride+r0+nr], acc[c*groupRows:])
+				}
+			}
+		}
+	}
+}
+
+// quantizeLaneFast is quantizeLane, in assembly where the CPU has AVX-512.
+func quantizeLaneFast(dst []byte, lane int, x []float32) {
+	nb := len(x) / 32
+	if nb == 0 {
+		return
+	}
+	if !cpu.X86.HasAVX512BW || !cpu.X86.HasAVX512VL {
+		quantizeLane(dst, lane, x)
+		return
+	}
+	if len(dst) < nb*gRecBytes || lane < 0 || lane >= groupRows {
+		panic("kernels: quantizeLaneFast: destination shorter than the row")
+	}
+	gQuantize(&x[0], nb, &dst[0], lane)
+}
