@@ -25,7 +25,7 @@ func TestAutoThresholdsConverge(t *testing.T) {
 	var ms []deploy.Model
 	for i, l := range lat {
 		ms = append(ms, deploy.Model{Name: []string{"slm", "llm"}[i],
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}})})
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Constant(l)})})
 	}
 	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
 		Registry: builtin.Registry(), Launch: sched.Launch{Auto: true, Tables: []sched.Table{sched.Static(3), sched.Static(3)}, MaxWait: 40 * time.Millisecond},

@@ -86,7 +86,11 @@ func (pl *Planner) evaluate(ctx context.Context, m Model, n int, b []int, simOnl
 		}
 		return Result{}, err
 	}
-	key := m.key() + "|" + strconv.Itoa(n) + "|" + fmt.Sprint(b)
+	mk, err := m.key(n)
+	if err != nil {
+		return Result{}, err
+	}
+	key := mk + "|" + strconv.Itoa(n) + "|" + fmt.Sprint(b)
 	pl.mu.Lock()
 	r, ok := pl.cache[key]
 	pl.mu.Unlock()
@@ -94,7 +98,6 @@ func (pl *Planner) evaluate(ctx context.Context, m Model, n int, b []int, simOnl
 		return r, nil
 	}
 	pols := staticPolicies(b)
-	var err error
 	if !simOnly {
 		r, err = EvaluateExact(ctx, m, n, pols, pl.opts)
 	}
@@ -348,16 +351,18 @@ func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []
 }
 
 // LookaheadPolicies returns one policy per model using the expected-wait
-// rule (Policy.Lookahead) with each model's step latency and cap as its
-// threshold table (nil: no cap beyond the number of active requests).
+// rule (Policy.Lookahead) with each model's step latency (of one request)
+// and cap as its threshold table (nil: no cap beyond the number of active
+// requests).
 func LookaheadPolicies(m Model, cap []sched.Table) []Policy {
 	pols := make([]Policy, m.M())
-	for i, l := range m.L {
+	x, _ := m.Extends() // a model whose extends fail fails its evaluation
+	for i := range pols {
 		b := sched.Table{math.MaxInt32}
 		if i < len(cap) && cap[i] != nil {
 			b = cap[i]
 		}
-		pols[i] = Policy{Policy: sched.Policy{B: b}, Lookahead: true, Step: time.Duration(l * float64(time.Millisecond))}
+		pols[i] = Policy{Policy: sched.Policy{B: b}, Lookahead: true, Step: time.Duration(m.StepMS(i, 1, x) * float64(time.Millisecond))}
 	}
 	return pols
 }
