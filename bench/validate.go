@@ -284,6 +284,7 @@ func (v *validator) model() error {
 	if v.md, err = v.withProcess(v.c.Setup.Params); err != nil {
 		return err
 	}
+	v.md.Delta = perfmodel.AutoDelta(v.md)
 	for i := range steps {
 		v.lat = append(v.lat, v.md.Curve(i).At(1, 0, v.md.Workload.Context()))
 	}

@@ -32,6 +32,11 @@ type Options struct {
 	Sim SimOptions
 	// Workers bounds parallel evaluations in a search (default GOMAXPROCS).
 	Workers int
+	// SearchStates is the chain size above which Table stops searching
+	// every threshold vector: once B*(n−1)'s chain has more states, B*(n)
+	// is found by a local search from B*(n−1) (default 2000; the paper's
+	// R2R chains at B* stay far below it, batch-dependent ones do not).
+	SearchStates int
 }
 
 func (o Options) withDefaults() Options {
@@ -43,6 +48,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.SearchStates <= 0 {
+		o.SearchStates = 2000
 	}
 	o.Sim = o.Sim.withDefaults()
 	return o
@@ -225,10 +233,11 @@ func (pl *Planner) Optimize(ctx context.Context, m Model, n int, fixed map[int]i
 
 // Table returns one sched.Table per model holding B*(n) for every active
 // count n = 0..maxN (entry 0 is 1), ready for sched.Policy.B. While the
-// exact chain applies, each entry is an exhaustive Optimize; once a
-// concurrency needs simulation, B*(n) is found by a local search (steps of
-// ±1 per free coordinate) started from B*(n−1), which keeps maxN ≈ 32 fast
-// for any number of models.
+// exact chain at B*(n−1) is small (Options.SearchStates), each entry is an
+// exhaustive Optimize; beyond, and once a concurrency needs simulation,
+// B*(n) is found by a local search (steps of ±1 per free coordinate)
+// started from B*(n−1), which keeps maxN ≈ 32 fast for any number of
+// models.
 func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]int) ([]sched.Table, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -246,10 +255,11 @@ func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]i
 	for n := 1; n <= maxN; n++ {
 		var best Result
 		var err error
-		if n == 1 || prev.Method == MethodExact {
+		switch {
+		case n == 1 || (prev.Method == MethodExact && prev.States <= pl.opts.SearchStates):
 			best, err = pl.Optimize(ctx, m, n, fixed)
-		} else {
-			best, err = pl.localSearch(ctx, m, n, fixed, prev.B)
+		default:
+			best, err = pl.localSearch(ctx, m, n, fixed, prev.B, prev.Method != MethodExact)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("perfmodel: table at n=%d: %w", n, err)
@@ -263,8 +273,8 @@ func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]i
 }
 
 // localSearch hill-climbs from start by ±1 steps of the free coordinates,
-// simulating every candidate.
-func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[int]int, start []int) (Result, error) {
+// simulating every candidate when simOnly.
+func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[int]int, start []int, simOnly bool) (Result, error) {
 	cur := slices.Clone(start)
 	for i, v := range fixed {
 		cur[i] = v
@@ -281,7 +291,7 @@ func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[in
 		}
 		cur[hi]--
 	}
-	best, err := pl.evaluate(ctx, m, n, cur, true)
+	best, err := pl.evaluate(ctx, m, n, cur, simOnly)
 	if err != nil {
 		return Result{}, err
 	}
@@ -299,7 +309,7 @@ func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[in
 				}
 			}
 		}
-		rs, err := pl.evaluateAll(ctx, m, n, nbrs, true)
+		rs, err := pl.evaluateAll(ctx, m, n, nbrs, simOnly)
 		if err != nil {
 			return Result{}, err
 		}

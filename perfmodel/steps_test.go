@@ -3,6 +3,7 @@ package perfmodel
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/steptime"
@@ -258,5 +259,49 @@ func TestQueueCodec(t *testing.T) {
 	}
 	if r, err := queueRadix(3); err != nil || r != 64 {
 		t.Fatalf("radix %d %v", r, err)
+	}
+}
+
+func TestAutoDelta(t *testing.T) {
+	if d := AutoDelta(paperR2R()); d != DefaultDelta {
+		t.Fatalf("paper: %v", d)
+	}
+	m := batchedR2R(Partitioned) // shortest one-request step 6 ms: 0.3 → 0.2
+	if d := AutoDelta(m); d != 0.2 {
+		t.Fatalf("6 ms: %v", d)
+	}
+	m.Steps[0] = steptime.Linear(20, 1, 1) // 21 ms: 1.05 → 1
+	if d := AutoDelta(m); d != 1 {
+		t.Fatalf("21 ms: %v", d)
+	}
+	m.Steps[0] = steptime.Linear(12, 1, 1) // 13 ms: 0.65 → 0.5
+	if d := AutoDelta(m); d != 0.5 {
+		t.Fatalf("13 ms: %v", d)
+	}
+	m.Steps[0] = steptime.Linear(0.5, 0.5, 0) // 1 ms: 0.05 → at least 0.1
+	if d := AutoDelta(m); d != DefaultDelta {
+		t.Fatalf("1 ms: %v", d)
+	}
+}
+
+// TestTableLocalSearchExact: the table's local search over exact chains
+// (beyond Options.SearchStates) finds the exhaustive search's thresholds
+// on batch-dependent steps.
+func TestTableLocalSearchExact(t *testing.T) {
+	for _, p := range []Placement{Partitioned, TimeShared} {
+		m := batchedR2R(p)
+		m.Delta = 0.5
+		all, err := NewPlanner(Options{SearchStates: math.MaxInt}).Table(context.Background(), m, 10, map[int]int{0: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		local, err := NewPlanner(Options{SearchStates: 1}).Table(context.Background(), m, 10, map[int]int{0: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(all[1], local[1]) {
+			t.Fatalf("%s: exhaustive %v, local search %v", p, all[1], local[1])
+		}
+		t.Logf("%s: B1*(n) = %v", p, all[1])
 	}
 }

@@ -32,9 +32,8 @@ func (p Point) Rows() float64 { return float64(p.Batch) + p.Extend }
 
 // FitOptions choose the terms of a fit.
 type FitOptions struct {
-	// Knots are the rows of R's knots; nil places them at the powers of
-	// two between the smallest and the largest rows of the points, and at
-	// those two.
+	// Knots are the rows of R's knots; nil places them at the points'
+	// distinct rows (rounded), or at powers of two when there are many.
 	Knots []int
 	// PerSeq fits the per-sequence term (needs points with equal rows and
 	// different batch sizes).
@@ -98,15 +97,26 @@ func (c Curve) MaxRelError(pts []Point) float64 {
 	return worst
 }
 
-// defaultKnots places knots at the powers of two strictly between the
-// points' smallest and largest rows, and at those two (rounded outwards).
+// maxDefaultKnots bounds the knots Fit places by default.
+const maxDefaultKnots = 12
+
+// defaultKnots places knots at the points' distinct rows (rounded), or,
+// with more than maxDefaultKnots of them, at the powers of two strictly
+// between the smallest and largest rows and at those two (rounded
+// outwards).
 func defaultKnots(pts []Point) []int {
+	var ks []int
 	lo, hi := math.Inf(1), 0.0
 	for _, p := range pts {
 		lo, hi = min(lo, p.Rows()), max(hi, p.Rows())
+		ks = append(ks, max(1, int(math.Round(p.Rows()))))
+	}
+	slices.Sort(ks)
+	if ks = slices.Compact(ks); len(ks) <= maxDefaultKnots {
+		return ks
 	}
 	a, b := int(math.Floor(lo)), int(math.Ceil(hi))
-	ks := []int{a}
+	ks = []int{a}
 	for r := 1; r < b; r *= 2 {
 		if r > a {
 			ks = append(ks, r)

@@ -154,19 +154,20 @@ func printCalibratedPlan(cmd *cobra.Command, f benchFlags, presets []sim.Preset,
 	wl := perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.maxTokens}
 	fmt.Fprintf(w, "\nthroughput model: r2r p=%g, prompts %d, outputs %d tokens, B0 = 1\n", f.p, wl.PromptLen, wl.OutputLen)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "placement\tN\tbest B\ttok/s\tmethod\t")
+	fmt.Fprintln(tw, "placement\tN\tbest B\ttok/s\tmethod\tquantum ms\t")
 	pl := perfmodel.NewPlanner(perfmodel.Options{})
 	for _, p := range presets {
 		m, err := withProfile(perfmodel.R2R(f.p, 1, 1), p, p.Placement, wl)
 		if err != nil {
 			return err
 		}
+		m.Delta = perfmodel.AutoDelta(m)
 		for _, n := range ns {
 			r, err := pl.Optimize(cmd.Context(), m, n, map[int]int{0: 1})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t\n", p.Placement, n, perfmodel.FormatB(r.B), r.TokensPerSecond, r.Method)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%g\t\n", p.Placement, n, perfmodel.FormatB(r.B), r.TokensPerSecond, r.Method, m.Delta)
 		}
 	}
 	return tw.Flush()

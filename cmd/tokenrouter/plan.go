@@ -55,7 +55,7 @@ func newPlanCmd() *cobra.Command {
 	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
 	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
-	fl.Float64Var(&f.deltaMS, "delta-ms", perfmodel.DefaultDelta, "time quantum in milliseconds (latencies are rounded to it)")
+	fl.Float64Var(&f.deltaMS, "delta-ms", 0, "time quantum in milliseconds, latencies are rounded to it (0: 0.1 for batch-independent steps, about a fortieth of the shortest step otherwise)")
 	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
 	fl.StringVar(&f.profile, "profile", "", "step-time curves from a profile file (bench --calibrate) or a built-in sim profile, instead of --latency-ms")
@@ -77,7 +77,13 @@ func planModel(f planFlags) (perfmodel.Model, error) {
 		if err != nil {
 			return m, err
 		}
-		return withProfile(m, preset, f.placement, perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.outputLen})
+		if m, err = withProfile(m, preset, f.placement, perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.outputLen}); err != nil {
+			return m, err
+		}
+		if f.deltaMS == 0 {
+			m.Delta = perfmodel.AutoDelta(m)
+		}
+		return m, nil
 	}
 	m, err := planRouting(f, f.latencies)
 	if err != nil {
