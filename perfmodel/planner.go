@@ -376,3 +376,24 @@ func LookaheadPolicies(m Model, cap []sched.Table) []Policy {
 	}
 	return pols
 }
+
+// ComparePlacements predicts B* at concurrency n (fixed pins thresholds)
+// for the same system under partitioned placement (part) and time-shared
+// placement (shared: its step times measured on every core) and returns
+// the better placement with both results; partitioned on a tie. It is the
+// prediction a deployment can choose its placement by.
+func (pl *Planner) ComparePlacements(ctx context.Context, part, shared Model, n int, fixed map[int]int) (Placement, [2]Result, error) {
+	part.Placement, shared.Placement = Partitioned, TimeShared
+	var rs [2]Result
+	for k, m := range []Model{part, shared} {
+		r, err := pl.Optimize(ctx, m, n, fixed)
+		if err != nil {
+			return "", rs, fmt.Errorf("perfmodel: %s placement: %w", m.placement(), err)
+		}
+		rs[k] = r
+	}
+	if rs[1].TokensPerSecond > rs[0].TokensPerSecond {
+		return TimeShared, rs, nil
+	}
+	return Partitioned, rs, nil
+}

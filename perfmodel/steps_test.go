@@ -305,3 +305,21 @@ func TestTableLocalSearchExact(t *testing.T) {
 		t.Logf("%s: B1*(n) = %v", p, all[1])
 	}
 }
+
+// TestComparePlacements: with equal step times overlap wins; with steps
+// three times faster on every core, taking turns wins.
+func TestComparePlacements(t *testing.T) {
+	pl := NewPlanner(Options{})
+	m := batchedR2R(Partitioned)
+	m.Delta = 0.5
+	got, rs, err := pl.ComparePlacements(context.Background(), m, m, 4, map[int]int{0: 1})
+	if err != nil || got != Partitioned || !(rs[0].TokensPerSecond > rs[1].TokensPerSecond) {
+		t.Fatalf("equal steps: %s %+v %v", got, rs, err)
+	}
+	fast := m
+	fast.Steps = []steptime.Curve{m.Steps[0].Scale(1.0 / 3), m.Steps[1].Scale(1.0 / 3)}
+	got, rs, err = pl.ComparePlacements(context.Background(), m, fast, 4, map[int]int{0: 1})
+	if err != nil || got != TimeShared || !(rs[1].TokensPerSecond > rs[0].TokensPerSecond) {
+		t.Fatalf("faster shared steps: %s %+v %v", got, rs, err)
+	}
+}
