@@ -103,9 +103,9 @@ type Options struct {
 	// context 0, the scale absorbing the contexts seen), instead of fitting
 	// the observed batch sizes alone.
 	Prior []steptime.Curve
-	// Flat is the largest relative spread of a fitted curve over the batch
-	// sizes seen for which a model's step time counts as batch-independent
-	// (default 0.02).
+	// Flat is the largest mean relative distance (over the steps seen)
+	// between a fitted curve and the mean step time for which a model's
+	// step time counts as batch-independent (default 0.02).
 	Flat float64
 }
 
@@ -535,12 +535,17 @@ func (t *Tuner) curve(i int, pts []steptime.Point, mean float64) steptime.Curve 
 	if err != nil {
 		return steptime.Constant(mean)
 	}
+	// Flat when the fit strays from the mean by at most Flat on average
+	// over the steps (a batch size seen a few times weighs little).
+	dev, w := 0.0, 0.0
 	for _, p := range pts {
-		if math.Abs(c.At(p.Batch, p.Extend, 0)-mean) > t.opts.Flat*mean {
-			return c
-		}
+		dev += p.Weight * math.Abs(c.At(p.Batch, p.Extend, 0)-mean)
+		w += p.Weight
 	}
-	return steptime.Constant(mean)
+	if dev <= t.opts.Flat*mean*w {
+		return steptime.Constant(mean)
+	}
+	return c
 }
 
 // drifted reports whether est differs from the planned estimate by more

@@ -55,7 +55,7 @@ func TestAutoThresholdsConverge(t *testing.T) {
 		// Step latencies are wall-clock and stretch on a loaded machine
 		// (other packages' tests, the race detector), so only the routing
 		// estimate is checked against the truth.
-		if st.Plans > 0 && math.Abs(st.Model.P[0][1]-p) < 0.08 && st.Model.L[0] >= 1.5 && st.Model.L[1] >= 6 {
+		if st.Plans > 0 && math.Abs(st.Model.P[0][1]-p) < 0.08 && st.Model.Curve(0).At(1, 0, 0) >= 1.5 && st.Model.Curve(1).At(1, 0, 0) >= 6 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -287,7 +287,7 @@ func (row *benchRow) thresholds(l sched.Launch, st *autotune.Status, models int)
 		for _, t := range st.Tables {
 			row.Thresholds = append(row.Thresholds, t.At(row.Concurrency))
 		}
-		row.EstimatedP, row.EstimatedLatencyMS = st.Model.P, st.Model.L
+		row.EstimatedP, row.EstimatedLatencyMS = st.Model.P, st.Planned.L
 	}
 }
 
