@@ -286,7 +286,7 @@ func (v *validator) model() error {
 	}
 	v.md.Delta = perfmodel.AutoDelta(v.md)
 	for i := range steps {
-		v.lat = append(v.lat, v.md.Curve(i).At(1, 0, v.md.Workload.Context()))
+		v.lat = append(v.lat, v.md.Curve(i).At(1, 0, v.md.StepContext(i, nil)))
 	}
 	return nil
 }
@@ -558,24 +558,32 @@ func (s sliceResult) healthy(c ValidateConfig) bool {
 }
 
 // stepMeter is a subserver.Observer that sums each model's step times and
-// what its curve predicts for the same steps (at the workload's mean
-// context).
+// what its curve predicts for the same steps (at the model's mean context,
+// perfmodel.Model.StepContext).
 type stepMeter struct {
 	md    perfmodel.Model
-	ctx   float64
+	ctx   []float64
 	nanos []atomic.Int64
 	want  []atomic.Int64
 }
 
-func newStepMeter(md perfmodel.Model) *stepMeter {
-	return &stepMeter{md: md, ctx: md.Workload.Context(), nanos: make([]atomic.Int64, md.M()), want: make([]atomic.Int64, md.M())}
+func newStepMeter(md perfmodel.Model) (*stepMeter, error) {
+	x, err := md.Extends()
+	if err != nil {
+		return nil, fmt.Errorf("bench: validate: %w", err)
+	}
+	m := &stepMeter{md: md, nanos: make([]atomic.Int64, md.M()), want: make([]atomic.Int64, md.M())}
+	for i := range md.M() {
+		m.ctx = append(m.ctx, md.StepContext(i, x))
+	}
+	return m, nil
 }
 
 // Step records a step's latency and its curve's.
 func (m *stepMeter) Step(model, batch, appended int, d time.Duration) {
 	if model >= 0 && model < len(m.nanos) {
 		m.nanos[model].Add(int64(d))
-		m.want[model].Add(int64(m.md.Curve(model).Duration(batch, float64(max(appended-batch, 0)), m.ctx)))
+		m.want[model].Add(int64(m.md.Curve(model).Duration(batch, float64(max(appended-batch, 0)), m.ctx[model])))
 	}
 }
 
@@ -620,7 +628,10 @@ func probeLateness(ctx context.Context) time.Duration {
 // measure runs one closed-loop slice of the tokenrouter system with static
 // tables, watching the step times and the machine's timer lateness.
 func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, seed uint64) (sliceResult, error) {
-	meter := newStepMeter(v.md)
+	meter, err := newStepMeter(v.md)
+	if err != nil {
+		return sliceResult{}, err
+	}
 	setup := v.c.Setup
 	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, meter
 	sys, err := setup.Build(ctx, "tokenrouter")

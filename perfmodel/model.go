@@ -52,9 +52,22 @@ type Workload struct {
 	OutputLen int
 }
 
-// Context returns the mean context a step's sequences hold: the prompt
-// and half the output.
-func (w Workload) Context() float64 { return float64(w.PromptLen) + float64(w.OutputLen)/2 }
+// Context returns the mean context a row of a step on a model attends
+// over (steptime.Curve's c: tokens its sequence held before the step,
+// weighted by rows), for a model that a request visits every e committed
+// tokens (Model.Extends' e_i). Over a request's life of P + O tokens (P =
+// PromptLen, O = OutputLen) the model appends about all of them: first P
+// (or the whole sequence so far, at a later model's first visit) over an
+// empty context, then e per visit over a context that averages P + O/2 − e
+// on the visits, so the row-weighted mean is O·(P + O/2 − e)/(P + O). With
+// OutputLen 0 it is PromptLen (contexts are not modelled).
+func (w Workload) Context(e float64) float64 {
+	p, o := float64(w.PromptLen), float64(w.OutputLen)
+	if o <= 0 {
+		return p
+	}
+	return max(0, o*(p+o/2-e)/(p+o))
+}
 
 // Model describes a token-level routing system for the throughput model.
 type Model struct {
@@ -63,7 +76,8 @@ type Model struct {
 	L []float64
 	// Steps, when set, gives each model's step time as a function of its
 	// batch (DESIGN §6a): a launch of b requests on model i takes
-	// Steps[i].At(b, b·Extend_i, Workload.Context()), quantised to Delta.
+	// Steps[i].At(b, b·Extend_i, c_i), quantised to Delta, with c_i the
+	// mean context of a row there (Model.StepContext).
 	// steptime.Constant(L_i) is the same as L.
 	Steps []steptime.Curve
 	// P is the routing matrix: P[i][j] is the probability that a request
@@ -243,7 +257,19 @@ func (m Model) StepMS(i, b int, x []float64) float64 {
 	if x != nil {
 		e = float64(b) * x[i]
 	}
-	return m.Curve(i).At(b, e, m.Workload.Context())
+	return m.Curve(i).At(b, e, m.StepContext(i, x))
+}
+
+// StepContext returns the mean context of a row of model i's steps
+// (Workload.Context), for extends x (from Extends; nil: one token a step).
+func (m Model) StepContext(i int, x []float64) float64 {
+	e := 1.0
+	if x != nil && m.Workload.OutputLen > 0 {
+		// Extends scale the tokens between visits by the prompt's share.
+		w := m.Workload
+		e = (1 + x[i]) * float64(w.OutputLen) / float64(w.PromptLen+w.OutputLen)
+	}
+	return m.Workload.Context(e)
 }
 
 // StepQuanta returns each model's step time in whole time quanta (at least
@@ -338,7 +364,7 @@ func (m Model) validateSteps() error {
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("%w: model %d: %w", ErrInvalidModel, i, err)
 		}
-		if !(c.At(1, 0, m.Workload.Context()) > 0) {
+		if !(c.At(1, 0, m.StepContext(i, nil)) > 0) {
 			return fmt.Errorf("%w: model %d: a step of one request takes no time", ErrInvalidModel, i)
 		}
 	}

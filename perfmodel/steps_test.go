@@ -125,6 +125,11 @@ func TestExtendsFromTheRoutingProcess(t *testing.T) {
 	if math.Abs(x[0]-(4.0/3-1)) > 1e-12 || math.Abs(x[1]-(4*4.0/3-1)) > 1e-12 {
 		t.Fatalf("with prompts: %v", x)
 	}
+	// Rows attend over O·(P + O/2 − e)/(P + O): the small model is visited
+	// every token, the large one every 1/p = 4.
+	if c0, c1 := m.StepContext(0, x), m.StepContext(1, x); math.Abs(c0-192*159.0/256) > 1e-9 || math.Abs(c1-192*156.0/256) > 1e-9 {
+		t.Fatalf("contexts %v %v", c0, c1)
+	}
 	e := Ensemble([]float64{1, 1}, nil)
 	e.Steps = []steptime.Curve{steptime.Linear(5, 0, 1), steptime.Linear(9, 0, 1)}
 	if x, err := e.Extends(); err != nil || math.Abs(x[0]-1) > 1e-12 || math.Abs(x[1]-1) > 1e-12 {

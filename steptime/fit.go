@@ -10,15 +10,16 @@ import (
 )
 
 // Point is one measured step: Batch sequences extending Extend tokens in
-// total beyond one each, holding Context tokens on average, took MS.
+// total beyond one each, over Context tokens of context per row on
+// average, took MS.
 type Point struct {
 	// Batch is the number of sequences in the step.
 	Batch int `json:"batch"`
 	// Extend is the number of tokens appended beyond one per sequence, in
 	// total (rows = Batch + Extend).
 	Extend float64 `json:"extend"`
-	// Context is the mean number of tokens the sequences held before the
-	// step.
+	// Context is the mean number of tokens a row's sequence held before
+	// the step (weighted by rows).
 	Context float64 `json:"context"`
 	// MS is the step time in milliseconds.
 	MS float64 `json:"ms"`

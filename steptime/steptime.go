@@ -6,8 +6,9 @@
 // fits it to steps measured on a real engine (bench --calibrate).
 //
 // A step over b sequences that append e tokens in total beyond one each
-// processes b + e rows (tokens); its sequences hold c tokens of context on
-// average before the step. Engines stack every row of a step into one pass
+// processes b + e rows (tokens); a row attends over c tokens of context on
+// average: what its sequence held before the step, weighted by rows
+// (Σ rows_s·held_s / Σ rows_s). Engines stack every row of a step into one pass
 // over the weights, so the main cost is a function of the rows; each
 // sequence adds its output (logits, sampling), and each row attends over
 // its sequence's context:
@@ -100,8 +101,8 @@ func segment(n int, rowsAt func(int) int, rows float64) (j int, t float64) {
 }
 
 // At returns the step time in milliseconds of b sequences extending e
-// tokens in total beyond one each, holding c tokens of context on average
-// (never negative).
+// tokens in total beyond one each, whose rows attend over ctx tokens of
+// context on average (never negative).
 func (c Curve) At(b int, e, ctx float64) float64 {
 	rows := float64(b) + e
 	return max(0, c.Rows(rows)+c.PerSeqMS*float64(b)+c.PerRowContextMS*rows*ctx)

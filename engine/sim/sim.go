@@ -1,9 +1,10 @@
 // Package sim is TokenRouter's simulated engine: a model whose step takes
 // wall-clock time from a latency profile (a steptime.Curve of the batch
-// size, the tokens extended and the context held) and whose tokens are a deterministic function of the
-// sequence prefix and a seed. It is the embedded default, so the whole system
-// runs on any machine without weights, and it makes hand-off bugs visible:
-// a lost, duplicated or reordered token changes every later token.
+// size, the tokens extended and the context held) and whose tokens are a
+// deterministic function of the sequence prefix and a seed. It is the
+// embedded default, so the whole system runs on any machine without
+// weights, and it makes hand-off bugs visible: a lost, duplicated or
+// reordered token changes every later token.
 package sim
 
 import (
@@ -45,7 +46,8 @@ func Constant(d time.Duration) Profile {
 func (p Profile) Step() steptime.Curve { return p.Curve.WithInterference(p.Interference) }
 
 // Latency returns the step time for b sequences appending t tokens in
-// total, holding ctx tokens of context on average before the step.
+// total, whose rows attend over ctx tokens of context on average (what
+// their sequences held before the step, weighted by rows).
 func (p Profile) Latency(b, t int, ctx float64) time.Duration {
 	return p.Step().Duration(b, float64(max(t-b, 0)), ctx)
 }
@@ -236,7 +238,7 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 			return fmt.Errorf("sim: sequence %d: %w (limit %d)", in[i].Seq, engine.ErrContextFull, e.cfg.ContextLength)
 		}
 		if s := e.seqs[in[i].Seq]; s != nil {
-			held += len(s.h)
+			held += n * len(s.h) // each of the sequence's rows attends over what it holds
 		}
 		total += n
 		if in[i].Want&engine.WantAllTokens != 0 {
@@ -296,7 +298,7 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 		}
 		out[i] = o
 	}
-	target := e.step.Duration(len(in), float64(total-len(in)), float64(held)/float64(len(in)))
+	target := e.step.Duration(len(in), float64(total-len(in)), float64(held)/float64(total))
 	// Pay back earlier overshoot (up to a tenth of this step), so step
 	// times are accurate on average even when the OS wakes us late.
 	pay := min(e.debt, target/10)

@@ -129,7 +129,7 @@ func TestLegacyProfileFile(t *testing.T) {
 
 // TestStepFollowsTheCurve steps a batch-dependent profile with context
 // and interference: the step lasts at least the curve's time at the
-// batch's size, rows and mean context held before it, with the
+// batch's size, rows and row-weighted context held before it, with the
 // interference folded in.
 func TestStepFollowsTheCurve(t *testing.T) {
 	c := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 1}, {Rows: 8, MS: 4.5}}, PerSeqMS: 0.25, PerRowContextMS: 0.01}
@@ -143,9 +143,10 @@ func TestStepFollowsTheCurve(t *testing.T) {
 	if err := e.Step(ctx, []engine.Input{{Seq: 1, Tokens: prompt}, {Seq: 2, Tokens: prompt[:20]}}, out); err != nil {
 		t.Fatal(err)
 	}
-	// Sequences hold 40 and 20 tokens (mean 30); append 3 and 1: 4 rows.
+	// Sequences hold 40 and 20 tokens and append 3 and 1: 4 rows over a
+	// context of (3·40 + 1·20)/4 = 35 per row.
 	in := []engine.Input{{Seq: 1, Tokens: []int32{5, 6, 7}}, {Seq: 2, Tokens: []int32{8}}}
-	want := time.Duration(1.5 * (c.Rows(4) + 2*0.25 + 0.01*4*30) * float64(time.Millisecond))
+	want := time.Duration(1.5 * (c.Rows(4) + 2*0.25 + 0.01*4*35) * float64(time.Millisecond))
 	t0 := time.Now()
 	if err := e.Step(ctx, in, out); err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestStepFollowsTheCurve(t *testing.T) {
 	if d := time.Since(t0); d < want*9/10 {
 		t.Fatalf("step took %v, the curve says %v", d, want)
 	}
-	if got := e.Profile().Latency(2, 4, 30); got-want > time.Microsecond || want-got > time.Microsecond {
+	if got := e.Profile().Latency(2, 4, 35); got-want > time.Microsecond || want-got > time.Microsecond {
 		t.Fatalf("profile latency %v, want %v", got, want)
 	}
 }
