@@ -152,9 +152,10 @@ func Ensemble(weights, latencies []float64) Model {
 // time is batch-independent (the paper's case, whose values it reproduces);
 // otherwise about a twentieth of the shortest one-request step, rounded
 // down to 1, 2 or 5 times a power of ten and at least DefaultDelta. Each
-// step then rounds by at most 2.5% (unbiased over the batch sizes; on the
-// fast pair's curves throughput moves by 0.1% against a five times finer
-// quantum), and the chain stays small: batch-dependent steps give every
+// step then rounds by at most 2.5% (unbiased over the batch sizes; on
+// curves like the cpu engine's, autotune's BenchmarkPlanBatchDependent,
+// B* stayed and throughput moved by under 0.1% against a quantum five
+// times finer), and the chain stays small: batch-dependent steps give every
 // batch size its own step time, and the chain's states multiply with the
 // distinct remaining times they leave.
 func AutoDelta(m Model) float64 {
