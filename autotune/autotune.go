@@ -1,14 +1,19 @@
 // Package autotune chooses TokenRouter's launch thresholds while it runs
 // (DESIGN §6, "the runtime uses B* by default"). A Tuner watches every
 // sub-server as a subserver.Observer: the hot path only adds to per-model
-// atomic counters (steps, batch sizes, step time, hand-offs by
-// destination). Its own goroutine (Run) samples those counters on a tick,
-// estimates over a sliding window the step latency L_i of every model, the
-// routing matrix P from the observed hand-offs and the tokens committed per
-// request-step (from the sub-servers' commit counters), builds a
-// perfmodel.Model and computes the table B*(n) with perfmodel.Planner.Table
-// for every active count n up to the largest observed. It pushes the tables
-// with SetPolicy, keeping each model's max-wait guard.
+// atomic counters (steps, step time and tokens appended, per batch size;
+// hand-offs by destination). Its own goroutine (Run) samples those counters
+// on a tick, estimates over a sliding window every model's step time as a
+// function of its batch, L_i(b) (a steptime.Curve fitted to the mean step
+// time of each batch size seen, or a calibrated curve scaled to them,
+// Options.Prior), the routing matrix P from the observed hand-offs and the
+// tokens committed per request-step (from the sub-servers' commit
+// counters), builds a perfmodel.Model (under Options.Placement) and
+// computes the table B*(n) with perfmodel.Planner.Table for every active
+// count n up to the largest observed. It pushes the tables with SetPolicy,
+// keeping each model's max-wait guard. A model whose steps take the same
+// time at every batch size seen (within Options.Flat) gets a constant step
+// time, the paper's case.
 //
 // Until the first estimate is ready every model launches at B = 1. The
 // first plan uses what a quarter of the window holds, so that delayed
@@ -24,6 +29,9 @@
 // request-step on model i, Σ_j P_ij C_ij; when no commit matrix is given
 // the tuner uses C_ij = t_i, the observed tokens committed per request-step
 // on model i, which gives the same prediction as the algorithm's exact C.
+// The tokens a request appends beyond one per step on each model (its
+// extends) are observed as well, and the fitted curves hold the contexts
+// the steps saw.
 package autotune
 
 import (
@@ -38,6 +46,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/steptime"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
@@ -64,7 +73,8 @@ type Options struct {
 	// the sub-servers' commit counters.
 	C [][]float64
 	// Delta is the model's time quantum in milliseconds (default
-	// perfmodel.DefaultDelta).
+	// perfmodel.DefaultDelta for batch-independent step times, twice
+	// perfmodel.AutoDelta's otherwise: Tuner.Model).
 	Delta float64
 	// Drift is the relative change of an estimate that triggers a
 	// re-plan (default 0.10).
@@ -84,7 +94,24 @@ type Options struct {
 	// Planner evaluates thresholds; nil uses a Planner with one worker,
 	// so planning never takes more than one core from the sub-servers.
 	Planner *perfmodel.Planner
+	// Placement is how the sub-servers share the machine; time-shared
+	// placement plans with its launch rule (perfmodel.TimeSharedRule).
+	Placement perfmodel.Placement
+	// Prior, if set, holds calibrated step-time curves (bench --calibrate),
+	// one per model (a zero Curve: none): the tuner keeps such a model's
+	// curve shape and scales it to the steps it observes (the curve at
+	// context 0, the scale absorbing the contexts seen), instead of fitting
+	// the observed batch sizes alone.
+	Prior []steptime.Curve
+	// Flat is the largest mean relative distance (over the steps seen)
+	// between a fitted curve and the mean step time for which a model's
+	// step time counts as batch-independent (default 0.02).
+	Flat float64
 }
+
+// maxBucket is the largest batch size counted on its own; larger batches
+// share its bucket.
+const maxBucket = 64
 
 func (o Options) withDefaults() Options {
 	if o.Fixed == nil {
@@ -117,6 +144,9 @@ func (o Options) withDefaults() Options {
 	if o.Planner == nil {
 		o.Planner = perfmodel.NewPlanner(perfmodel.Options{Workers: 1})
 	}
+	if o.Flat <= 0 {
+		o.Flat = 0.02
+	}
 	return o
 }
 
@@ -124,6 +154,15 @@ func (o Options) withDefaults() Options {
 type Estimate struct {
 	// L is each model's mean step latency in milliseconds.
 	L []float64
+	// Steps is each model's step time as a function of its batch: a
+	// constant L when it does not depend on the batch.
+	Curves []steptime.Curve
+	// Extend is, per model, the tokens a request appended beyond one per
+	// step.
+	Extend []float64
+	// Points are, per model, the mean step time of each batch size seen
+	// (weighted by its number of steps), which Curves were fitted to.
+	Points [][]steptime.Point
 	// P is the routing matrix estimated from hand-offs.
 	P [][]float64
 	// TokensPerStep is the tokens committed per request-step per model.
@@ -163,9 +202,10 @@ type Status struct {
 // Tuner estimates the routing process and keeps the thresholds at B*.
 // Its Observer methods may be called from every sub-server's loop at once.
 type Tuner struct {
-	opts Options
-	base []sched.Policy
-	obs  []counters
+	opts     Options
+	deltaSet bool // Options.Delta was given
+	base     []sched.Policy
+	obs      []counters
 
 	// run-goroutine state
 	hist       []sample
@@ -183,7 +223,15 @@ type counters struct {
 	steps, batch atomic.Uint64
 	nanos        atomic.Int64
 	moved        []atomic.Uint64
-	_            [64]byte // keep models' hot counters on separate cache lines
+	bySize       []sizeCounters // index b−1 for batch size b (maxBucket and larger share the last)
+	_            [64]byte       // keep models' hot counters on separate cache lines
+}
+
+// sizeCounters are one model's steps of one batch size: their number,
+// requests (for the shared last bucket), rows and time.
+type sizeCounters struct {
+	steps, batch, rows atomic.Uint64
+	nanos              atomic.Int64
 }
 
 // sample is a snapshot of every cumulative counter at one time.
@@ -194,7 +242,14 @@ type sample struct {
 	nanos  []int64
 	tokens []uint64
 	moved  [][]uint64
+	sizes  [][]sizeSample // per model, per batch size
 	active int
+}
+
+// sizeSample is a snapshot of sizeCounters.
+type sizeSample struct {
+	steps, batch, rows uint64
+	nanos              int64
 }
 
 // New returns a tuner for len(base) models. base holds each model's policy
@@ -204,11 +259,22 @@ func New(base []sched.Policy, o Options) (*Tuner, error) {
 	if len(base) == 0 {
 		return nil, errors.New("autotune: no models")
 	}
+	deltaSet := o.Delta > 0
 	o = o.withDefaults()
 	m := len(base)
 	for i, v := range o.Fixed {
 		if i < 0 || i >= m || v < 1 {
 			return nil, fmt.Errorf("autotune: fixed threshold B[%d] = %d is out of range", i, v)
+		}
+	}
+	if o.Prior != nil && len(o.Prior) != m {
+		return nil, fmt.Errorf("autotune: %d prior curves for %d models", len(o.Prior), m)
+	}
+	for i, c := range o.Prior {
+		if c.Knots != nil {
+			if err := c.Validate(); err != nil {
+				return nil, fmt.Errorf("autotune: prior curve %d: %w", i, err)
+			}
 		}
 	}
 	if o.C != nil {
@@ -221,9 +287,10 @@ func New(base []sched.Policy, o Options) (*Tuner, error) {
 			}
 		}
 	}
-	t := &Tuner{opts: o, base: slices.Clone(base), obs: make([]counters, m)}
+	t := &Tuner{opts: o, deltaSet: deltaSet, base: slices.Clone(base), obs: make([]counters, m)}
 	for i := range t.obs {
 		t.obs[i].moved = make([]atomic.Uint64, m)
+		t.obs[i].bySize = make([]sizeCounters, maxBucket)
 	}
 	return t, nil
 }
@@ -237,14 +304,19 @@ func (t *Tuner) Initial(i int) sched.Policy {
 }
 
 // Step records one engine step (subserver.Observer). Allocation-free.
-func (t *Tuner) Step(model, batch, _ int, d time.Duration) {
-	if model < 0 || model >= len(t.obs) {
+func (t *Tuner) Step(model, batch, appended int, d time.Duration) {
+	if model < 0 || model >= len(t.obs) || batch < 1 {
 		return
 	}
 	c := &t.obs[model]
 	c.steps.Add(1)
 	c.batch.Add(uint64(batch))
 	c.nanos.Add(int64(d))
+	z := &c.bySize[min(batch, maxBucket)-1]
+	z.steps.Add(1)
+	z.batch.Add(uint64(batch))
+	z.rows.Add(uint64(max(appended, batch)))
+	z.nanos.Add(int64(d))
 }
 
 // Routed records one step's hand-offs (subserver.Observer).
@@ -331,7 +403,7 @@ func (t *Tuner) tick(ctx context.Context, targets []Target, now time.Time) {
 func (t *Tuner) sample(targets []Target, now time.Time) sample {
 	m := len(t.obs)
 	s := sample{at: now, steps: make([]uint64, m), batch: make([]uint64, m), nanos: make([]int64, m),
-		tokens: make([]uint64, m), moved: make([][]uint64, m)}
+		tokens: make([]uint64, m), moved: make([][]uint64, m), sizes: make([][]sizeSample, m)}
 	for i := range t.obs {
 		c := &t.obs[i]
 		s.steps[i] = c.steps.Load()
@@ -340,6 +412,11 @@ func (t *Tuner) sample(targets []Target, now time.Time) sample {
 		s.moved[i] = make([]uint64, m)
 		for j := range c.moved {
 			s.moved[i][j] = c.moved[j].Load()
+		}
+		s.sizes[i] = make([]sizeSample, maxBucket)
+		for b := range c.bySize {
+			z := &c.bySize[b]
+			s.sizes[i][b] = sizeSample{steps: z.steps.Load(), batch: z.batch.Load(), rows: z.rows.Load(), nanos: z.nanos.Load()}
 		}
 		st := targets[i].Stats()
 		s.tokens[i] = st.Tokens
@@ -360,7 +437,8 @@ func (t *Tuner) estimate() (Estimate, bool) {
 	}
 	m := len(t.obs)
 	e := Estimate{L: make([]float64, m), P: make([][]float64, m), TokensPerStep: make([]float64, m),
-		Steps: make([]uint64, m), Routed: make([]uint64, m), Span: b.at.Sub(a.at)}
+		Steps: make([]uint64, m), Routed: make([]uint64, m), Span: b.at.Sub(a.at),
+		Curves: make([]steptime.Curve, m), Extend: make([]float64, m), Points: make([][]steptime.Point, m)}
 	for _, s := range t.hist {
 		e.Active = max(e.Active, s.active)
 	}
@@ -383,6 +461,8 @@ func (t *Tuner) estimate() (Estimate, bool) {
 		if rs := b.batch[i] - a.batch[i]; rs > 0 {
 			e.TokensPerStep[i] = float64(b.tokens[i]-a.tokens[i]) / float64(rs)
 		}
+		e.Points[i], e.Extend[i] = sizePoints(a.sizes[i], b.sizes[i])
+		e.Curves[i] = t.curve(i, e.Points[i], e.L[i])
 	}
 	any := false
 	for i := range m {
@@ -399,8 +479,73 @@ func (t *Tuner) estimate() (Estimate, bool) {
 		}
 		e.P[i][i] = 1
 		e.L[i] = 0
+		e.Curves[i], e.Points[i], e.Extend[i] = steptime.Curve{}, nil, 0
 	}
 	return e, any
+}
+
+// sizePoints returns the mean step time of each batch size stepped between
+// two samples (weighted by its steps) and the tokens appended beyond one
+// per request-step.
+func sizePoints(a, b []sizeSample) ([]steptime.Point, float64) {
+	var pts []steptime.Point
+	var reqs, extra float64
+	for k := range b {
+		n := b[k].steps - a[k].steps
+		if n == 0 {
+			continue
+		}
+		size := int(math.Round(float64(b[k].batch-a[k].batch) / float64(n))) // k+1 but in the shared bucket
+		rows := float64(b[k].rows-a[k].rows) / float64(n)
+		ms := float64(b[k].nanos-a[k].nanos) / float64(n) / 1e6
+		if ms <= 0 || size < 1 {
+			continue
+		}
+		e := max(rows-float64(size), 0)
+		pts = append(pts, steptime.Point{Batch: size, Extend: e, MS: ms, Weight: float64(n)})
+		reqs += float64(size * int(n))
+		extra += e * float64(n)
+	}
+	if reqs == 0 {
+		return pts, 0
+	}
+	return pts, extra / reqs
+}
+
+// curve estimates model i's step time from the mean step time of each
+// batch size (pts) and its mean over all steps (mean): the prior scaled to
+// the points, a fit of them, or the constant mean when the fit stays within
+// Options.Flat of it.
+func (t *Tuner) curve(i int, pts []steptime.Point, mean float64) steptime.Curve {
+	if len(pts) == 0 || !(mean > 0) {
+		return steptime.Curve{}
+	}
+	if t.opts.Prior != nil && t.opts.Prior[i].Knots != nil {
+		prior := t.opts.Prior[i]
+		got, want := 0.0, 0.0
+		for _, p := range pts {
+			got += p.Weight * p.MS
+			want += p.Weight * prior.At(p.Batch, p.Extend, 0)
+		}
+		if want > 0 {
+			return prior.Scale(got / want)
+		}
+	}
+	c, err := steptime.Fit(pts, steptime.FitOptions{})
+	if err != nil {
+		return steptime.Constant(mean)
+	}
+	// Flat when the fit strays from the mean by at most Flat on average
+	// over the steps (a batch size seen a few times weighs little).
+	dev, w := 0.0, 0.0
+	for _, p := range pts {
+		dev += p.Weight * math.Abs(c.At(p.Batch, p.Extend, 0)-mean)
+		w += p.Weight
+	}
+	if dev <= t.opts.Flat*mean*w {
+		return steptime.Constant(mean)
+	}
+	return c
 }
 
 // drifted reports whether est differs from the planned estimate by more
@@ -418,7 +563,7 @@ func (t *Tuner) drifted(est Estimate) bool {
 			}
 			continue
 		}
-		if rel(est.L[i], old.L[i]) || (t.opts.C == nil && rel(est.TokensPerStep[i], old.TokensPerStep[i])) {
+		if curveDrift(est.Points[i], old.Curves[i]) > t.opts.Drift || (t.opts.C == nil && rel(est.TokensPerStep[i], old.TokensPerStep[i])) {
 			return true
 		}
 		n := float64(est.Routed[i])
@@ -433,15 +578,53 @@ func (t *Tuner) drifted(est Estimate) bool {
 	return false
 }
 
-// Model builds the throughput model of an estimate: latencies rounded to
-// the time quantum (unmeasured models get one quantum), probabilities
+// curveDrift returns how far the steps of an estimate (the mean step time
+// per batch size) lie from a planned curve: Σ w·(observed − planned) /
+// Σ w·planned over the batch sizes seen, so that a change of batch sizes
+// alone is no drift. For a constant curve it is the relative change of the
+// mean step time.
+func curveDrift(pts []steptime.Point, planned steptime.Curve) float64 {
+	got, want := 0.0, 0.0
+	for _, p := range pts {
+		got += p.Weight * p.MS
+		want += p.Weight * planned.At(p.Batch, p.Extend, 0)
+	}
+	if !(want > 0) {
+		return 0
+	}
+	return math.Abs(got-want) / want
+}
+
+// Model builds the throughput model of an estimate under the tuner's
+// placement: step times as curves of the batch with the observed extends,
+// or, where no model's step time depends on the batch, latencies rounded
+// to the time quantum (unmeasured models get one quantum); probabilities
 // rounded to 0.001, and the commit matrix from Options.C or the observed
-// tokens per request-step.
+// tokens per request-step. The time quantum is Options.Delta, or for
+// batch-dependent curves twice perfmodel.AutoDelta's: the tuner needs the
+// best thresholds, which the coarser quantum keeps at a fraction of the
+// cost (on the fast pair's curves throughput moves by about 0.2%).
 func (t *Tuner) Model(est Estimate) perfmodel.Model {
 	m := len(est.L)
-	md := perfmodel.Model{L: make([]float64, m), P: make([][]float64, m), C: make([][]float64, m), Delta: t.opts.Delta}
+	md := perfmodel.Model{P: make([][]float64, m), C: make([][]float64, m), Delta: t.opts.Delta, Placement: t.opts.Placement}
+	flat := true
 	for i := range m {
-		md.L[i] = max(math.Round(est.L[i]/t.opts.Delta), 1) * t.opts.Delta
+		flat = flat && (est.Curves[i].Knots == nil || est.Curves[i].Constant())
+	}
+	if flat {
+		md.L = make([]float64, m)
+	} else {
+		md.Steps, md.Extend = make([]steptime.Curve, m), slices.Clone(est.Extend)
+	}
+	for i := range m {
+		switch {
+		case flat:
+			md.L[i] = max(math.Round(est.L[i]/t.opts.Delta), 1) * t.opts.Delta
+		case est.Curves[i].Knots == nil:
+			md.Steps[i] = steptime.Constant(t.opts.Delta)
+		default:
+			md.Steps[i] = est.Curves[i]
+		}
 		md.P[i] = make([]float64, m)
 		sum := 0.0
 		for j, p := range est.P[i] {
@@ -459,6 +642,9 @@ func (t *Tuner) Model(est Estimate) perfmodel.Model {
 				md.C[i][j] = est.TokensPerStep[i]
 			}
 		}
+	}
+	if !flat && !t.deltaSet {
+		md.Delta = 2 * perfmodel.AutoDelta(md)
 	}
 	return md
 }

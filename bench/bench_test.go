@@ -11,6 +11,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,7 +20,7 @@ func fastSetup(t *testing.T) Setup {
 	t.Helper()
 	return Setup{
 		Models: SimModels(sim.Preset{Name: "fast", Models: []string{"slm", "llm"},
-			Profiles: []sim.Profile{{Base: 200 * time.Microsecond}, {Base: time.Millisecond}}}, 0),
+			Profiles: []sim.Profile{{Curve: steptime.Constant(0.2)}, {Curve: steptime.Constant(1)}}}, 0),
 		Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),
 		Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond},
 	}

@@ -4,137 +4,416 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
-	"gonum.org/v1/gonum/mat"
-
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
-// Measurement is one calibration point: a step over Batch sequences that
-// appended Tokens tokens in total took Latency (median of repeats).
-type Measurement struct {
-	// Batch is the number of sequences in the step.
-	Batch int `json:"batch"`
-	// Tokens is the number of tokens appended in total.
-	Tokens int `json:"tokens"`
-	// Latency is the median step time.
-	Latency time.Duration `json:"latency_ns"`
-}
-
-// CalibrateOptions choose the calibration grid.
+// CalibrateOptions choose what Calibrate measures.
 type CalibrateOptions struct {
-	// Batches are the decode batch sizes measured (default 1,2,4,8,16).
+	// Batches are the batch sizes measured (default 1, 2, 4, 8, 16).
 	Batches []int
-	// Extends are the single-sequence extend lengths measured (default
-	// 8,32,64,128).
-	Extends []int
-	// Repeats per point (default 7; the median counts).
+	// Tokens are the tokens each sequence appends in a measured step
+	// (default 1, 2, 4: decodes, and the short extends of requests that
+	// return to a model).
+	Tokens []int
+	// Contexts are the tokens each sequence holds before a measured step.
+	// The first is measured with every batch and token count, the others
+	// with decodes up to MaxContextBatch sequences (default 16, 128).
+	Contexts []int
+	// MaxContextBatch bounds the batch at the contexts after the first
+	// (default 8).
+	MaxContextBatch int
+	// Repeats is the number of times each point is measured (default 5);
+	// the lower quartile counts (stepQuantile). Repeats are spread over the
+	// measurement: each round times every point once.
 	Repeats int
-	// Context is the number of tokens each decoding sequence already holds
-	// (default 32).
-	Context int
+	// Placements lists the placements to calibrate (default both:
+	// sim.Partitioned and sim.TimeShared).
+	Placements []string
+	// Cores is the number of cores the models share (default GOMAXPROCS):
+	// time-shared, every model steps on all of them; partitioned, each on
+	// an even share (at least one).
+	Cores int
+	// InterferenceBatches are the decode batch sizes at which each model
+	// is timed while the other models step at once (partitioned; default
+	// 1, 4, 16).
+	InterferenceBatches []int
+	// Progress, if set, receives a line per measured model and placement.
+	Progress io.Writer
 }
 
-// Calibrate measures e's step latency against batch size (decodes) and
-// extend length, and fits the sim engine's profile
-// Base + PerSeq·b + PerToken·(t − b) by least squares, so the real model's
-// timing can be studied at any concurrency with the simulated engine.
-func Calibrate(ctx context.Context, e engine.Engine, o CalibrateOptions) (sim.Profile, []Measurement, error) {
-	if len(o.Batches) == 0 {
-		o.Batches = []int{1, 2, 4, 8, 16}
+func (o CalibrateOptions) withDefaults() CalibrateOptions {
+	def := func(v *[]int, d ...int) {
+		if len(*v) == 0 {
+			*v = d
+		}
 	}
-	if len(o.Extends) == 0 {
-		o.Extends = []int{8, 32, 64, 128}
+	def(&o.Batches, 1, 2, 4, 8, 16)
+	def(&o.Tokens, 1, 2, 4)
+	def(&o.Contexts, 16, 128)
+	def(&o.InterferenceBatches, 1, 4, 16)
+	if o.MaxContextBatch <= 0 {
+		o.MaxContextBatch = 8
 	}
 	if o.Repeats <= 0 {
-		o.Repeats = 7
+		o.Repeats = 5
 	}
-	if o.Context <= 0 {
-		o.Context = 32
+	if len(o.Placements) == 0 {
+		o.Placements = []string{sim.Partitioned, sim.TimeShared}
 	}
-	vocab := max(e.Info().VocabSize, 4)
-	tok := func(i int) int32 { return int32(3 + i%(vocab-3)) }
-	var ms []Measurement
-	var next engine.SeqID = 1 << 40
-	var in []engine.Input
-	out := make([]engine.Output, 0)
-	measure := func(prep func() ([]engine.Input, int)) (time.Duration, int, error) {
-		var ds []time.Duration
-		tokens := 0
-		for range o.Repeats {
-			batch, t := prep()
-			out = append(out[:0], make([]engine.Output, len(batch))...)
-			t0 := time.Now()
-			if err := e.Step(ctx, batch, out); err != nil {
-				return 0, 0, fmt.Errorf("bench: calibrate: %w", err)
-			}
-			ds = append(ds, time.Since(t0))
-			tokens = t
-			for _, x := range batch {
-				e.Release(x.Seq)
-			}
-		}
-		return Samples(ds).Quantile(0.5), tokens, nil
+	if o.Cores <= 0 {
+		o.Cores = runtime.GOMAXPROCS(0)
 	}
-	for _, b := range o.Batches {
-		d, t, err := measure(func() ([]engine.Input, int) {
-			in = in[:0]
-			for i := range b {
-				next++
-				prompt := make([]int32, o.Context)
-				for j := range prompt {
-					prompt[j] = tok(i*7 + j)
-				}
-				if err := e.Step(ctx, []engine.Input{{Seq: next, Tokens: prompt}}, make([]engine.Output, 1)); err != nil {
-					return nil, 0
-				}
-				in = append(in, engine.Input{Seq: next, Tokens: []int32{tok(i)}})
-			}
-			return in, b
-		})
-		if err != nil {
-			return sim.Profile{}, nil, err
-		}
-		ms = append(ms, Measurement{Batch: b, Tokens: t, Latency: d})
-	}
-	for _, n := range o.Extends {
-		d, t, err := measure(func() ([]engine.Input, int) {
-			next++
-			toks := make([]int32, n)
-			for j := range toks {
-				toks[j] = tok(j)
-			}
-			return []engine.Input{{Seq: next, Tokens: toks}}, n
-		})
-		if err != nil {
-			return sim.Profile{}, nil, err
-		}
-		ms = append(ms, Measurement{Batch: 1, Tokens: t, Latency: d})
-	}
-	p, err := FitProfile(ms)
-	return p, ms, err
+	return o
 }
 
-// FitProfile fits Base + PerSeq·b + PerToken·(t − b) to measurements by
-// least squares; negative coefficients are clamped to zero.
-func FitProfile(ms []Measurement) (sim.Profile, error) {
-	if len(ms) < 3 {
-		return sim.Profile{}, errors.New("bench: need at least 3 measurements to fit a profile")
+// Calibrate measures the step times of models (small first) on their own
+// engines and fits each a steptime.Curve (DESIGN §6a), once per placement:
+// time-shared, each model alone on every core; partitioned, each on its
+// share of the cores, and then each timed while the other models step at
+// once, which gives its interference factor (the median slowdown over
+// o.InterferenceBatches). It returns one preset per placement, in the
+// order of o.Placements, ready to be written as a profile file (bench
+// --profile, plan --profile).
+func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o CalibrateOptions) ([]sim.Preset, error) {
+	o = o.withDefaults()
+	if len(ms) == 0 {
+		return nil, errors.New("bench: calibrate: no models")
 	}
-	a := mat.NewDense(len(ms), 3, nil)
-	y := mat.NewVecDense(len(ms), nil)
+	if ks == nil {
+		ks = loader.Builtin()
+	}
+	var out []sim.Preset
+	for _, pl := range o.Placements {
+		threads := o.Cores
+		switch pl {
+		case sim.TimeShared:
+		case sim.Partitioned:
+			threads = max(1, o.Cores/len(ms))
+		default:
+			return nil, fmt.Errorf("bench: calibrate: placement %q: want %s or %s", pl, sim.Partitioned, sim.TimeShared)
+		}
+		p, err := calibratePlacement(ctx, ks, withThreads(ms, threads), pl, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// withThreads returns ms with every model's thread count set.
+func withThreads(ms []config.Model, threads int) []config.Model {
+	out := slices.Clone(ms)
+	for i := range out {
+		out[i].Threads = threads
+	}
+	return out
+}
+
+// calibratePlacement measures and fits every model under one placement.
+func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model, pl string, o CalibrateOptions) (sim.Preset, error) {
+	names := make([]string, len(ms))
 	for i, m := range ms {
-		a.Set(i, 0, 1)
-		a.Set(i, 1, float64(m.Batch))
-		a.Set(i, 2, float64(max(m.Tokens-m.Batch, 0)))
-		y.SetVec(i, float64(m.Latency))
+		names[i] = m.Name
 	}
-	var x mat.VecDense
-	if err := x.SolveVec(a, y); err != nil {
-		return sim.Profile{}, fmt.Errorf("bench: fit profile: %w", err)
+	p := sim.Preset{Name: strings.Join(names, "+"), Models: names, Placement: pl,
+		About: fmt.Sprintf("calibrated on this machine, %s placement (%d threads per model), %s", pl, ms[0].Threads, time.Now().UTC().Format(time.DateOnly))}
+	for _, m := range ms {
+		start := time.Now()
+		e, err := ks.OpenEngine(ctx, m)
+		if err != nil {
+			return sim.Preset{}, fmt.Errorf("bench: calibrate: %w", err)
+		}
+		pts, err := measureGrid(ctx, e, o)
+		cerr := e.Close()
+		if err != nil {
+			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
+		}
+		if cerr != nil {
+			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, cerr)
+		}
+		c, err := steptime.Fit(pts, steptime.FitOptions{PerSeq: len(o.Tokens) > 1, Context: len(o.Contexts) > 1})
+		if err != nil {
+			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
+		}
+		p.Profiles = append(p.Profiles, sim.Profile{Curve: c})
+		p.Calibration = append(p.Calibration, sim.Calibration{Threads: m.Threads, MaxRelError: c.MaxRelError(pts), Points: pts})
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "calibrate %s, %s (%d threads): %d points in %v, fit max error %.1f%%\n",
+				m.Name, pl, m.Threads, len(pts), time.Since(start).Round(100*time.Millisecond), 100*c.MaxRelError(pts))
+		}
 	}
-	c := func(i int) time.Duration { return time.Duration(max(x.AtVec(i), 0)) }
-	return sim.Profile{Base: c(0), PerSeq: c(1), PerToken: c(2)}, nil
+	if pl != sim.Partitioned || len(ms) < 2 {
+		return p, nil
+	}
+	start := time.Now()
+	slow, err := measureInterference(ctx, ks, ms, o)
+	if err != nil {
+		return sim.Preset{}, err
+	}
+	for i := range p.Profiles {
+		p.Profiles[i].Interference = median(slow[i])
+		p.Calibration[i].Slowdowns = slow[i]
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "calibrate interference, %s: %v in %v\n", pl, slow, time.Since(start).Round(100*time.Millisecond))
+	}
+	return p, nil
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// gridPoint is one (context, batch, tokens) point of the grid.
+type gridPoint struct{ ctx, batch, tokens int }
+
+// grid lists the points: every batch and token count at the first
+// context, decodes up to MaxContextBatch at the others.
+func (o CalibrateOptions) grid() []gridPoint {
+	var g []gridPoint
+	for ci, c := range o.Contexts {
+		for _, b := range o.Batches {
+			for _, k := range o.Tokens {
+				if ci == 0 || (k == 1 && b <= o.MaxContextBatch) {
+					g = append(g, gridPoint{c, b, k})
+				}
+			}
+		}
+	}
+	return g
+}
+
+// stepQuantile is the quantile of a point's repeated step times that
+// calibration keeps: the lower quartile. Other work on a shared machine
+// only makes steps slower, and a step slowed by it says nothing about the
+// engine; the lower quartile keeps what the engine takes with its cores to
+// itself, less sensitive to one lucky step than the minimum.
+const stepQuantile = 0.25
+
+// measureGrid times every grid point o.Repeats times and returns each
+// point's stepQuantile.
+func measureGrid(ctx context.Context, e engine.Engine, o CalibrateOptions) ([]steptime.Point, error) {
+	st, err := newStepper(ctx, e, slices.Max(o.Batches), o.Contexts)
+	if err != nil {
+		return nil, err
+	}
+	defer st.release()
+	g := o.grid()
+	times := make([][]time.Duration, len(g))
+	for range o.Repeats {
+		for i, p := range g {
+			d, err := st.time(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], d)
+		}
+	}
+	pts := make([]steptime.Point, len(g))
+	for i, p := range g {
+		pts[i] = steptime.Point{Batch: p.batch, Extend: float64(p.batch * (p.tokens - 1)), Context: float64(p.ctx),
+			MS: float64(Samples(times[i]).Quantile(stepQuantile)) / float64(time.Millisecond)}
+	}
+	return pts, nil
+}
+
+// stepper times steps of one engine over sequences prepared at fixed
+// contexts: after each timed step the sequences are cut back to their
+// context, so a point can be measured again without filling them anew.
+type stepper struct {
+	e     engine.Engine
+	vocab int
+	seqs  map[int][]engine.SeqID // context → sequences holding it
+	in    []engine.Input
+	out   []engine.Output
+	toks  []int32
+	round int
+}
+
+// calibrationSeqs numbers the sequences a calibration opens, clear of any
+// a deployment would use.
+const calibrationSeqs engine.SeqID = 1 << 40
+
+// newStepper fills n sequences to each context (one untimed step each,
+// which also warms the engine up).
+func newStepper(ctx context.Context, e engine.Engine, n int, contexts []int) (*stepper, error) {
+	st := &stepper{e: e, vocab: max(e.Info().VocabSize, 4), seqs: map[int][]engine.SeqID{}}
+	next := calibrationSeqs
+	for _, c := range contexts {
+		if c < 1 || c+8 > e.Info().ContextLength {
+			st.release()
+			return nil, fmt.Errorf("context %d does not fit the model's %d tokens", c, e.Info().ContextLength)
+		}
+		if _, ok := st.seqs[c]; ok {
+			continue
+		}
+		for s := range n {
+			next++
+			toks := make([]int32, c)
+			for j := range toks {
+				toks[j] = st.token(s*31 + j*7)
+			}
+			st.seqs[c] = append(st.seqs[c], next)
+			if err := e.Step(ctx, []engine.Input{{Seq: next, Tokens: toks}}, make([]engine.Output, 1)); err != nil {
+				st.release()
+				return nil, err
+			}
+		}
+	}
+	return st, nil
+}
+
+func (st *stepper) token(i int) int32 { return int32(3 + i%(st.vocab-3)) }
+
+// time runs one step of p.batch sequences at context p.ctx, each appending
+// p.tokens tokens, and returns its duration.
+func (st *stepper) time(ctx context.Context, p gridPoint) (time.Duration, error) {
+	st.round++
+	st.in, st.out = st.in[:0], slices.Grow(st.out[:0], p.batch)[:p.batch]
+	st.toks = slices.Grow(st.toks[:0], p.batch*p.tokens)[:p.batch*p.tokens]
+	for s, id := range st.seqs[p.ctx][:p.batch] {
+		toks := st.toks[s*p.tokens : (s+1)*p.tokens]
+		for j := range toks {
+			toks[j] = st.token(st.round*13 + s*5 + j)
+		}
+		st.in = append(st.in, engine.Input{Seq: id, Tokens: toks})
+	}
+	t0 := time.Now()
+	err := st.e.Step(ctx, st.in, st.out)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	for _, x := range st.in {
+		if err := st.e.Truncate(x.Seq, p.ctx); err != nil {
+			return 0, err
+		}
+	}
+	return d, nil
+}
+
+// release frees the stepper's sequences.
+func (st *stepper) release() {
+	for _, ids := range st.seqs {
+		for _, id := range ids {
+			st.e.Release(id)
+		}
+	}
+	clear(st.seqs)
+}
+
+// measureInterference opens every model (with its threads) and times each
+// model's decode steps at o.InterferenceBatches, alternately with the
+// others idle and with them stepping decodes of 4 sequences at once. It
+// returns, per model and batch, the slowdown factor (together / alone, of
+// the stepQuantile of each).
+func measureInterference(ctx context.Context, ks loader.Kinds, ms []config.Model, o CalibrateOptions) ([][]float64, error) {
+	ctx0 := o.Contexts[0]
+	steppers := make([]*stepper, 0, len(ms))
+	defer func() {
+		for _, st := range steppers {
+			st.release()
+			_ = st.e.Close()
+		}
+	}()
+	for _, m := range ms {
+		e, err := ks.OpenEngine(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("bench: calibrate interference: %w", err)
+		}
+		st, err := newStepper(ctx, e, max(slices.Max(o.InterferenceBatches), 4), []int{ctx0})
+		if err != nil {
+			_ = e.Close()
+			return nil, fmt.Errorf("bench: calibrate interference %s: %w", m.Name, err)
+		}
+		steppers = append(steppers, st)
+	}
+	slow := make([][]float64, len(ms))
+	for i, st := range steppers {
+		for _, b := range o.InterferenceBatches {
+			p := gridPoint{ctx: ctx0, batch: b, tokens: 1}
+			var alone, together []time.Duration
+			for range o.Repeats {
+				d, err := st.time(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				alone = append(alone, d)
+				ds, err := timeWhileBusy(ctx, st, p, others(steppers, i), gridPoint{ctx: ctx0, batch: 4, tokens: 1})
+				if err != nil {
+					return nil, err
+				}
+				together = append(together, ds)
+			}
+			slow[i] = append(slow[i], float64(Samples(together).Quantile(stepQuantile))/float64(Samples(alone).Quantile(stepQuantile)))
+		}
+	}
+	return slow, nil
+}
+
+// others returns every stepper but the i-th.
+func others(sts []*stepper, i int) []*stepper {
+	return append(slices.Clone(sts[:i]), sts[i+1:]...)
+}
+
+// timeWhileBusy times one step of st at p while every stepper in busy
+// steps bg in a loop on its own goroutine (each busy stepper has taken one
+// step first, so the timed step overlaps their steady state). The busy
+// goroutines stop before it returns.
+func timeWhileBusy(ctx context.Context, st *stepper, p gridPoint, busy []*stepper, bg gridPoint) (time.Duration, error) {
+	bctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make([]error, len(busy))
+	started := make(chan struct{}, len(busy))
+	for k, b := range busy {
+		wg.Go(func() {
+			for n := 0; bctx.Err() == nil; n++ {
+				_, err := b.time(bctx, bg)
+				if n == 0 {
+					started <- struct{}{}
+				}
+				if err != nil {
+					if bctx.Err() == nil {
+						errs[k] = err
+					}
+					break
+				}
+			}
+		})
+	}
+	for range busy {
+		select {
+		case <-started:
+		case <-ctx.Done():
+		}
+	}
+	d, err := st.time(ctx, p)
+	stop()
+	wg.Wait()
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	return d, err
 }

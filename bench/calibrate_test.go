@@ -2,55 +2,77 @@ package bench
 
 import (
 	"context"
+	"math"
 	"testing"
-	"time"
 
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
-func TestFitProfileRecoversCoefficients(t *testing.T) {
-	want := sim.Profile{Base: 2 * time.Millisecond, PerSeq: 300 * time.Microsecond, PerToken: 40 * time.Microsecond}
-	var ms []Measurement
-	for _, b := range []int{1, 2, 4, 8} {
-		ms = append(ms, Measurement{Batch: b, Tokens: b, Latency: want.Latency(b, b)})
+// TestCalibrateSimulatedPair calibrates two simulated models whose curves
+// are known, under both placements: every grid point is measured, none
+// faster than its curve allows (a loaded machine only makes steps longer),
+// the reported fit error is the fit's on those points, and the
+// partitioned preset carries an interference factor per model.
+func TestCalibrateSimulatedPair(t *testing.T) {
+	curves := []steptime.Curve{
+		{Knots: []steptime.Knot{{Rows: 1, MS: 1}, {Rows: 8, MS: 2.5}}, PerSeqMS: 0.05, PerRowContextMS: 0.002},
+		{Knots: []steptime.Knot{{Rows: 1, MS: 3}, {Rows: 8, MS: 6}}, PerSeqMS: 0.1},
 	}
-	for _, n := range []int{16, 64} {
-		ms = append(ms, Measurement{Batch: 1, Tokens: n, Latency: want.Latency(1, n)})
+	var ms []config.Model
+	for i, c := range curves {
+		ms = append(ms, config.Model{Name: []string{"slm", "llm"}[i], Engine: loader.KindSim, Latency: &config.Latency{Curve: &c}})
 	}
-	got, err := FitProfile(ms)
+	o := CalibrateOptions{Batches: []int{1, 2, 4}, Tokens: []int{1, 2}, Contexts: []int{4, 20}, MaxContextBatch: 2, Repeats: 3,
+		InterferenceBatches: []int{1, 2}}
+	presets, err := Calibrate(context.Background(), loader.Builtin(), ms, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	near := func(a, b time.Duration) bool { return a-b < time.Microsecond && b-a < time.Microsecond }
-	if !near(got.Base, want.Base) || !near(got.PerSeq, want.PerSeq) || !near(got.PerToken, want.PerToken) {
-		t.Fatalf("fit %+v, want %+v", got, want)
+	if len(presets) != 2 || presets[0].Placement != sim.Partitioned || presets[1].Placement != sim.TimeShared {
+		t.Fatalf("presets %+v", presets)
 	}
-	if _, err := FitProfile(ms[:2]); err == nil {
-		t.Fatal("fit from two points accepted")
+	for _, p := range presets {
+		for i, cal := range p.Calibration {
+			// 3 batches × 2 token counts at context 4, decodes of 1 and 2 at 20.
+			if len(cal.Points) != 8 {
+				t.Fatalf("%s model %d: %d points", p.Placement, i, len(cal.Points))
+			}
+			for _, pt := range cal.Points {
+				if floor := 0.9 * curves[i].At(pt.Batch, pt.Extend, pt.Context); pt.MS < floor {
+					t.Fatalf("%s model %d: point %+v faster than its curve allows (%.3f ms)", p.Placement, i, pt, floor)
+				}
+			}
+			if got := p.Profiles[i].Curve.MaxRelError(cal.Points); math.Abs(got-cal.MaxRelError) > 1e-12 {
+				t.Fatalf("reported fit error %v, the fit's %v", cal.MaxRelError, got)
+			}
+			if err := p.Profiles[i].Curve.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if p.Placement == sim.Partitioned && (len(cal.Slowdowns) != 2 || !(p.Profiles[i].Interference > 0)) {
+				t.Fatalf("partitioned model %d: slowdowns %v, interference %v", i, cal.Slowdowns, p.Profiles[i].Interference)
+			}
+		}
 	}
 }
 
-// TestCalibrateSimulatedModel calibrates a simulated engine whose profile
-// is known: every point is measured, none faster than the profile allows
-// (a loaded machine only makes steps longer), and the fit reproduces the
-// measurements it was made from.
-func TestCalibrateSimulatedModel(t *testing.T) {
-	want := sim.Profile{Base: 3 * time.Millisecond, PerSeq: 200 * time.Microsecond, PerToken: 20 * time.Microsecond}
-	e := sim.New(sim.Config{Profile: want})
-	got, ms, err := Calibrate(context.Background(), e, CalibrateOptions{Batches: []int{1, 4, 8}, Extends: []int{16, 64}, Repeats: 3})
-	if err != nil {
-		t.Fatal(err)
+func TestCalibrateRejects(t *testing.T) {
+	ms := []config.Model{{Name: "a", Engine: loader.KindSim, Profile: "paper-r2r/slm"}}
+	if _, err := Calibrate(context.Background(), nil, nil, CalibrateOptions{}); err == nil {
+		t.Error("no models accepted")
 	}
-	if len(ms) != 5 {
-		t.Fatalf("%d measurements", len(ms))
+	if _, err := Calibrate(context.Background(), nil, ms, CalibrateOptions{Placements: []string{"sideways"}}); err == nil {
+		t.Error("unknown placement accepted")
 	}
-	for _, m := range ms {
-		if floor := want.Latency(m.Batch, m.Tokens) * 9 / 10; m.Latency < floor {
-			t.Fatalf("point %+v faster than the profile allows (%v)", m, floor)
-		}
+	if _, err := Calibrate(context.Background(), nil, ms, CalibrateOptions{Contexts: []int{1 << 30}, Placements: []string{sim.TimeShared}}); err == nil {
+		t.Error("a context beyond the model's accepted")
 	}
-	refit, err := FitProfile(ms)
-	if err != nil || refit != got {
-		t.Fatalf("fit %+v, refit %+v (%v)", got, refit, err)
+}
+
+func TestMedian(t *testing.T) {
+	if median([]float64{3, 1, 2}) != 2 || median([]float64{4, 1, 3, 2}) != 2.5 || median(nil) != 0 {
+		t.Fatal("median")
 	}
 }

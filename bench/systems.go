@@ -85,7 +85,7 @@ func SimModels(p sim.Preset, agree float64) []config.Model {
 	for i, name := range p.Models {
 		pr := p.Profiles[i]
 		ms[i] = config.Model{Name: name, Engine: loader.KindSim, Seed: uint64(i + 1),
-			Latency: &config.Latency{Base: pr.Base, PerSeq: pr.PerSeq, PerToken: pr.PerToken}}
+			Latency: &config.Latency{Curve: &pr.Curve, Interference: pr.Interference}}
 	}
 	if len(ms) > 1 {
 		ms[0].Agree, ms[0].AgreeSeed = agree, 2

@@ -16,20 +16,32 @@ import (
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // ValidateConfig configures Validate: the throughput model checked against
 // the runtime.
 type ValidateConfig struct {
-	// Setup is the deployment: two models with explicit, batch-independent
-	// latencies (the model's assumption), an algorithm whose routing
+	// Setup is the deployment: two models, an algorithm whose routing
 	// process is known up front (route.Predictable), and the max-wait
 	// guard (Launch.MaxWait; 0 matches the model). Its launch tables and
-	// Observer are set per point.
+	// Observer are set per point. It must run the models as Placement
+	// says.
 	Setup Setup
+	// Steps are the models' step-time curves the prediction uses (a
+	// calibrated profile's, for real engines); nil takes them from the
+	// Setup's simulated models (config.Model.Latency or Profile), and
+	// Interference with them.
+	Steps []steptime.Curve
+	// Interference is each model's interference factor under partitioned
+	// placement (nil: none).
+	Interference []float64
+	// Placement is how the Setup's models share the machine.
+	Placement perfmodel.Placement
 	// Concurrency lists the N to validate; every feasible B = (1, B1) of
 	// each is a point.
 	Concurrency []int
@@ -132,9 +144,13 @@ type ValidateReport struct {
 	// Algorithm and Params are the algorithm validated.
 	Algorithm string            `json:"algorithm"`
 	Params    map[string]string `json:"params"`
-	// LatencyMS are the models' step times; MaxWaitMS the guard.
-	LatencyMS []float64 `json:"latency_ms"`
-	MaxWaitMS float64   `json:"max_wait_ms"`
+	// LatencyMS are the models' one-request decode step times (their
+	// step time when it does not depend on the batch); Steps the step-time
+	// curves; MaxWaitMS the guard.
+	LatencyMS []float64        `json:"latency_ms"`
+	Steps     []steptime.Curve `json:"steps,omitempty"`
+	Placement string           `json:"placement"`
+	MaxWaitMS float64          `json:"max_wait_ms"`
 	// SecondsPerPoint, Rounds and TolerancePercent repeat the
 	// configuration.
 	SecondsPerPoint  float64 `json:"seconds_per_point"`
@@ -180,7 +196,8 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 			return ValidateReport{}, err
 		}
 	}
-	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat,
+	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat, Steps: v.md.Steps,
+		Placement: string(v.md.Placement),
 		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
 		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
 		AllMatch: true, AllWithin: true, AllResolved: true}
@@ -238,26 +255,55 @@ func (v *validator) process(params map[string]string) (p, c [][]float64, err err
 	return p, c, nil
 }
 
-// model builds the throughput model of the setup: its routing process and
-// its models' batch-independent latencies.
+// model builds the throughput model of the setup: its routing process
+// and its models' step times.
 func (v *validator) model() error {
 	ms := v.c.Setup.Models
 	if len(ms) != 2 {
 		return fmt.Errorf("bench: validate: %d models; B0 = 1 and a sweep of B1 need 2", len(ms))
 	}
-	for i, m := range ms {
-		l := m.Latency
-		if l == nil || l.PerSeq != 0 || l.PerToken != 0 {
-			return fmt.Errorf("bench: validate: model %d (%s): the throughput model needs a step time that does not depend on the batch", i, m.Name)
+	steps, inter := v.c.Steps, v.c.Interference
+	if steps == nil {
+		for i, m := range ms {
+			if m.Engine != loader.KindSim {
+				return fmt.Errorf("bench: validate: model %d (%s) runs on engine %s: give its step-time curve (a calibrated profile)", i, m.Name, m.Engine)
+			}
+			prof, err := loader.SimProfile(m)
+			if err != nil {
+				return fmt.Errorf("bench: validate: model %d (%s): %w", i, m.Name, err)
+			}
+			steps, inter = append(steps, prof.Curve), append(inter, prof.Interference)
 		}
-		v.lat = append(v.lat, float64(l.Base)/float64(time.Millisecond))
 	}
-	p, c, err := v.process(v.c.Setup.Params)
-	if err != nil {
+	v.md = perfmodel.Model{Steps: steps, Interference: inter, Placement: v.c.Placement,
+		Workload: perfmodel.Workload{PromptLen: v.c.PromptLen, OutputLen: v.c.MaxTokens}}
+	if v.md.Placement == "" {
+		v.md.Placement = perfmodel.Partitioned
+	}
+	var err error
+	if v.md, err = v.withProcess(v.c.Setup.Params); err != nil {
 		return err
 	}
-	v.md = perfmodel.Model{L: v.lat, P: p, C: c}
-	return v.md.Validate()
+	v.md.Delta = perfmodel.AutoDelta(v.md)
+	for i := range steps {
+		v.lat = append(v.lat, v.md.Curve(i).At(1, 0, v.md.StepContext(i, nil)))
+	}
+	return nil
+}
+
+// withProcess returns the throughput model with the routing process of
+// the algorithm at params.
+func (v *validator) withProcess(params map[string]string) (perfmodel.Model, error) {
+	p, c, err := v.process(params)
+	if err != nil {
+		return perfmodel.Model{}, err
+	}
+	m := v.md
+	m.P, m.C = p, c
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("bench: validate: %w", err)
+	}
+	return m, nil
 }
 
 // predict lists every feasible point with its prediction.
@@ -313,11 +359,11 @@ func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed 
 		if err != nil {
 			return Result{}, err
 		}
-		if sl.healthy(v.c, v.lat) {
+		if sl.healthy(v.c) {
 			return sl.res, nil
 		}
-		v.progress("validate: N=%d B=%s: machine starved (timer lateness %v, step ms %.3f), %s\n",
-			pt.Concurrency, perfmodel.FormatB(pt.Thresholds), sl.lateness.Round(time.Microsecond), sl.stepMS,
+		v.progress("validate: N=%d B=%s: machine starved (timer lateness %v, steps off their curves by %.3f), %s\n",
+			pt.Concurrency, perfmodel.FormatB(pt.Thresholds), sl.lateness.Round(time.Microsecond), sl.stepDev,
 			map[bool]string{true: "keeping the slice", false: "measuring again"}[try >= v.c.Retries])
 		if try >= v.c.Retries {
 			pt.Starved++
@@ -408,11 +454,11 @@ func (v *validator) atRouted(ctx context.Context, pt *ValidatePoint) error {
 		return nil
 	}
 	params["p"] = strconv.FormatFloat(pt.RoutedFraction, 'g', -1, 64)
-	p, c, err := v.process(params)
+	m, err := v.withProcess(params)
 	if err != nil {
 		return err
 	}
-	r, err := v.pl.Evaluate(ctx, perfmodel.Model{L: v.lat, P: p, C: c}, pt.Concurrency, pt.Thresholds)
+	r, err := v.pl.Evaluate(ctx, m, pt.Concurrency, pt.Thresholds)
 	if err != nil {
 		return fmt.Errorf("bench: validate: %w", err)
 	}
@@ -494,39 +540,67 @@ func cmpFloat(a, b float64) int {
 type sliceResult struct {
 	res      Result
 	lateness time.Duration // mean wake-up lateness of a 1 ms sleep
-	stepMS   []float64     // mean step time per model
+	stepDev  []float64     // per model: its steps' time over their curves', less 1
 }
 
-// healthy reports whether the slice ran at the profile's step times on a
+// healthy reports whether the slice ran at its curves' step times on a
 // machine that was not starved.
-func (s sliceResult) healthy(c ValidateConfig, lat []float64) bool {
+func (s sliceResult) healthy(c ValidateConfig) bool {
 	if s.lateness > c.MaxLateness {
 		return false
 	}
-	for i, l := range s.stepMS {
-		if l > 0 && math.Abs(l-lat[i]) > c.MaxStepDev*lat[i] {
+	for _, d := range s.stepDev {
+		if math.Abs(d) > c.MaxStepDev {
 			return false
 		}
 	}
 	return true
 }
 
-// stepMeter is a subserver.Observer that averages step times per model.
+// stepMeter is a subserver.Observer that sums each model's step times and
+// what its curve predicts for the same steps (at the model's mean context,
+// perfmodel.Model.StepContext).
 type stepMeter struct {
-	steps []atomic.Int64
+	md    perfmodel.Model
+	ctx   []float64
 	nanos []atomic.Int64
+	want  []atomic.Int64
 }
 
-// Step records a step's latency.
-func (m *stepMeter) Step(model, _, _ int, d time.Duration) {
-	if model >= 0 && model < len(m.steps) {
-		m.steps[model].Add(1)
+func newStepMeter(md perfmodel.Model) (*stepMeter, error) {
+	x, err := md.Extends()
+	if err != nil {
+		return nil, fmt.Errorf("bench: validate: %w", err)
+	}
+	m := &stepMeter{md: md, nanos: make([]atomic.Int64, md.M()), want: make([]atomic.Int64, md.M())}
+	for i := range md.M() {
+		m.ctx = append(m.ctx, md.StepContext(i, x))
+	}
+	return m, nil
+}
+
+// Step records a step's latency and its curve's.
+func (m *stepMeter) Step(model, batch, appended int, d time.Duration) {
+	if model >= 0 && model < len(m.nanos) {
 		m.nanos[model].Add(int64(d))
+		m.want[model].Add(int64(m.md.Curve(model).Duration(batch, float64(max(appended-batch, 0)), m.ctx[model])))
 	}
 }
 
 // Routed ignores hand-offs.
 func (m *stepMeter) Routed(int, []int) {}
+
+// deviation returns, per model, its step time over its curve's, less 1
+// (0 for a model that did not step).
+func (m *stepMeter) deviation() []float64 {
+	out := make([]float64, len(m.nanos))
+	for i := range out {
+		if w := m.want[i].Load(); w > 0 {
+			out[i] = float64(m.nanos[i].Load())/float64(w) - 1
+		}
+	}
+	return out
+}
 
 // probeLateness sleeps 1 ms at a time until ctx ends and returns the mean
 // lateness of the wake-ups.
@@ -554,8 +628,10 @@ func probeLateness(ctx context.Context) time.Duration {
 // measure runs one closed-loop slice of the tokenrouter system with static
 // tables, watching the step times and the machine's timer lateness.
 func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, seed uint64) (sliceResult, error) {
-	m := len(v.c.Setup.Models)
-	meter := &stepMeter{steps: make([]atomic.Int64, m), nanos: make([]atomic.Int64, m)}
+	meter, err := newStepMeter(v.md)
+	if err != nil {
+		return sliceResult{}, err
+	}
 	setup := v.c.Setup
 	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, meter
 	sys, err := setup.Build(ctx, "tokenrouter")
@@ -578,11 +654,5 @@ func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, se
 	if cerr != nil {
 		return sliceResult{}, fmt.Errorf("bench: closing tokenrouter: %w", cerr)
 	}
-	out := sliceResult{res: res, lateness: late, stepMS: make([]float64, m)}
-	for i := range m {
-		if k := meter.steps[i].Load(); k > 0 {
-			out.stepMS[i] = float64(meter.nanos[i].Load()) / float64(k) / 1e6
-		}
-	}
-	return out, nil
+	return sliceResult{res: res, lateness: late, stepDev: meter.deviation()}, nil
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // DefaultEngine is the engine kind of a model that names none: the
@@ -126,7 +127,8 @@ type Model struct {
 }
 
 // Latency is an explicit sim latency profile: a step over b sequences
-// appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t.
+// appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t,
+// or, when Curve is set, the curve's time (steptime.Curve).
 type Latency struct {
 	// Base is the fixed cost of a step.
 	Base time.Duration `yaml:"base"`
@@ -134,6 +136,11 @@ type Latency struct {
 	PerSeq time.Duration `yaml:"per_seq,omitempty"`
 	// PerToken is the cost per extended token beyond one per sequence.
 	PerToken time.Duration `yaml:"per_token,omitempty"`
+	// Curve, if set, is the step time instead of Base, PerSeq and PerToken.
+	Curve *steptime.Curve `yaml:"curve,omitempty"`
+	// Interference is the slowdown while another model steps at once
+	// (sim.Profile.Interference).
+	Interference float64 `yaml:"interference,omitempty"`
 }
 
 // Preset maps a client-facing name to an algorithm over models.

@@ -27,7 +27,7 @@ func TestAutoThresholdsConverge(t *testing.T) {
 	var ms []deploy.Model
 	for i, l := range lat {
 		ms = append(ms, deploy.Model{Name: []string{"slm", "llm"}[i],
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Profile{Base: l}})})
+			Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Constant(l)})})
 	}
 	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
 		Registry: builtin.Registry(), Launch: sched.Launch{Auto: true, Tables: []sched.Table{sched.Static(3), sched.Static(3)}, MaxWait: 40 * time.Millisecond},
@@ -56,7 +56,7 @@ func TestAutoThresholdsConverge(t *testing.T) {
 		// Step latencies are wall-clock and stretch on a loaded machine
 		// (other packages' tests, the race detector), so only the routing
 		// estimate is checked against the truth.
-		if st.Plans > 0 && math.Abs(st.Model.P[0][1]-p) < 0.08 && st.Model.L[0] >= 1.5 && st.Model.L[1] >= 6 {
+		if st.Plans > 0 && math.Abs(st.Model.P[0][1]-p) < 0.08 && st.Model.Curve(0).At(1, 0, 0) >= 1.5 && st.Model.Curve(1).At(1, 0, 0) >= 6 {
 			return nil
 		}
 		return fmt.Errorf("no converged plan: %+v (model %+v)", st, st.Model)

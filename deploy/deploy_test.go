@@ -29,7 +29,7 @@ func simModels(lat ...time.Duration) []deploy.Model {
 	for i, l := range lat {
 		ms = append(ms, deploy.Model{
 			Name:   []string{"slm", "llm", "xl"}[i],
-			Engine: sim.New(sim.Config{Name: "m", Seed: uint64(i + 1), Profile: sim.Profile{Base: l}}),
+			Engine: sim.New(sim.Config{Name: "m", Seed: uint64(i + 1), Profile: sim.Constant(l)}),
 		})
 	}
 	return ms

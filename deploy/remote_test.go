@@ -39,7 +39,7 @@ func remote(t *testing.T, url string, lat ...time.Duration) ([]*subserver.Server
 	var subs []*subserver.Server
 	var infos []engine.Info
 	for i, l := range lat {
-		eng := sim.New(sim.Config{Name: names[i], Seed: uint64(i + 1), Profile: sim.Profile{Base: l}})
+		eng := sim.New(sim.Config{Name: names[i], Seed: uint64(i + 1), Profile: sim.Constant(l)})
 		alg, err := builtin.Registry().New("r2r-random", route.Spec{Model: i, Models: names, Params: map[string]string{"p": "0.5"}})
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 func TestCheck(t *testing.T) {
@@ -41,12 +42,25 @@ func TestCheck(t *testing.T) {
 
 func TestSimProfile(t *testing.T) {
 	p, err := SimProfile(config.Model{Name: "llm", Profile: "paper-r2r"})
-	if err != nil || p.Base != 27900*time.Microsecond {
+	if err != nil || p.Latency(4, 4, 0) != 27900*time.Microsecond {
 		t.Fatalf("bare preset: %v %v", p, err)
 	}
 	p, err = SimProfile(config.Model{Name: "x", Profile: "paper-r2r-batched/slm"})
-	if err != nil || p.PerSeq != 50*time.Microsecond {
+	if err != nil || p.Latency(2, 2, 0)-p.Latency(1, 1, 0) != 50*time.Microsecond {
 		t.Fatalf("preset/model: %v %v", p, err)
+	}
+	// An explicit curve, and the linear form.
+	c := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 2}, {Rows: 8, MS: 9}}}
+	p, err = SimProfile(config.Model{Name: "x", Latency: &config.Latency{Curve: &c, Interference: 1.5}})
+	if err != nil || p.Latency(8, 8, 0) != 13500*time.Microsecond {
+		t.Fatalf("curve: %v %v", p, err)
+	}
+	p, err = SimProfile(config.Model{Name: "x", Latency: &config.Latency{Base: time.Millisecond, PerSeq: 100 * time.Microsecond, PerToken: 10 * time.Microsecond}})
+	if err != nil || p.Latency(2, 5, 0) != 1230*time.Microsecond {
+		t.Fatalf("linear: %v %v", p, err)
+	}
+	if _, err := SimProfile(config.Model{Name: "x", Latency: &config.Latency{Base: time.Millisecond, Curve: &c}}); err == nil {
+		t.Fatal("curve and base accepted together")
 	}
 }
 

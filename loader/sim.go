@@ -10,6 +10,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // KindSim names the simulated engine (engine/sim): no weights, a step
@@ -51,7 +52,7 @@ func simKind() Kind {
 		Text: func(config.Model, int) (Text, error) { return Text{}, nil },
 		StepLatency: func(m config.Model) time.Duration {
 			prof, _ := SimProfile(m) // checked
-			return prof.Latency(1, 1)
+			return prof.Latency(1, 1, 0)
 		},
 	}
 }
@@ -65,11 +66,7 @@ func SimProfile(m config.Model) (sim.Profile, error) {
 		if m.Profile != "" {
 			return sim.Profile{}, errors.New("give profile or latency, not both")
 		}
-		l := *m.Latency
-		if l.Base < 0 || l.PerSeq < 0 || l.PerToken < 0 {
-			return sim.Profile{}, errors.New("latency: negative duration")
-		}
-		return sim.Profile{Base: l.Base, PerSeq: l.PerSeq, PerToken: l.PerToken}, nil
+		return latencyProfile(*m.Latency)
 	}
 	if m.Profile == "" {
 		return sim.Profile{}, errors.New("engine sim needs profile (e.g. paper-r2r/slm) or latency")
@@ -90,4 +87,26 @@ func SimProfile(m config.Model) (sim.Profile, error) {
 		}
 	}
 	return sim.Profile{}, fmt.Errorf("profile %q: preset %s has models %s", m.Profile, p.Name, strings.Join(p.Models, ", "))
+}
+
+// latencyProfile is the profile of an explicit latency: its curve, or
+// Base + PerSeq·b + PerToken·e.
+func latencyProfile(l config.Latency) (sim.Profile, error) {
+	if l.Interference < 0 {
+		return sim.Profile{}, errors.New("latency: negative interference")
+	}
+	if l.Curve != nil {
+		if l.Base != 0 || l.PerSeq != 0 || l.PerToken != 0 {
+			return sim.Profile{}, errors.New("latency: give a curve or base/per_seq/per_token, not both")
+		}
+		if err := l.Curve.Validate(); err != nil {
+			return sim.Profile{}, fmt.Errorf("latency: %w", err)
+		}
+		return sim.Profile{Curve: *l.Curve, Interference: l.Interference}, nil
+	}
+	if l.Base < 0 || l.PerSeq < 0 || l.PerToken < 0 {
+		return sim.Profile{}, errors.New("latency: negative duration")
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return sim.Profile{Curve: steptime.Linear(ms(l.Base), ms(l.PerSeq), ms(l.PerToken)), Interference: l.Interference}, nil
 }

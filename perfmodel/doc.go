@@ -4,19 +4,32 @@
 // throughput, and a seeded discrete-event simulator of the same transition
 // rules for concurrencies where the exact chain is too large.
 //
-// A Model holds the step latency L_i of every model (milliseconds, rounded
-// to integer multiples of the time quantum δ, default 0.1 ms), the routing
-// matrix P (p_ij: probability that a request leaves model i for j after a
-// step; p_ii: it stays) and the commit matrix C (c_ij: tokens committed on a
-// move i→j). R2R and Ensemble build the two common patterns.
+// A Model holds the step latency of every model, the routing matrix P
+// (p_ij: probability that a request leaves model i for j after a step;
+// p_ii: it stays) and the commit matrix C (c_ij: tokens committed on a move
+// i→j). R2R and Ensemble build the two common patterns. A step latency is
+// the paper's batch-independent L_i (Model.L) or, for real engines, a
+// steptime.Curve L_i(b, e, c) of the batch size b, the tokens e extended
+// beyond one per request and the context c (Model.Steps, DESIGN §6a): a
+// launch of b requests on model i takes L_i(b, b·x_i, c̄), with x_i the
+// mean extend per request there (Model.Extends: derived from P and C, 1/p −
+// 1 on R2R's large model, or given) and c̄ the workload's mean context.
+// Step times are rounded to whole time quanta δ (default 0.1 ms; AutoDelta
+// picks a coarser one for batch-dependent curves). The constant curve
+// reproduces L exactly.
 //
 // The chain's state holds, per model, the queue length k_i, the running
 // batch size b_i and its remaining time r_i. At each event the running
 // batches with the least remaining time finish; each of their requests moves
 // by P (stayers rejoin their own queue and count toward B_i); the other
-// running batches lose that time; every idle model whose queue holds at least
-// B_i requests launches with all of them. The launch decision is
-// sched.Decide, the same function the runtime calls. The chain starts with
+// running batches lose that time; then the placement's launch rule runs.
+// Partitioned (the default): every idle model whose queue holds at least
+// B_i requests launches with all of them, and steps overlap; a model's
+// interference factor (Model.Interference, measured by bench --calibrate)
+// above 5% multiplies its step times. Time-shared: one step at a time, by
+// TimeSharedRule; the state then also holds the queue of models waiting for
+// the turn. The launch decision is sched.Decide, the same function the
+// runtime calls. The chain starts with
 // all N requests queued at model 0 and keeps the reachable states. Its
 // stationary distribution π is computed by dense LU for small chains; larger
 // chains are reduced to their recurrent class (found by a strongly connected

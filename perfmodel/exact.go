@@ -32,23 +32,40 @@ type chain struct {
 	dt     []float64 // time to the next event in ms, per state
 }
 
-// codec packs a state (k_i, b_i, r_i per model) into a uint64.
+// codec packs a state (k_i, b_i, r_i per model, and the waiting queue
+// under time-shared placement) into a uint64.
 type codec struct {
-	m     int
-	radix []uint64 // per digit, 3 per model
+	radix []uint64 // per digit: 3 per model, then the queue's
 }
 
-func newCodec(n int, quanta []int) (codec, error) {
-	c := codec{m: len(quanta)}
+// newCodec returns the codec of states with n requests, steps of at most
+// maxQuanta[i] quanta, and a waiting queue when shared.
+func newCodec(n int, maxQuanta []int, shared bool) (codec, error) {
+	var c codec
 	total := uint64(1)
-	for _, q := range quanta {
+	mul := func(r uint64) error {
+		hi, lo := bits.Mul64(total, r)
+		if hi != 0 {
+			return fmt.Errorf("%w: state space of %d models at N=%d does not fit 64 bits", ErrTooLarge, len(maxQuanta), n)
+		}
+		total = lo
+		c.radix = append(c.radix, r)
+		return nil
+	}
+	for _, q := range maxQuanta {
 		for _, r := range []uint64{uint64(n + 1), uint64(n + 1), uint64(q + 1)} {
-			hi, lo := bits.Mul64(total, r)
-			if hi != 0 {
-				return codec{}, fmt.Errorf("%w: state space of %d models at N=%d does not fit 64 bits", ErrTooLarge, len(quanta), n)
+			if err := mul(r); err != nil {
+				return codec{}, err
 			}
-			total = lo
-			c.radix = append(c.radix, r)
+		}
+	}
+	if shared {
+		r, err := queueRadix(len(maxQuanta))
+		if err != nil {
+			return codec{}, err
+		}
+		if err := mul(r); err != nil {
+			return codec{}, err
 		}
 	}
 	return c, nil
@@ -144,22 +161,24 @@ func checkThresholds(m Model, n int, b []int) error {
 // model 0" under the launch policies pols (no max-wait), with at most
 // maxStates states.
 func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates int) (*chain, error) {
-	quanta := m.Quanta()
-	cd, err := newCodec(n, quanta)
+	M := m.M()
+	env, err := newLaunchEnv(m, n, pols)
 	if err != nil {
 		return nil, err
 	}
-	M := m.M()
-	env := newLaunchEnv(m, n, pols)
+	cd, err := newCodec(n, env.maxQuanta(), env.shared)
+	if err != nil {
+		return nil, err
+	}
 	mult := multinomials(m.P, n)
 	tps := m.tokensPerStep()
 	delta := m.delta()
 
 	index := make(map[uint64]int32, 1024)
 	var codes []uint64
-	s := make([]int, 3*M)
+	s := make([]int, env.stateLen())
 	s[0] = n
-	env.launchAll(s, 0, nil, nil)
+	env.launchAll(s, -1, 0, nil, nil)
 	index[cd.encode(s)] = 0
 	codes = append(codes, cd.encode(s))
 
@@ -169,7 +188,7 @@ func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates in
 		prob float64
 	}
 	var row []edge
-	next := make([]int, 3*M)
+	next := make([]int, env.stateLen())
 	arr := make([]int, M)
 	var finishing []int
 	for cur := 0; cur < len(codes); cur++ {
@@ -196,6 +215,9 @@ func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates in
 				tok += float64(s[3*i+1]) * tps[i]
 			}
 		}
+		// Under time-shared placement exactly one model runs, and it is
+		// the one that just stepped; partitioned ignores fin.
+		fin := finishing[0]
 		ch.tokens = append(ch.tokens, tok)
 		ch.dt = append(ch.dt, float64(tmin)*delta)
 
@@ -214,7 +236,7 @@ func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates in
 						}
 					}
 				}
-				env.launchAll(next, 0, nil, nil)
+				env.launchAll(next, fin, 0, nil, nil)
 				code := cd.encode(next)
 				idx, ok := index[code]
 				if !ok {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -27,7 +29,9 @@ type mdpAction struct {
 // optimum of the semi-Markov decision process whose states are the chain's
 // states just before launching (queues, running batches, remaining times)
 // and whose actions are the sets of idle models that launch now (at least
-// one batch must then be running, so no policy deadlocks). It is solved by
+// one batch must then be running, so no policy deadlocks; under
+// time-shared placement at most one model, and only when none runs, in any
+// order). It is solved by
 // policy iteration, starting from "launch whenever possible" (B = 1), and
 // bounds what any rule that sched.Decide could express, however much state
 // it looks at. Only small chains are supported (a few thousand decision
@@ -43,11 +47,19 @@ func OptimalThroughput(ctx context.Context, m Model, n int) (float64, int, error
 	if M > 16 {
 		return 0, 0, fmt.Errorf("perfmodel: optimal policy supports at most 16 models, got %d", M)
 	}
-	quanta := m.Quanta()
-	cd, err := newCodec(n, quanta)
+	quanta, err := m.StepQuanta(n)
 	if err != nil {
 		return 0, 0, err
 	}
+	maxQ := make([]int, M)
+	for i, q := range quanta {
+		maxQ[i] = slices.Max(q)
+	}
+	cd, err := newCodec(n, maxQ, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	shared := m.timeShared()
 	mult := multinomials(m.P, n)
 	tps := m.tokensPerStep()
 	delta := m.delta()
@@ -74,16 +86,23 @@ func OptimalThroughput(ctx context.Context, m Model, n int) (float64, int, error
 			}
 		}
 		var list []mdpAction
+		busy := false
+		for i := range M {
+			busy = busy || s[3*i+1] > 0
+		}
 		for sub := idle; ; sub = (sub - 1) & idle {
 			copy(y, s)
 			running := false
 			for i := range M {
 				if sub&(1<<i) != 0 {
-					y[3*i+1], y[3*i], y[3*i+2] = y[3*i], 0, quanta[i]
+					y[3*i+1], y[3*i], y[3*i+2] = y[3*i], 0, quanta[i][y[3*i]]
 				}
 				running = running || y[3*i+1] > 0
 			}
-			if running {
+			// Time-shared: one step at a time, so a launch needs an idle
+			// machine and launches one model.
+			allowed := !shared || sub == 0 || (!busy && bits.OnesCount(uint(sub)) == 1)
+			if running && allowed {
 				a := mdpAction{launch: sub}
 				tmin := math.MaxInt
 				for i := range M {

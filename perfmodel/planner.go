@@ -32,6 +32,11 @@ type Options struct {
 	Sim SimOptions
 	// Workers bounds parallel evaluations in a search (default GOMAXPROCS).
 	Workers int
+	// SearchStates is the chain size above which Table stops searching
+	// every threshold vector: once B*(n−1)'s chain has more states, B*(n)
+	// is found by a local search from B*(n−1) (default 2000; the paper's
+	// R2R chains at B* stay far below it, batch-dependent ones do not).
+	SearchStates int
 }
 
 func (o Options) withDefaults() Options {
@@ -43,6 +48,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.SearchStates <= 0 {
+		o.SearchStates = 2000
 	}
 	o.Sim = o.Sim.withDefaults()
 	return o
@@ -86,7 +94,11 @@ func (pl *Planner) evaluate(ctx context.Context, m Model, n int, b []int, simOnl
 		}
 		return Result{}, err
 	}
-	key := m.key() + "|" + strconv.Itoa(n) + "|" + fmt.Sprint(b)
+	mk, err := m.key(n)
+	if err != nil {
+		return Result{}, err
+	}
+	key := mk + "|" + strconv.Itoa(n) + "|" + fmt.Sprint(b)
 	pl.mu.Lock()
 	r, ok := pl.cache[key]
 	pl.mu.Unlock()
@@ -94,7 +106,6 @@ func (pl *Planner) evaluate(ctx context.Context, m Model, n int, b []int, simOnl
 		return r, nil
 	}
 	pols := staticPolicies(b)
-	var err error
 	if !simOnly {
 		r, err = EvaluateExact(ctx, m, n, pols, pl.opts)
 	}
@@ -222,10 +233,11 @@ func (pl *Planner) Optimize(ctx context.Context, m Model, n int, fixed map[int]i
 
 // Table returns one sched.Table per model holding B*(n) for every active
 // count n = 0..maxN (entry 0 is 1), ready for sched.Policy.B. While the
-// exact chain applies, each entry is an exhaustive Optimize; once a
-// concurrency needs simulation, B*(n) is found by a local search (steps of
-// ±1 per free coordinate) started from B*(n−1), which keeps maxN ≈ 32 fast
-// for any number of models.
+// exact chain at B*(n−1) is small (Options.SearchStates), each entry is an
+// exhaustive Optimize; beyond, and once a concurrency needs simulation,
+// B*(n) is found by a local search (steps of ±1 per free coordinate)
+// started from B*(n−1), which keeps maxN ≈ 32 fast for any number of
+// models.
 func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]int) ([]sched.Table, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -243,10 +255,11 @@ func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]i
 	for n := 1; n <= maxN; n++ {
 		var best Result
 		var err error
-		if n == 1 || prev.Method == MethodExact {
+		switch {
+		case n == 1 || (prev.Method == MethodExact && prev.States <= pl.opts.SearchStates):
 			best, err = pl.Optimize(ctx, m, n, fixed)
-		} else {
-			best, err = pl.localSearch(ctx, m, n, fixed, prev.B)
+		default:
+			best, err = pl.localSearch(ctx, m, n, fixed, prev.B, prev.Method != MethodExact)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("perfmodel: table at n=%d: %w", n, err)
@@ -260,8 +273,8 @@ func (pl *Planner) Table(ctx context.Context, m Model, maxN int, fixed map[int]i
 }
 
 // localSearch hill-climbs from start by ±1 steps of the free coordinates,
-// simulating every candidate.
-func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[int]int, start []int) (Result, error) {
+// simulating every candidate when simOnly.
+func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[int]int, start []int, simOnly bool) (Result, error) {
 	cur := slices.Clone(start)
 	for i, v := range fixed {
 		cur[i] = v
@@ -278,7 +291,7 @@ func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[in
 		}
 		cur[hi]--
 	}
-	best, err := pl.evaluate(ctx, m, n, cur, true)
+	best, err := pl.evaluate(ctx, m, n, cur, simOnly)
 	if err != nil {
 		return Result{}, err
 	}
@@ -296,7 +309,7 @@ func (pl *Planner) localSearch(ctx context.Context, m Model, n int, fixed map[in
 				}
 			}
 		}
-		rs, err := pl.evaluateAll(ctx, m, n, nbrs, true)
+		rs, err := pl.evaluateAll(ctx, m, n, nbrs, simOnly)
 		if err != nil {
 			return Result{}, err
 		}
@@ -348,16 +361,39 @@ func (pl *Planner) EvaluatePolicies(ctx context.Context, m Model, n int, pols []
 }
 
 // LookaheadPolicies returns one policy per model using the expected-wait
-// rule (Policy.Lookahead) with each model's step latency and cap as its
-// threshold table (nil: no cap beyond the number of active requests).
+// rule (Policy.Lookahead) with each model's step latency (of one request)
+// and cap as its threshold table (nil: no cap beyond the number of active
+// requests).
 func LookaheadPolicies(m Model, cap []sched.Table) []Policy {
 	pols := make([]Policy, m.M())
-	for i, l := range m.L {
+	x, _ := m.Extends() // a model whose extends fail fails its evaluation
+	for i := range pols {
 		b := sched.Table{math.MaxInt32}
 		if i < len(cap) && cap[i] != nil {
 			b = cap[i]
 		}
-		pols[i] = Policy{Policy: sched.Policy{B: b}, Lookahead: true, Step: time.Duration(l * float64(time.Millisecond))}
+		pols[i] = Policy{Policy: sched.Policy{B: b}, Lookahead: true, Step: time.Duration(m.StepMS(i, 1, x) * float64(time.Millisecond))}
 	}
 	return pols
+}
+
+// ComparePlacements predicts B* at concurrency n (fixed pins thresholds)
+// for the same system under partitioned placement (part) and time-shared
+// placement (shared: its step times measured on every core) and returns
+// the better placement with both results; partitioned on a tie. It is the
+// prediction a deployment can choose its placement by.
+func (pl *Planner) ComparePlacements(ctx context.Context, part, shared Model, n int, fixed map[int]int) (Placement, [2]Result, error) {
+	part.Placement, shared.Placement = Partitioned, TimeShared
+	var rs [2]Result
+	for k, m := range []Model{part, shared} {
+		r, err := pl.Optimize(ctx, m, n, fixed)
+		if err != nil {
+			return "", rs, fmt.Errorf("perfmodel: %s placement: %w", m.placement(), err)
+		}
+		rs[k] = r
+	}
+	if rs[1].TokensPerSecond > rs[0].TokensPerSecond {
+		return TimeShared, rs, nil
+	}
+	return Partitioned, rs, nil
 }

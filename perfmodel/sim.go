@@ -42,7 +42,9 @@ func (o SimOptions) withDefaults() SimOptions {
 // rules as the exact chain: time advances in quanta, the running batches
 // with the least remaining time finish, each finishing request draws its
 // destination from P and commits C, and idle models launch when sched.Decide
-// (with each model's policy) says so, including any max-wait guard. The
+// (with each model's policy) says so, including any max-wait guard, with
+// the placement's rule (under time-shared placement, TimeSharedRule) and
+// steps as long as the model's step time for the launched batch. The
 // result is the overall tokens per second with a 95% confidence interval
 // from batch means.
 func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) (Result, error) {
@@ -58,7 +60,10 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 		return Result{}, fmt.Errorf("perfmodel: %d policies for %d models", len(pols), M)
 	}
 	res := Result{N: n, B: policyThresholds(pols, n), Feasible: true, Method: MethodSimulation}
-	env := newLaunchEnv(m, n, pols)
+	env, err := newLaunchEnv(m, n, pols)
+	if err != nil {
+		return res, err
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
 	// Cumulative routing rows for drawing destinations.
 	cum := make([][]float64, M)
@@ -71,12 +76,12 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 		}
 		cum[i][M-1] = math.Inf(1)
 	}
-	s := make([]int, 3*M)
+	s := make([]int, env.stateLen())
 	ready := make([]time.Duration, M)
 	wake := make([]time.Duration, M)
 	s[0] = n
 	var nowQ int64
-	env.launchAll(s, 0, ready, wake)
+	env.launchAll(s, -1, 0, ready, wake)
 
 	total := o.Warmup + o.Batches*o.BatchEvents
 	var tokB, timeB float64 // current batch
@@ -104,7 +109,7 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 		}
 		nowQ += step
 		now := time.Duration(nowQ) * env.quantum
-		tok := 0.0
+		tok, fin := 0.0, -1
 		for i := range M {
 			if s[3*i+1] == 0 {
 				continue
@@ -113,6 +118,7 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 			if s[3*i+2] > 0 {
 				continue
 			}
+			fin = i
 			for range s[3*i+1] {
 				u := rng.Float64()
 				j := 0
@@ -127,7 +133,7 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 			}
 			s[3*i+1], s[3*i+2] = 0, 0
 		}
-		env.launchAll(s, now, ready, wake)
+		env.launchAll(s, fin, now, ready, wake)
 		if ev < o.Warmup {
 			continue
 		}

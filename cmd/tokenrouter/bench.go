@@ -288,7 +288,7 @@ func (row *benchRow) thresholds(l sched.Launch, st *autotune.Status, models int)
 		for _, t := range st.Tables {
 			row.Thresholds = append(row.Thresholds, t.At(row.Concurrency))
 		}
-		row.EstimatedP, row.EstimatedLatencyMS = st.Model.P, st.Model.L
+		row.EstimatedP, row.EstimatedLatencyMS = st.Model.P, st.Planned.L
 	}
 }
 
@@ -339,8 +339,12 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
+	setup, steps, inter, placement, err := validateDeployment(f, preset, params, launch)
+	if err != nil {
+		return fmt.Errorf("--validate: %w", err)
+	}
 	rep, err := bench.Validate(cmd.Context(), bench.ValidateConfig{
-		Setup: benchSetup(f, preset, params, launch, nil), Concurrency: f.concurrency, Duration: f.duration, Warmup: f.warmup,
+		Setup: setup, Steps: steps, Interference: inter, Placement: placement, Concurrency: f.concurrency, Duration: f.duration, Warmup: f.warmup,
 		Rounds: f.rounds, Tolerance: f.tolerance, Retries: f.retries, MaxLateness: f.maxLateness, MaxStepDev: f.maxStepDev,
 		Resolve: f.resolve, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Seed: f.seed, Progress: cmd.ErrOrStderr(),
 	})
@@ -367,9 +371,10 @@ type validateOutput struct {
 
 // printValidate prints the human table of a validation.
 func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
-	fmt.Fprintf(w, "profile %s (L = %s ms), %s %s, max-wait %gms, %.0fs per point in %d rounds\n",
+	fmt.Fprintf(w, "profile %s (L = %s ms), %s %s, max-wait %gms, %.0fs per point in %d rounds, %s placement\n",
 		profile, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rep.LatencyMS)), ", "), "[]"),
-		rep.Algorithm, paramString(rep.Params), rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds)
+		rep.Algorithm, paramString(rep.Params), rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds, rep.Placement)
+	printSteps(w, rep.Steps)
 	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %10s %8s %6s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed",
 		"at routed", "error", "method", "slices", "retries", "best")
 	for _, pt := range rep.Points {

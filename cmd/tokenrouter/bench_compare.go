@@ -16,9 +16,6 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
-	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/engine/sim"
-	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -27,10 +24,7 @@ import (
 type benchCompareFlags struct {
 	systems, csv, plotDir string
 	calibrate             bool
-	model, out            string
-	threads               int
-	batches, extends      []int
-	repeats               int
+	cal                   calibrateFlags
 }
 
 func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
@@ -38,13 +32,8 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 		strings.Join(bench.Systems(), ", ")+", or all (and tokenrouter-auto: automatic thresholds whatever --thresholds says)")
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
-	fl.BoolVar(&c.calibrate, "calibrate", false, "measure --model's step latency on the CPU engine and write a sim profile (see --out)")
-	fl.StringVar(&c.model, "model", "", "with --calibrate: the model file (GGUF or llama2.c .bin)")
-	fl.StringVar(&c.out, "out", "", "with --calibrate: the profile file to write (default: stdout)")
-	fl.IntVar(&c.threads, "threads", 0, "with --calibrate: CPU engine threads (0: all cores)")
-	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 8, 16}, "with --calibrate: decode batch sizes to measure")
-	fl.IntSliceVar(&c.extends, "calibrate-extends", []int{8, 32, 64, 128}, "with --calibrate: extend lengths to measure")
-	fl.IntVar(&c.repeats, "calibrate-repeats", 7, "with --calibrate: repeats per point (the median counts)")
+	fl.BoolVar(&c.calibrate, "calibrate", false, "fit the step-time curves of the --model files on the CPU engine, per placement, and write profile files (see --out)")
+	addCalibrateFlags(fl, &c.cal)
 }
 
 // runCompare measures several systems at several concurrencies in one
@@ -207,45 +196,5 @@ func plotValidate(cmd *cobra.Command, f benchFlags, rep bench.ValidateReport) er
 		return err
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), "wrote", path)
-	return nil
-}
-
-// runCalibrate measures a real model's step latency on the CPU engine and
-// writes a sim profile with one model, so its timing can be studied at any
-// concurrency: --profile FILE.json then runs the sim engine with it.
-func runCalibrate(cmd *cobra.Command, f benchFlags) error {
-	c := f.compare
-	if c.model == "" {
-		return fmt.Errorf("--calibrate: --model PATH is required")
-	}
-	name := strings.TrimSuffix(filepath.Base(c.model), filepath.Ext(c.model))
-	eng, err := loader.Builtin().OpenEngine(cmd.Context(), config.Model{Name: name, Engine: loader.KindCPU, Path: c.model, Threads: c.threads})
-	if err != nil {
-		return fmt.Errorf("--calibrate: %w", err)
-	}
-	defer eng.Close()
-	prof, ms, err := bench.Calibrate(cmd.Context(), eng, bench.CalibrateOptions{Batches: c.batches, Extends: c.extends, Repeats: c.repeats})
-	if err != nil {
-		return err
-	}
-	errw := cmd.ErrOrStderr()
-	fmt.Fprintf(errw, "%-6s %-7s %10s %10s\n", "batch", "tokens", "measured", "fitted")
-	for _, m := range ms {
-		fmt.Fprintf(errw, "%-6d %-7d %10v %10v\n", m.Batch, m.Tokens, m.Latency.Round(time.Microsecond), prof.Latency(m.Batch, m.Tokens).Round(time.Microsecond))
-	}
-	p := sim.Preset{Name: name, Models: []string{name}, Profiles: []sim.Profile{prof},
-		About: fmt.Sprintf("calibrated from %s on the CPU engine on %s", filepath.Base(c.model), time.Now().UTC().Format(time.DateOnly))}
-	b, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return err
-	}
-	if c.out == "" {
-		_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
-		return err
-	}
-	if err := os.WriteFile(c.out, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("--calibrate: %w", err)
-	}
-	fmt.Fprintf(errw, "wrote %s: base %v, per sequence %v, per extend token %v\n", c.out, prof.Base, prof.PerSeq, prof.PerToken)
 	return nil
 }

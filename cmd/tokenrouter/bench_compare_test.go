@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
 )
 
 // fastProfile writes a two-model sim profile with short steps.
@@ -75,33 +76,43 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 	}
 }
 
-// TestCalibrateWritesALoadableProfile calibrates the real stories260K model
-// and runs the sim engine from the profile it wrote.
+// TestCalibrateWritesALoadableProfile calibrates a pair of real models
+// (stories260K twice) under both placements, then plans with and runs the
+// sim engine from the profiles it wrote.
 func TestCalibrateWritesALoadableProfile(t *testing.T) {
 	dir := t.TempDir()
-	prof := filepath.Join(dir, "stories.json")
-	out, err := runCmd(t, "bench", "--calibrate", "--model", filepath.Join(modelsDir(t), "stories260K.gguf"), "--threads", "1",
-		"--calibrate-batches", "1,4,8", "--calibrate-extends", "16,48", "--calibrate-repeats", "3", "--out", prof)
+	model := filepath.Join(modelsDir(t), "stories260K.gguf")
+	out, err := runCmd(t, "bench", "--calibrate", "--model", "small="+model, "--model", "large="+model,
+		"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "2",
+		"--calibrate-plan", "2-3", "--max-tokens", "64", "--out", filepath.Join(dir, "pair.json"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var p struct {
-		Models []struct {
-			Name     string  `json:"name"`
-			BaseMS   float64 `json:"base_ms"`
-			PerSeqMS float64 `json:"per_seq_ms"`
-		} `json:"models"`
+	for _, want := range []string{"fit max error", "interference", "time-shared placement", "best B"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("report lacks %q:\n%s", want, out)
+		}
 	}
-	b, err := os.ReadFile(prof)
-	if err != nil {
-		t.Fatal(err)
+	for _, pl := range []string{"partitioned", "time-shared"} {
+		path := filepath.Join(dir, "pair."+pl+".json")
+		p, err := sim.LoadPreset(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Placement != pl || len(p.Models) != 2 || p.Models[0] != "small" || len(p.Calibration) != 2 || len(p.Calibration[0].Points) != 9 {
+			t.Fatalf("%s: %+v", path, p)
+		}
+		out, err = runCmd(t, "plan", "--profile", path, "--concurrency", "3", "--b0", "1", "--output-len", "64", "--format", "json")
+		if err != nil || !strings.Contains(out, `"best": true`) {
+			t.Fatalf("plan on the calibrated profile: %v\n%s", err, out)
+		}
 	}
-	if err := json.Unmarshal(b, &p); err != nil || len(p.Models) != 1 || p.Models[0].Name != "stories260K" || p.Models[0].BaseMS+p.Models[0].PerSeqMS <= 0 {
-		t.Fatalf("profile %s: %v", b, err)
-	}
-	out, err = runCmd(t, "bench", "--profile", prof, "--algorithm", "single", "--thresholds", "1", "--concurrency", "2",
+	out, err = runCmd(t, "bench", "--profile", filepath.Join(dir, "pair.partitioned.json"), "--thresholds", "1,2", "--concurrency", "2",
 		"--duration", "200ms", "--warmup", "20ms", "--max-tokens", "16", "--format", "json")
 	if err != nil || !strings.Contains(out, `"tokens_per_second"`) {
 		t.Fatalf("bench on the calibrated profile: %v\n%s", err, out)
+	}
+	if _, err := runCmd(t, "plan", "--profile", filepath.Join(dir, "pair.partitioned.json"), "--placement", "time-shared"); err == nil {
+		t.Fatal("plan used a partitioned profile for time-shared placement")
 	}
 }

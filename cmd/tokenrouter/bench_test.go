@@ -26,10 +26,23 @@ func TestValidateJSON(t *testing.T) {
 	}
 }
 
+// TestValidateBatchDependent validates a batch-dependent profile: the
+// report carries its curves and an exact prediction per point.
+func TestValidateBatchDependent(t *testing.T) {
+	rep := validateJSON(t, "--duration", "200ms", "--profile", "paper-r2r-batched", "--max-step-dev", "1")
+	if len(rep.Steps) != 2 || rep.Steps[0].Constant() || rep.Placement != "partitioned" || len(rep.Points) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, pt := range rep.Points {
+		if pt.Predicted <= 0 || pt.Method != "exact" {
+			t.Fatalf("point %+v", pt)
+		}
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	for _, args := range [][]string{
 		{"--validate", "--algorithm", "single"},
-		{"--validate", "--profile", "paper-r2r-batched"},
 		{"--validate", "--param", "p-after=0.1", "--param", "switch-at=1s"},
 		{"--validate", "--system", "lockstep"},
 	} {

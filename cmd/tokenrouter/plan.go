@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -21,6 +23,8 @@ type planFlags struct {
 	latencies, weights             []float64
 	b0, maxStates                  int
 	seed                           uint64
+	profile, placement             string
+	promptLen, outputLen           int
 }
 
 // newPlanCmd builds `tokenrouter plan`: predicted throughput of every
@@ -34,7 +38,12 @@ func newPlanCmd() *cobra.Command {
 		Long: "plan evaluates the delayed-batching throughput model (DESIGN §6) for every threshold\n" +
 			"vector B at each concurrency N and marks the best. Infeasible vectors (Σ(B_i−1) ≥ N) are\n" +
 			"listed but not evaluated. Each value says whether it is exact (Markov chain) or simulated.\n" +
-			"serve and bench take the JSON output as their thresholds: --thresholds @plan.json.",
+			"serve and bench take the JSON output as their thresholds: --thresholds @plan.json.\n\n" +
+			"Step times are batch-independent (--latency-ms) or, from a profile file (--profile, as\n" +
+			"bench --calibrate writes), curves of the batch, the tokens extended and the context held\n" +
+			"(DESIGN §6a); --prompt-len and --output-len set the requests' context and prompt share.\n" +
+			"--placement partitioned lets the models' steps overlap (with the profile's interference\n" +
+			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
@@ -46,29 +55,63 @@ func newPlanCmd() *cobra.Command {
 	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
 	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
-	fl.Float64Var(&f.deltaMS, "delta-ms", perfmodel.DefaultDelta, "time quantum in milliseconds (latencies are rounded to it)")
+	fl.Float64Var(&f.deltaMS, "delta-ms", 0, "time quantum in milliseconds, latencies are rounded to it (0: 0.1 for batch-independent steps, about a fortieth of the shortest step otherwise)")
 	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
+	fl.StringVar(&f.profile, "profile", "", "step-time curves from a profile file (bench --calibrate) or a built-in sim profile, instead of --latency-ms")
+	fl.StringVar(&f.placement, "placement", "", "partitioned or time-shared (default: the profile's, else partitioned)")
+	fl.IntVar(&f.promptLen, "prompt-len", 0, "with --profile: prompt tokens per request")
+	fl.IntVar(&f.outputLen, "output-len", 0, "with --profile: output tokens per request (0: long outputs, contexts not modelled)")
 	return cmd
 }
 
 // planModel is the throughput model the flags describe.
 func planModel(f planFlags) (perfmodel.Model, error) {
 	var m perfmodel.Model
+	if f.profile != "" {
+		preset, err := sim.LoadPreset(f.profile)
+		if err != nil {
+			return m, fmt.Errorf("--profile: %w", err)
+		}
+		m, err = planRouting(f, slices.Repeat([]float64{1}, len(preset.Models))) // the curves replace L
+		if err != nil {
+			return m, err
+		}
+		if m, err = withProfile(m, preset, f.placement, perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.outputLen}); err != nil {
+			return m, err
+		}
+		if f.deltaMS == 0 {
+			m.Delta = perfmodel.AutoDelta(m)
+		}
+		return m, nil
+	}
+	m, err := planRouting(f, f.latencies)
+	if err != nil {
+		return m, err
+	}
+	if m.Placement, err = parsePlacement(f.placement, ""); err != nil {
+		return m, err
+	}
+	return m, m.Validate()
+}
+
+// planRouting builds the routing pattern the flags name over latencies.
+func planRouting(f planFlags, latencies []float64) (perfmodel.Model, error) {
+	var m perfmodel.Model
 	switch f.algorithm {
 	case "r2r":
-		if len(f.latencies) != 2 {
-			return m, fmt.Errorf("--latency-ms: r2r needs 2 latencies, got %d", len(f.latencies))
+		if len(latencies) != 2 {
+			return m, fmt.Errorf("--latency-ms: r2r needs 2 latencies, got %d", len(latencies))
 		}
-		m = perfmodel.R2R(f.p, f.latencies[0], f.latencies[1])
+		m = perfmodel.R2R(f.p, latencies[0], latencies[1])
 	case "ensemble", "me":
 		if len(f.weights) < 2 {
 			return m, fmt.Errorf("--weights: ensemble needs at least 2 weights, got %d", len(f.weights))
 		}
-		if len(f.latencies) != len(f.weights) {
-			return m, fmt.Errorf("--latency-ms: %d latencies for %d weights", len(f.latencies), len(f.weights))
+		if len(latencies) != len(f.weights) {
+			return m, fmt.Errorf("--latency-ms: %d latencies for %d weights", len(latencies), len(f.weights))
 		}
-		m = perfmodel.Ensemble(f.weights, f.latencies)
+		m = perfmodel.Ensemble(f.weights, latencies)
 	default:
 		return m, fmt.Errorf("--algorithm %q: want r2r or ensemble", f.algorithm)
 	}
@@ -77,6 +120,43 @@ func planModel(f planFlags) (perfmodel.Model, error) {
 		return m, fmt.Errorf("plan: %w", err)
 	}
 	return m, nil
+}
+
+// withProfile gives m the step-time curves and interference of a profile
+// (one per model, in order) under placement (default: the profile's, else
+// partitioned) and the workload w.
+func withProfile(m perfmodel.Model, p sim.Preset, placement string, w perfmodel.Workload) (perfmodel.Model, error) {
+	if len(p.Profiles) != m.M() {
+		return m, fmt.Errorf("profile %s has %d models; the algorithm routes over %d", p.Name, len(p.Profiles), m.M())
+	}
+	pl, err := parsePlacement(placement, p.Placement)
+	if err != nil {
+		return m, err
+	}
+	if p.Placement != "" && string(pl) != p.Placement {
+		return m, fmt.Errorf("profile %s was measured under %s placement, not %s (calibrate that placement: bench --calibrate --calibrate-placement %s)", p.Name, p.Placement, pl, pl)
+	}
+	m.L = nil
+	m.Steps, m.Interference = p.Curves()
+	m.Placement, m.Workload = pl, w
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("profile %s: %w", p.Name, err)
+	}
+	return m, nil
+}
+
+// parsePlacement reads a placement flag; "" takes def, else partitioned.
+func parsePlacement(s, def string) (perfmodel.Placement, error) {
+	if s == "" {
+		s = def
+	}
+	switch perfmodel.Placement(s) {
+	case "", perfmodel.Partitioned:
+		return perfmodel.Partitioned, nil
+	case perfmodel.TimeShared:
+		return perfmodel.TimeShared, nil
+	}
+	return "", fmt.Errorf("placement %q: want %s or %s", s, perfmodel.Partitioned, perfmodel.TimeShared)
 }
 
 func runPlan(cmd *cobra.Command, f planFlags) error {

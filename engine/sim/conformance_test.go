@@ -2,10 +2,10 @@ package sim
 
 import (
 	"testing"
-	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/enginetest"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // TestConformance runs the engine conformance suite on the simulated
@@ -18,12 +18,12 @@ func TestConformance(t *testing.T) {
 	}{
 		{"zero", Config{Seed: 5, ContextLength: ctxLen, VocabSize: 300}},
 		{"latency", Config{Seed: 6, ContextLength: ctxLen, Agree: 0.5, AgreeSeed: 5,
-			Profile: Profile{Base: 200 * time.Microsecond, PerSeq: 10 * time.Microsecond, PerToken: 2 * time.Microsecond}}},
+			Profile: Profile{Curve: steptime.Linear(0.2, 0.01, 0.002)}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			slow := c.cfg
 			// An extend of ctxLen/2 tokens takes 2·SlowStep; decodes take no time.
-			slow.Profile = Profile{PerToken: 2 * enginetest.SlowStep / (ctxLen/2 - 1)}
+			slow.Profile = Profile{Curve: steptime.Linear(0, 0, ms(2*enginetest.SlowStep)/(ctxLen/2-1))}
 			enginetest.Run(t, enginetest.Options{
 				New:       func(testing.TB) engine.Engine { return New(c.cfg) },
 				Slow:      func(testing.TB) engine.Engine { return New(slow) },

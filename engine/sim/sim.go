@@ -1,9 +1,10 @@
 // Package sim is TokenRouter's simulated engine: a model whose step takes
-// wall-clock time from a latency profile (base cost, cost per sequence, cost
-// per extended token) and whose tokens are a deterministic function of the
-// sequence prefix and a seed. It is the embedded default, so the whole system
-// runs on any machine without weights, and it makes hand-off bugs visible:
-// a lost, duplicated or reordered token changes every later token.
+// wall-clock time from a latency profile (a steptime.Curve of the batch
+// size, the tokens extended and the context held) and whose tokens are a
+// deterministic function of the sequence prefix and a seed. It is the
+// embedded default, so the whole system runs on any machine without
+// weights, and it makes hand-off bugs visible: a lost, duplicated or
+// reordered token changes every later token.
 package sim
 
 import (
@@ -19,27 +20,36 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
-// Profile is a step-latency model: a step over b sequences that append t
-// tokens in total beyond one each takes Base + PerSeq·b + PerToken·t.
+// Profile is a simulated model's step time: a steptime.Curve (the one
+// representation of step time, which the throughput model and the automatic
+// thresholds share) and the slowdown measured while another model steps at
+// once under partitioned placement (DESIGN §6a).
 type Profile struct {
-	// Base is the fixed cost of a step.
-	Base time.Duration
-	// PerSeq is the cost per sequence in the batch.
-	PerSeq time.Duration
-	// PerToken is the cost per extended token beyond the first of each
-	// sequence (prefill work).
-	PerToken time.Duration
+	// Curve is the step time L(b, e, c).
+	Curve steptime.Curve
+	// Interference is the factor by which the model's steps slow down while
+	// another model steps at once (0 or 1: none). Above
+	// steptime.FoldAbove it is folded into every step (Step).
+	Interference float64
 }
 
-// Latency returns the step time for b sequences appending t tokens in total.
-func (p Profile) Latency(b, t int) time.Duration {
-	extra := t - b
-	if extra < 0 {
-		extra = 0
-	}
-	return p.Base + time.Duration(b)*p.PerSeq + time.Duration(extra)*p.PerToken
+// Constant returns the profile of a batch-independent step time d.
+func Constant(d time.Duration) Profile {
+	return Profile{Curve: steptime.Constant(float64(d) / float64(time.Millisecond))}
+}
+
+// Step returns the curve the engine steps at: Curve with the interference
+// folded in.
+func (p Profile) Step() steptime.Curve { return p.Curve.WithInterference(p.Interference) }
+
+// Latency returns the step time for b sequences appending t tokens in
+// total, whose rows attend over ctx tokens of context on average (what
+// their sequences held before the step, weighted by rows).
+func (p Profile) Latency(b, t int, ctx float64) time.Duration {
+	return p.Step().Duration(b, float64(max(t-b, 0)), ctx)
 }
 
 // Preset is a named set of model profiles (one per model, in routing order:
@@ -53,6 +63,31 @@ type Preset struct {
 	Profiles []Profile
 	// About says where the numbers come from.
 	About string
+	// Placement is how the models shared the machine when the profiles
+	// were measured: "partitioned" or "time-shared" ("" for any).
+	Placement string
+	// Calibration says, per model, how its profile was measured (nil for
+	// built-in presets).
+	Calibration []Calibration
+	// Source is the file the preset was loaded from ("" for a built-in
+	// one).
+	Source string
+}
+
+// Calibration is how one model's profile was measured (bench
+// --calibrate).
+type Calibration struct {
+	// Threads is the engine's thread count.
+	Threads int `json:"threads,omitempty"`
+	// MaxRelError is the fitted curve's largest relative error on the
+	// measured points.
+	MaxRelError float64 `json:"fit_max_rel_error"`
+	// Points are the measured steps.
+	Points []steptime.Point `json:"points,omitempty"`
+	// Slowdowns are the factors by which the model's decode steps slowed
+	// down while the other models stepped at once (partitioned placement),
+	// one per batch size measured; Profile.Interference is their median.
+	Slowdowns []float64 `json:"interference_slowdowns,omitempty"`
 }
 
 // Presets returns the built-in profiles.
@@ -61,22 +96,19 @@ func Presets() []Preset {
 		{
 			Name:     "paper-r2r",
 			Models:   []string{"slm", "llm"},
-			Profiles: []Profile{{Base: 6 * time.Millisecond}, {Base: 27900 * time.Microsecond}},
+			Profiles: []Profile{{Curve: steptime.Constant(6)}, {Curve: steptime.Constant(27.9)}},
 			About:    "R2R pair (0.6B SLM, 32B LLM): measured 6.0 ms and 27.9 ms per step, independent of batch size",
 		},
 		{
-			Name:   "paper-r2r-batched",
-			Models: []string{"slm", "llm"},
-			Profiles: []Profile{
-				{Base: 6 * time.Millisecond, PerSeq: 50 * time.Microsecond, PerToken: 5 * time.Microsecond},
-				{Base: 27900 * time.Microsecond, PerSeq: 200 * time.Microsecond, PerToken: 20 * time.Microsecond},
-			},
-			About: "paper-r2r with a per-sequence and per-extend-token cost, for studies where batch size matters",
+			Name:     "paper-r2r-batched",
+			Models:   []string{"slm", "llm"},
+			Profiles: []Profile{{Curve: steptime.Linear(6, 0.05, 0.005)}, {Curve: steptime.Linear(27.9, 0.2, 0.02)}},
+			About:    "paper-r2r with a per-sequence and per-extend-token cost, for studies where batch size matters",
 		},
 		{
 			Name:     "zero",
 			Models:   []string{"a", "b", "c"},
-			Profiles: []Profile{{}, {}, {}},
+			Profiles: []Profile{{Curve: steptime.Constant(0)}, {Curve: steptime.Constant(0)}, {Curve: steptime.Constant(0)}},
 			About:    "no latency at all: measures the runtime's own overhead",
 		},
 	}
@@ -128,6 +160,7 @@ type Config struct {
 // Engine is a simulated engine. It is not safe for concurrent use.
 type Engine struct {
 	cfg    Config
+	step   steptime.Curve // the profile's curve, interference folded in
 	seqs   map[engine.SeqID]*seq
 	free   []*seq
 	inStep map[engine.SeqID]struct{} // the current step's sequences
@@ -164,7 +197,7 @@ func New(cfg Config) *Engine {
 	if cfg.Name == "" {
 		cfg.Name = "sim"
 	}
-	return &Engine{cfg: cfg, seqs: map[engine.SeqID]*seq{}, inStep: map[engine.SeqID]struct{}{}, spin: time.Millisecond}
+	return &Engine{cfg: cfg, step: cfg.Profile.Step(), seqs: map[engine.SeqID]*seq{}, inStep: map[engine.SeqID]struct{}{}, spin: time.Millisecond}
 }
 
 // Info reports the simulated model's facts.
@@ -189,7 +222,7 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sim: step: %w", err)
 	}
-	total, nAll, nLogit, nHid := 0, 0, 0, 0
+	total, held, nAll, nLogit, nHid := 0, 0, 0, 0, 0
 	clear(e.inStep)
 	for i := range in {
 		n := len(in[i].Tokens)
@@ -203,6 +236,9 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 		if s := e.seqs[in[i].Seq]; s != nil && len(s.h)+n > e.cfg.ContextLength ||
 			n > e.cfg.ContextLength {
 			return fmt.Errorf("sim: sequence %d: %w (limit %d)", in[i].Seq, engine.ErrContextFull, e.cfg.ContextLength)
+		}
+		if s := e.seqs[in[i].Seq]; s != nil {
+			held += n * len(s.h) // each of the sequence's rows attends over what it holds
 		}
 		total += n
 		if in[i].Want&engine.WantAllTokens != 0 {
@@ -262,7 +298,7 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 		}
 		out[i] = o
 	}
-	target := e.cfg.Profile.Latency(len(in), total)
+	target := e.step.Duration(len(in), float64(total-len(in)), float64(held)/float64(total))
 	// Pay back earlier overshoot (up to a tenth of this step), so step
 	// times are accurate on average even when the OS wakes us late.
 	pay := min(e.debt, target/10)
@@ -432,29 +468,57 @@ var (
 	_ engine.Embedder = (*Engine)(nil)
 )
 
-// presetFile is a preset's JSON form (times in milliseconds).
+// presetFile is a preset's JSON form (times in milliseconds). A model
+// gives its step time as a curve, or in the older linear form base_ms +
+// per_seq_ms·b + per_token_ms·e.
 type presetFile struct {
-	Name   string `json:"name"`
-	About  string `json:"about,omitempty"`
-	Models []struct {
-		Name       string  `json:"name"`
-		BaseMS     float64 `json:"base_ms"`
-		PerSeqMS   float64 `json:"per_seq_ms"`
-		PerTokenMS float64 `json:"per_token_ms"`
-	} `json:"models"`
+	Name      string       `json:"name"`
+	About     string       `json:"about,omitempty"`
+	Placement string       `json:"placement,omitempty"`
+	Models    []modelEntry `json:"models"`
 }
+
+// modelEntry is one model of a profile file.
+type modelEntry struct {
+	Name         string          `json:"name"`
+	BaseMS       float64         `json:"base_ms,omitempty"`
+	PerSeqMS     float64         `json:"per_seq_ms,omitempty"`
+	PerTokenMS   float64         `json:"per_token_ms,omitempty"`
+	Curve        *steptime.Curve `json:"curve,omitempty"`
+	Interference float64         `json:"interference,omitempty"`
+	*Calibration
+}
+
+// Curves returns each model's step-time curve and interference factor.
+func (p Preset) Curves() ([]steptime.Curve, []float64) {
+	cs := make([]steptime.Curve, len(p.Profiles))
+	fs := make([]float64, len(p.Profiles))
+	for i, pr := range p.Profiles {
+		cs[i], fs[i] = pr.Curve, pr.Interference
+	}
+	return cs, fs
+}
+
+// Placements a profile file may name (DESIGN §6a).
+const (
+	// Partitioned: each model steps on its own share of the cores; steps
+	// overlap.
+	Partitioned = "partitioned"
+	// TimeShared: one step at a time, each on every core.
+	TimeShared = "time-shared"
+)
 
 // MarshalJSON writes the preset as a profile file.
 func (p Preset) MarshalJSON() ([]byte, error) {
-	f := presetFile{Name: p.Name, About: p.About}
+	f := presetFile{Name: p.Name, About: p.About, Placement: p.Placement}
 	for i, m := range p.Models {
 		pr := p.Profiles[i]
-		f.Models = append(f.Models, struct {
-			Name       string  `json:"name"`
-			BaseMS     float64 `json:"base_ms"`
-			PerSeqMS   float64 `json:"per_seq_ms"`
-			PerTokenMS float64 `json:"per_token_ms"`
-		}{m, ms(pr.Base), ms(pr.PerSeq), ms(pr.PerToken)})
+		c := pr.Curve
+		e := modelEntry{Name: m, Curve: &c, Interference: pr.Interference}
+		if i < len(p.Calibration) {
+			e.Calibration = &p.Calibration[i]
+		}
+		f.Models = append(f.Models, e)
 	}
 	return json.Marshal(f)
 }
@@ -468,17 +532,47 @@ func (p *Preset) UnmarshalJSON(b []byte) error {
 	if len(f.Models) == 0 {
 		return errors.New("sim: profile: no models")
 	}
-	*p = Preset{Name: f.Name, About: f.About}
+	if f.Placement != "" && f.Placement != Partitioned && f.Placement != TimeShared {
+		return fmt.Errorf("sim: profile: placement %q: want %s or %s", f.Placement, Partitioned, TimeShared)
+	}
+	*p = Preset{Name: f.Name, About: f.About, Placement: f.Placement}
 	for _, m := range f.Models {
-		for _, v := range []float64{m.BaseMS, m.PerSeqMS, m.PerTokenMS} {
-			if v < 0 || v > 60000 || v != v {
-				return fmt.Errorf("sim: profile: model %q: latency %g ms out of range", m.Name, v)
-			}
+		c, err := m.curve()
+		if err != nil {
+			return err
+		}
+		if m.Interference < 0 || m.Interference > 100 || m.Interference != m.Interference {
+			return fmt.Errorf("sim: profile: model %q: interference %g out of range", m.Name, m.Interference)
 		}
 		p.Models = append(p.Models, m.Name)
-		p.Profiles = append(p.Profiles, Profile{Base: dur(m.BaseMS), PerSeq: dur(m.PerSeqMS), PerToken: dur(m.PerTokenMS)})
+		p.Profiles = append(p.Profiles, Profile{Curve: c, Interference: m.Interference})
+		if m.Calibration != nil {
+			p.Calibration = append(p.Calibration, *m.Calibration)
+		}
+	}
+	if len(p.Calibration) != 0 && len(p.Calibration) != len(p.Models) {
+		return errors.New("sim: profile: calibration for some models only")
 	}
 	return nil
+}
+
+// curve returns the entry's step-time curve, from either form.
+func (m modelEntry) curve() (steptime.Curve, error) {
+	if m.Curve != nil {
+		if m.BaseMS != 0 || m.PerSeqMS != 0 || m.PerTokenMS != 0 {
+			return steptime.Curve{}, fmt.Errorf("sim: profile: model %q: give a curve or base_ms/per_seq_ms/per_token_ms, not both", m.Name)
+		}
+		if err := m.Curve.Validate(); err != nil {
+			return steptime.Curve{}, fmt.Errorf("sim: profile: model %q: %w", m.Name, err)
+		}
+		return *m.Curve, nil
+	}
+	for _, v := range []float64{m.BaseMS, m.PerSeqMS, m.PerTokenMS} {
+		if v < 0 || v > 60000 || v != v {
+			return steptime.Curve{}, fmt.Errorf("sim: profile: model %q: latency %g ms out of range", m.Name, v)
+		}
+	}
+	return steptime.Linear(m.BaseMS, m.PerSeqMS, m.PerTokenMS), nil
 }
 
 // LoadPreset returns the built-in preset called name or, when name is a
@@ -496,9 +590,6 @@ func LoadPreset(name string) (Preset, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Preset{}, fmt.Errorf("sim: %s: %w", name, err)
 	}
+	p.Source = name
 	return p, nil
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

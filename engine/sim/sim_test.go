@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // TestStepNeverShorterThanProfile checks the floor of the step time: on
@@ -17,7 +19,7 @@ import (
 // machine only makes steps longer, so this cannot fail because of load;
 // BenchmarkStepLatency reports the accuracy.
 func TestStepNeverShorterThanProfile(t *testing.T) {
-	e := New(Config{Profile: Profile{Base: 2 * time.Millisecond}})
+	e := New(Config{Profile: Profile{Curve: steptime.Constant(2)}})
 	out := make([]engine.Output, 1)
 	const n = 50
 	t0 := time.Now()
@@ -35,7 +37,7 @@ func TestStepNeverShorterThanProfile(t *testing.T) {
 // profile (the paper's small model): the mean step and its error in
 // percent.
 func BenchmarkStepLatency(b *testing.B) {
-	e := New(Config{Profile: Profile{Base: 6 * time.Millisecond}})
+	e := New(Config{Profile: Profile{Curve: steptime.Constant(6)}})
 	out := make([]engine.Output, 1)
 	in := []engine.Input{{Seq: 1, Tokens: []int32{5}}}
 	b.ResetTimer()
@@ -67,10 +69,14 @@ func TestPresetFileRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Name != p.Name || !slices.Equal(q.Models, p.Models) || !slices.Equal(q.Profiles, p.Profiles) {
+	if q.Name != p.Name || !slices.Equal(q.Models, p.Models) || !reflect.DeepEqual(q.Profiles, p.Profiles) || q.Source != path {
 		t.Fatalf("round trip %+v -> %+v", p, q)
 	}
-	for _, bad := range []string{`{}`, `{"models":[{"name":"a","base_ms":-1}]}`, `nope`} {
+	for _, bad := range []string{`{}`, `{"models":[{"name":"a","base_ms":-1}]}`, `nope`,
+		`{"models":[{"name":"a","curve":{"knots":[]}}]}`,
+		`{"models":[{"name":"a","base_ms":1,"curve":{"knots":[{"rows":1,"ms":2}]}}]}`,
+		`{"placement":"sideways","models":[{"name":"a","base_ms":1}]}`,
+		`{"models":[{"name":"a","base_ms":1,"interference":-1}]}`} {
 		var x Preset
 		if err := json.Unmarshal([]byte(bad), &x); err == nil {
 			t.Errorf("accepted %s", bad)
@@ -108,3 +114,49 @@ func TestTokensAreDeterministicAndTruncatable(t *testing.T) {
 		t.Fatal("empty input accepted")
 	}
 }
+
+// TestLegacyProfileFile reads a profile file in the older linear form.
+func TestLegacyProfileFile(t *testing.T) {
+	var p Preset
+	if err := json.Unmarshal([]byte(`{"name":"x","models":[{"name":"a","base_ms":2,"per_seq_ms":0.5,"per_token_ms":0.1}]}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	// 4 sequences appending 10 tokens: 2 + 0.5·4 + 0.1·6 ms.
+	if got := p.Profiles[0].Latency(4, 10, 0); got != 4600*time.Microsecond {
+		t.Fatalf("latency %v", got)
+	}
+}
+
+// TestStepFollowsTheCurve steps a batch-dependent profile with context
+// and interference: the step lasts at least the curve's time at the
+// batch's size, rows and row-weighted context held before it, with the
+// interference folded in.
+func TestStepFollowsTheCurve(t *testing.T) {
+	c := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 1}, {Rows: 8, MS: 4.5}}, PerSeqMS: 0.25, PerRowContextMS: 0.01}
+	e := New(Config{Profile: Profile{Curve: c, Interference: 1.5}})
+	ctx := context.Background()
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(3 + i)
+	}
+	out := make([]engine.Output, 2)
+	if err := e.Step(ctx, []engine.Input{{Seq: 1, Tokens: prompt}, {Seq: 2, Tokens: prompt[:20]}}, out); err != nil {
+		t.Fatal(err)
+	}
+	// Sequences hold 40 and 20 tokens and append 3 and 1: 4 rows over a
+	// context of (3·40 + 1·20)/4 = 35 per row.
+	in := []engine.Input{{Seq: 1, Tokens: []int32{5, 6, 7}}, {Seq: 2, Tokens: []int32{8}}}
+	want := time.Duration(1.5 * (c.Rows(4) + 2*0.25 + 0.01*4*35) * float64(time.Millisecond))
+	t0 := time.Now()
+	if err := e.Step(ctx, in, out); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d < want*9/10 {
+		t.Fatalf("step took %v, the curve says %v", d, want)
+	}
+	if got := e.Profile().Latency(2, 4, 35); got-want > time.Microsecond || want-got > time.Microsecond {
+		t.Fatalf("profile latency %v, want %v", got, want)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
