@@ -74,6 +74,11 @@ type Setup struct {
 	LargeShare float64
 	// Observer, if set, watches the routed systems' sub-servers.
 	Observer subserver.Observer
+	// TimeShared runs the routed systems' steps one at a time
+	// (deploy.Config.TimeShared); Models then give every model all cores
+	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
+	// anyway.
+	TimeShared bool
 }
 
 // SimModels describes a latency preset's models on the simulated engine,
@@ -134,7 +139,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
 	}
 	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
-		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}}
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared}
 	switch name {
 	case "tokenrouter":
 		cfg.Launch = s.Launch
