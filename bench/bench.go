@@ -280,5 +280,8 @@ wait:
 	if r.Tokens > 0 {
 		r.RoutedFraction = float64(routed.Load()) / float64(r.Tokens)
 	}
+	if sh, ok := sys.(sharer); ok {
+		r.RoutedFraction, _ = sh.LargeShare()
+	}
 	return r, nil
 }

@@ -49,6 +49,9 @@ func SystemAbout(name string) string {
 	case "llm-only":
 		return "the large model alone"
 	}
+	if _, u := splitURL(name); u != "" {
+		return "the OpenAI-compatible server at " + u + " (streamed /v1/completions)"
+	}
 	return ""
 }
 
@@ -74,6 +77,8 @@ type Setup struct {
 	LargeShare float64
 	// Observer, if set, watches the routed systems' sub-servers.
 	Observer subserver.Observer
+	// HTTP configures the systems named by a server's URL (IsURL).
+	HTTP HTTPOptions
 	// TimeShared runs the routed systems' steps one at a time
 	// (deploy.Config.TimeShared); Models then give every model all cores
 	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
@@ -127,8 +132,12 @@ func (s Setup) engines(ctx context.Context) ([]engine.Engine, error) {
 	return es, nil
 }
 
-// Build starts the named system on fresh engines.
+// Build starts the named system on fresh engines, or connects to the
+// server a URL names.
 func (s Setup) Build(ctx context.Context, name string) (System, error) {
+	if _, u := splitURL(name); u != "" {
+		return NewHTTPSystem(ctx, u, s.HTTP)
+	}
 	es, err := s.engines(ctx)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,7 @@ func QuickRule(m PlacementMeasurement) (config.Placement, string) {
 // CPUs, as many threads as CPUs; a model's own Threads stay. Auto with no
 // model using cores is partitioned (simulated steps only wait); otherwise
 // it measures the models both ways (TimeSteps) and lets o.Choose decide.
+// An empty placement is auto.
 func (ks Kinds) Place(ctx context.Context, ms []config.Model, p config.Placement, o PlaceOptions) (Placed, error) {
 	if o.Cores <= 0 {
 		o.Cores = runtime.GOMAXPROCS(0)
@@ -103,7 +104,7 @@ func (ks Kinds) Place(ctx context.Context, ms []config.Model, p config.Placement
 	switch {
 	case p == config.Partitioned || p == config.TimeShared:
 		return Placed{Models: threads(ms, users, p, o.Cores), Placement: p}, nil
-	case p != config.PlacementAuto:
+	case p != config.PlacementAuto && p != "":
 		return Placed{}, fmt.Errorf("placement %q: want %s, %s or %s", p, config.Partitioned, config.TimeShared, config.PlacementAuto)
 	case len(users) == 0:
 		return Placed{Models: slices.Clone(ms), Placement: config.Partitioned, Reason: "no model computes on this machine's cores"}, nil
