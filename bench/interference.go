@@ -50,12 +50,9 @@ func MeasureInterference(ctx context.Context, ks loader.Kinds, ms []config.Model
 		if slices.ContainsFunc(ms, func(m config.Model) bool { return m.Threads != 1 }) {
 			return f, fmt.Errorf("bench: pinning needs one thread per model (threads %v): the engine's worker threads cannot be pinned from here", f.Threads)
 		}
-		cpus, err := allowedCPUs()
+		cpus, err := CanPin(len(ms))
 		if err != nil {
 			return f, err
-		}
-		if len(cpus) < len(ms) {
-			return f, fmt.Errorf("bench: pinning %d models needs as many CPUs; this process may use %v", len(ms), cpus)
 		}
 		t.Pin = func(i int) (func(), error) { return pinThread(cpus[i]) }
 	}
@@ -67,4 +64,17 @@ func MeasureInterference(ctx context.Context, ks loader.Kinds, ms []config.Model
 		return f, fmt.Errorf("bench: interference: %w", err)
 	}
 	return f, nil
+}
+
+// CanPin returns a CPU of its own for each of n one-thread models, or
+// why there is none (not Linux, fewer CPUs).
+func CanPin(n int) ([]int, error) {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		return nil, err
+	}
+	if len(cpus) < n {
+		return nil, fmt.Errorf("bench: pinning %d models needs as many CPUs; this process may use %v", n, cpus)
+	}
+	return cpus[:n], nil
 }

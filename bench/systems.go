@@ -271,6 +271,9 @@ type Summary struct {
 	// fewer than two rounds).
 	VsFirst     float64 `json:"vs_first_tokens_per_second"`
 	VsFirstCI95 float64 `json:"vs_first_ci95"`
+	// Placement is how the system's models shared the cores ("" for a
+	// server given by URL, or when not recorded).
+	Placement string `json:"placement,omitempty"`
 }
 
 // Summarize reports Compare's rows; systems is the number of systems per

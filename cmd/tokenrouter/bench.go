@@ -40,6 +40,7 @@ type benchFlags struct {
 	resolve                                                time.Duration
 	agree                                                  float64
 	compare                                                benchCompareFlags
+	models                                                 benchModelFlags
 }
 
 // benchRow is one measured configuration, as printed.
@@ -63,6 +64,8 @@ type benchRow struct {
 	// tables (auto only).
 	EstimatedP         [][]float64 `json:"estimated_p,omitempty"`
 	EstimatedLatencyMS []float64   `json:"estimated_latency_ms,omitempty"`
+	// Placement is how the models shared the cores.
+	Placement string `json:"placement,omitempty"`
 }
 
 // benchLong is the bench command's help text.
@@ -130,14 +133,16 @@ func newBenchCmd() *cobra.Command {
 				return runCalibrate(cmd, f)
 			case f.validate:
 				return runValidate(cmd, f)
-			case f.compare.systems != "":
+			case f.models.interference:
+				return runInterference(cmd, f)
+			case f.compare.systems != "" || len(f.models.urls) > 0:
 				return runCompare(cmd, f)
 			}
 			return runBench(cmd, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.engine, "engine", "sim", "engine: sim")
+	fl.StringVar(&f.engine, "engine", "sim", "engine: sim, or cpu (with --model or --config)")
 	fl.StringVar(&f.profile, "profile", "paper-r2r", "sim latency profile")
 	fl.StringVar(&f.algorithm, "algorithm", "r2r-random", "routing algorithm")
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
@@ -154,6 +159,7 @@ func newBenchCmd() *cobra.Command {
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
 	addCompareFlags(fl, &f.compare)
+	addModelFlags(fl, &f.models)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
 	fl.IntVar(&f.rounds, "rounds", 2, "with --validate or --systems: interleaved slices per point (round r uses seed --seed + r)")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
@@ -199,13 +205,13 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, params, launch, err := benchDeployment(f)
+	run, err := newBenchRun(cmd, f, true)
 	if err != nil {
 		return err
 	}
 	var rows []benchRow
 	for _, n := range f.concurrency {
-		row, err := benchPoint(cmd, f, benchSetup(f, preset, params, launch, nil), n)
+		row, err := benchPoint(cmd, f, run, n)
 		if err != nil {
 			return err
 		}
@@ -218,6 +224,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			return enc.Encode(rows[0])
 		}
 		return enc.Encode(rows)
+	}
+	if pl := run.placement(); pl != "" {
+		fmt.Fprintf(out, "%s, placement %s\n", run.desc.label, pl)
 	}
 	fmt.Fprintf(out, "%-12s %-12s %4s %-10s %10s %8s %7s %s\n", "system", "algorithm", "N", "B", "tok/s", "tokens", "routed", "plans")
 	for _, r := range rows {
@@ -234,16 +243,15 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 }
 
 // benchPoint measures f.system at concurrency n on fresh engines.
-func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (benchRow, error) {
+func benchPoint(cmd *cobra.Command, f benchFlags, run benchRun, n int) (benchRow, error) {
+	setup := run.setup
 	sys, err := setup.Build(cmd.Context(), f.system)
 	if err != nil {
 		return benchRow{}, err
 	}
-	res, err := bench.Run(cmd.Context(), sys, bench.Options{
-		Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup,
-		Duration: f.duration, Seed: f.seed, Progress: cmd.ErrOrStderr(),
-		Label: fmt.Sprintf("%s N=%d", f.system, n),
-	})
+	o := run.opts
+	o.Concurrency, o.Progress, o.Label = n, cmd.ErrOrStderr(), fmt.Sprintf("%s N=%d", f.system, n)
+	res, err := bench.Run(cmd.Context(), sys, o)
 	// Read the tuner before Close; its state survives Close anyway.
 	var st *autotune.Status
 	if r, ok := sys.(*deploy.Deployment); ok && r.Tuner() != nil {
@@ -257,8 +265,8 @@ func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (ben
 	if cerr != nil {
 		return benchRow{}, fmt.Errorf("closing %s: %w", f.system, cerr)
 	}
-	row := benchRow{System: f.system, Algorithm: f.algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
-		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction}
+	row := benchRow{System: f.system, Algorithm: setup.Algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
+		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction, Placement: run.placement()}
 	if f.system == "tokenrouter" {
 		if st != nil && st.Err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "auto thresholds: %v\n", st.Err)
