@@ -13,15 +13,21 @@ import (
 	"github.com/tokenrouter/tokenrouter/sched"
 )
 
+// tinyPair describes the real tiny pair on the cpu engine: llama2xs and
+// stories260K, which share the tok512 vocabulary.
+func tinyPair(t *testing.T) []config.Model {
+	dir := testmodels.Dir(t)
+	return []config.Model{
+		{Name: "slm", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Tokenizer: filepath.Join(dir, "tok512.bin")},
+		{Name: "llm", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.gguf")},
+	}
+}
+
 // TestEverySystemOnTheCPUEngine runs every system briefly on the real tiny
 // pair (llama2xs and stories260K, which share tok512), partitioned and
 // time-shared, with prompts from text tokenised by the shared tokenizer.
 func TestEverySystemOnTheCPUEngine(t *testing.T) {
-	dir := testmodels.Dir(t)
-	ms := []config.Model{
-		{Name: "slm", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Tokenizer: filepath.Join(dir, "tok512.bin")},
-		{Name: "llm", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.gguf")},
-	}
+	ms := tinyPair(t)
 	ctx := context.Background()
 	voc, err := loader.Builtin().SharedVocabulary(ctx, ms)
 	if err != nil {

@@ -3,14 +3,12 @@ package bench
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
-	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -66,7 +64,7 @@ func TestURLMatchesInProcess(t *testing.T) {
 	if over.System != "served="+url || len(over.TTFT) == 0 || len(over.TPOT) == 0 || over.Requests == 0 {
 		t.Fatalf("over HTTP: %+v", over.Result)
 	}
-	if r := over.TokensPerSecond / in.TokensPerSecond; r < 0.75 || r > 1.25 {
+	if r := over.TokensPerSecond / in.TokensPerSecond; r < 0.6 || r > 1.5 {
 		t.Fatalf("over HTTP %.1f tok/s, in process %.1f: ratio %.2f", over.TokensPerSecond, in.TokensPerSecond, r)
 	}
 	if over.RoutedFraction < 0.1 || over.RoutedFraction > 0.5 {
@@ -80,11 +78,7 @@ func TestURLMatchesInProcess(t *testing.T) {
 // every request yields its full length (text held back and sent with a
 // later token is counted from the final usage).
 func TestURLRealText(t *testing.T) {
-	dir := testmodels.Dir(t)
-	url := serve(t, []config.Model{
-		{Name: "slm", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Tokenizer: filepath.Join(dir, "tok512.bin")},
-		{Name: "llm", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.gguf")},
-	})
+	url := serve(t, tinyPair(t))
 	ctx := context.Background()
 	h, err := NewHTTPSystem(ctx, url+"/v1", HTTPOptions{})
 	if err != nil {

@@ -2,24 +2,18 @@ package bench
 
 import (
 	"context"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
 )
 
 // TestInterference measures the tiny pair alone and together, unpinned
 // and (on Linux, with two CPUs) pinned to a CPU each; no timing is asserted.
 func TestInterference(t *testing.T) {
-	dir := testmodels.Dir(t)
-	ms := []config.Model{
-		{Name: "slm", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Tokenizer: filepath.Join(dir, "tok512.bin"), Threads: 1},
-		{Name: "llm", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.gguf"), Threads: 1},
-	}
+	ms := tinyPair(t)
+	ms[0].Threads, ms[1].Threads = 1, 1
 	ctx := context.Background()
 	timing := loader.StepTiming{Batch: 2, Steps: 3, PromptLen: 4}
 	f, err := MeasureInterference(ctx, loader.Builtin(), ms, timing, false)
