@@ -82,6 +82,39 @@ tables B*(n) (DESIGN §6); a comma-separated list fixes static thresholds.
 --system lockstep runs the same engines and algorithm the way R2R's official
 serving does (all requests advance in global steps).
 
+Real models run on the cpu engine, small model first (GGUF files, or llama2.c
+checkpoints with --tokenizer; the models must share one vocabulary), or come
+from a preset of a configuration file (--config, --preset):
+
+  tokenrouter bench --model slm=smol135.gguf --model llm=smol360.gguf \
+    --systems tokenrouter-auto,lockstep,std-serving,slm-only,llm-only --concurrency 1,4,8
+
+--placement says how the models share the cores: partitioned (each model on
+threads of its own: an even share of the cores unless --threads NAME=N says;
+--cpus NAME=LIST pins them), time-shared (every model on every core, one step
+at a time; each sub-server still schedules its own launches) or auto (the
+default: one quick measurement of each model's decode step both ways picks one,
+and the output says which and why). --interference measures how much the models
+slow each other stepping at once on one thread each, unpinned and pinned to a
+CPU each.
+
+Prompts are random token ids of --prompt-len in the models' vocabulary, or the
+lines of --prompts FILE (JSON Lines with "prompt", or plain text) tokenised with
+the models' tokenizer; --range-ratio r draws each request's lengths uniformly
+from [L·(1−r), L·(1+r)]. Requests ignore the end-of-sequence token (random
+weights would stop anywhere) unless --keep-eos.
+
+--url [LABEL=]URL (repeatable, or a URL in --systems) drives any OpenAI-compatible
+server with the same clients, side by side with the systems run here: streamed
+/v1/completions with max_tokens and ignore_eos, the prompt as text (--prompts)
+or token ids; each streamed chunk with text is a token, reconciled with the
+final usage. For the same prompts, describe the server's models here too
+(--model, --config) or give --vocab.
+
+  tokenrouter serve --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared --port 30001 &
+  tokenrouter bench --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared \
+    --systems tokenrouter --url served=http://127.0.0.1:30001 --concurrency 8 --rounds 4
+
 Client w's k-th request carries the routing seed --seed ^ w<<32 ^ k, and
 seeded draws depend only on the seed and the position (route.Request.Draw), so
 runs with the same --seed and concurrency see the same routing draws (common
