@@ -118,8 +118,16 @@ type Result struct {
 	// TokensPerSecond is Tokens / Seconds.
 	TokensPerSecond float64
 	// RoutedFraction is the share of the window's tokens produced by a
-	// model other than model 0.
+	// model other than model 0; for a system whose streams carry no
+	// attribution (ServerShare), the server's own account over the requests
+	// that finished.
 	RoutedFraction float64
+	// ServerShare says RoutedFraction is the server's account;
+	// ShareUnknown that there was none (no request finished).
+	ServerShare, ShareUnknown bool
+	// shareOver weighs RoutedFraction when windows are added: their
+	// tokens, 0 when the share is unknown.
+	shareOver int
 	// Requests counts requests completed inside the window.
 	Requests int
 	// TTFT holds time-to-first-token samples of requests whose first token
@@ -136,11 +144,16 @@ func (r *Result) Add(o Result) {
 	r.Tokens += o.Tokens
 	r.Seconds += o.Seconds
 	r.Requests += o.Requests
-	routed := r.RoutedFraction*float64(r.Tokens-o.Tokens) + o.RoutedFraction*float64(o.Tokens)
+	routed := r.RoutedFraction*float64(r.shareOver) + o.RoutedFraction*float64(o.shareOver)
+	r.shareOver += o.shareOver
+	if r.shareOver > 0 {
+		r.RoutedFraction = routed / float64(r.shareOver)
+	}
 	if r.Tokens > 0 {
-		r.RoutedFraction = routed / float64(r.Tokens)
 		r.TokensPerSecond = float64(r.Tokens) / r.Seconds
 	}
+	r.ServerShare = r.ServerShare || o.ServerShare
+	r.ShareUnknown = r.shareOver == 0 && (r.ShareUnknown || o.ShareUnknown)
 	r.TTFT = append(r.TTFT, o.TTFT...)
 	r.TPOT = append(r.TPOT, o.TPOT...)
 }
@@ -280,8 +293,14 @@ wait:
 	if r.Tokens > 0 {
 		r.RoutedFraction = float64(routed.Load()) / float64(r.Tokens)
 	}
+	r.shareOver = r.Tokens
 	if sh, ok := sys.(sharer); ok {
-		r.RoutedFraction, _ = sh.LargeShare()
+		var known bool
+		r.RoutedFraction, known = sh.LargeShare()
+		r.ServerShare, r.ShareUnknown = true, !known
+		if !known {
+			r.shareOver = 0
+		}
 	}
 	return r, nil
 }

@@ -256,8 +256,12 @@ type Summary struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	Tokens          int     `json:"tokens"`
 	Seconds         float64 `json:"seconds"`
-	// LargeShare is the share of tokens from models other than model 0.
-	LargeShare float64 `json:"large_model_share"`
+	// LargeShare is the share of tokens from models other than model 0
+	// (a server's own account over its finished requests when
+	// LargeShareFromServer; unknown when LargeShareUnknown).
+	LargeShare           float64 `json:"large_model_share"`
+	LargeShareFromServer bool    `json:"large_model_share_from_server,omitempty"`
+	LargeShareUnknown    bool    `json:"large_model_share_unknown,omitempty"`
 	// TTFT and TPOT percentiles, in milliseconds.
 	TTFTp50MS float64 `json:"ttft_p50_ms"`
 	TTFTp99MS float64 `json:"ttft_p99_ms"`
@@ -291,7 +295,7 @@ func Summarize(rows []Row, systems int) []Summary {
 	}
 	for i, r := range rows {
 		out[i] = Summary{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
-			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
+			Seconds: r.Seconds, LargeShare: r.RoutedFraction, LargeShareFromServer: r.ServerShare, LargeShareUnknown: r.ShareUnknown, Requests: r.Requests,
 			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
 			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
 		first := rows[i-i%systems]

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -154,5 +155,24 @@ func TestWorkload(t *testing.T) {
 	_, err := Run(context.Background(), &recorder{}, Options{Concurrency: 1, Duration: time.Second, Prompts: []Prompt{{Text: "a"}}})
 	if err == nil || !strings.Contains(err.Error(), "no token ids") {
 		t.Fatalf("a text prompt for a system that takes ids: %v", err)
+	}
+}
+
+// TestAddServerShares merges windows whose share is a server's account,
+// one of them without any: the unknown window weighs nothing.
+func TestAddServerShares(t *testing.T) {
+	r := Result{Tokens: 100, Seconds: 1, RoutedFraction: 0.3, ServerShare: true, shareOver: 100}
+	r.Add(Result{Tokens: 50, Seconds: 1, ServerShare: true, ShareUnknown: true})
+	if r.RoutedFraction != 0.3 || r.ShareUnknown || !r.ServerShare || r.TokensPerSecond != 75 {
+		t.Fatalf("%+v", r)
+	}
+	r.Add(Result{Tokens: 100, Seconds: 1, RoutedFraction: 0.6, shareOver: 100})
+	if math.Abs(r.RoutedFraction-0.45) > 1e-12 {
+		t.Fatalf("share %v", r.RoutedFraction)
+	}
+	var u Result
+	u.Add(Result{Tokens: 10, Seconds: 1, ServerShare: true, ShareUnknown: true})
+	if !u.ShareUnknown {
+		t.Fatalf("%+v", u)
 	}
 }

@@ -167,8 +167,18 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		default:
 			vs = fmt.Sprintf("%+.1f", r.VsFirst)
 		}
-		fmt.Fprintf(w, "%-16s %4d %9.1f %9.3f %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
-			r.LargeShare, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
+		share := strconv.FormatFloat(r.LargeShare, 'f', 3, 64)
+		switch {
+		case r.LargeShareUnknown:
+			share = "-"
+		case r.LargeShareFromServer:
+			share += "*"
+		}
+		fmt.Fprintf(w, "%-16s %4d %9.1f %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
+			share, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
+	}
+	if slices.ContainsFunc(out, func(r bench.Summary) bool { return r.LargeShareFromServer }) {
+		fmt.Fprintln(w, "  * the server's own account over the requests that finished (its stream attributes no token); few finished requests lean to those with fewer large-model tokens")
 	}
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
