@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
@@ -34,13 +34,28 @@ type System interface {
 type Options struct {
 	// Concurrency is the number of requests kept in flight.
 	Concurrency int
-	// PromptLen is each prompt's length in tokens (default 16).
+	// PromptLen is each generated prompt's length in tokens (default 16).
 	PromptLen int
 	// MaxTokens is each request's output length (default 4096: long
 	// enough that replacement is rare in a short window).
 	MaxTokens int
-	// Vocab bounds the random prompt token ids (default 512).
+	// RangeRatio spreads the lengths: each request's output length (and a
+	// generated prompt's length) is drawn uniformly from [L·(1−r), L·(1+r)]
+	// around MaxTokens (PromptLen); 0 keeps them fixed.
+	RangeRatio float64
+	// Prompts, if set, are the prompts: each request draws one at random.
+	// Otherwise prompts are random token ids.
+	Prompts []Prompt
+	// Vocab bounds generated prompts' token ids to [3, Vocab). 0 takes the
+	// system's models' vocabulary (a System that is a Modeler), else 512.
 	Vocab int
+	// BOS starts every generated prompt when Vocab is given (-1: none);
+	// with Vocab 0 it is the first model's BOS (1 when unknown).
+	BOS int32
+	// KeepEOS ends a request at its end-of-sequence token; by default
+	// requests ignore it and produce their full length (a model with
+	// random weights would stop anywhere).
+	KeepEOS bool
 	// Warmup runs before the measured window (default 2s).
 	Warmup time.Duration
 	// Duration is the measured window.
@@ -53,6 +68,47 @@ type Options struct {
 	Label string
 }
 
+// defaults fills the lengths' defaults.
+func (o *Options) defaults() {
+	if o.PromptLen <= 0 {
+		o.PromptLen = 16
+	}
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = 4096
+	}
+	if o.Vocab != 0 && o.Vocab <= 3 {
+		o.Vocab, o.BOS = 512, 1
+	}
+	if o.Warmup < 0 {
+		o.Warmup = 0
+	}
+}
+
+// Modeler is an optional System capability: its models' facts (the
+// vocabulary and BOS of generated prompts).
+type Modeler interface {
+	// Models reports the models' facts, in index order.
+	Models() []engine.Info
+}
+
+// PromptSubmitter is an optional System capability: it takes a prompt as
+// text when the prompt has text (a server that tokenises it itself).
+type PromptSubmitter interface {
+	// SubmitPrompt admits a request.
+	SubmitPrompt(ctx context.Context, prompt Prompt, p route.Params) (*stream.Stream, error)
+}
+
+// submit admits one request to sys.
+func submit(ctx context.Context, sys System, p Prompt, params route.Params) (*stream.Stream, error) {
+	if ps, ok := sys.(PromptSubmitter); ok {
+		return ps.SubmitPrompt(ctx, p, params)
+	}
+	if len(p.IDs) == 0 {
+		return nil, errors.New("the prompt has no token ids (prompts read without a tokenizer)")
+	}
+	return sys.Submit(ctx, p.IDs, params)
+}
+
 // Result is what a run measured.
 type Result struct {
 	// Tokens committed inside the window.
@@ -62,8 +118,16 @@ type Result struct {
 	// TokensPerSecond is Tokens / Seconds.
 	TokensPerSecond float64
 	// RoutedFraction is the share of the window's tokens produced by a
-	// model other than model 0.
+	// model other than model 0; for a system whose streams carry no
+	// attribution (ServerShare), the server's own account over the requests
+	// that finished.
 	RoutedFraction float64
+	// ServerShare says RoutedFraction is the server's account;
+	// ShareUnknown that there was none (no request finished).
+	ServerShare, ShareUnknown bool
+	// shareOver weighs RoutedFraction when windows are added: their
+	// tokens, 0 when the share is unknown.
+	shareOver int
 	// Requests counts requests completed inside the window.
 	Requests int
 	// TTFT holds time-to-first-token samples of requests whose first token
@@ -80,11 +144,16 @@ func (r *Result) Add(o Result) {
 	r.Tokens += o.Tokens
 	r.Seconds += o.Seconds
 	r.Requests += o.Requests
-	routed := r.RoutedFraction*float64(r.Tokens-o.Tokens) + o.RoutedFraction*float64(o.Tokens)
+	routed := r.RoutedFraction*float64(r.shareOver) + o.RoutedFraction*float64(o.shareOver)
+	r.shareOver += o.shareOver
+	if r.shareOver > 0 {
+		r.RoutedFraction = routed / float64(r.shareOver)
+	}
 	if r.Tokens > 0 {
-		r.RoutedFraction = routed / float64(r.Tokens)
 		r.TokensPerSecond = float64(r.Tokens) / r.Seconds
 	}
+	r.ServerShare = r.ServerShare || o.ServerShare
+	r.ShareUnknown = r.shareOver == 0 && (r.ShareUnknown || o.ShareUnknown)
 	r.TTFT = append(r.TTFT, o.TTFT...)
 	r.TPOT = append(r.TPOT, o.TPOT...)
 }
@@ -108,17 +177,10 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	if o.Concurrency <= 0 || o.Duration <= 0 {
 		return Result{}, errors.New("bench: concurrency and duration must be positive")
 	}
-	if o.PromptLen <= 0 {
-		o.PromptLen = 16
-	}
-	if o.MaxTokens <= 0 {
-		o.MaxTokens = 4096
-	}
-	if o.Vocab <= 3 {
-		o.Vocab = 512
-	}
-	if o.Warmup < 0 {
-		o.Warmup = 0
+	o.defaults()
+	var models []engine.Info
+	if m, ok := sys.(Modeler); ok {
+		models = m.Models()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,18 +195,14 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
+			wl := newWorkload(o, w, models)
 			var c stream.Chunk
-			prompt := make([]int32, o.PromptLen)
 			for n := 0; ctx.Err() == nil; n++ {
-				prompt[0] = 1
-				for i := 1; i < len(prompt); i++ {
-					prompt[i] = int32(3 + rng.IntN(o.Vocab-3))
-				}
+				req := wl.next()
 				sent := time.Now()
 				last := time.Time{}
 				var myTTFT, myTPOT Samples
-				s, err := sys.Submit(ctx, prompt, route.Params{MaxTokens: o.MaxTokens, IgnoreEOS: true, Seed: o.Seed ^ uint64(w)<<32 ^ uint64(n)})
+				s, err := submit(ctx, sys, req.prompt, route.Params{MaxTokens: req.maxTokens, IgnoreEOS: !o.KeepEOS, Seed: o.Seed ^ uint64(w)<<32 ^ uint64(n)})
 				if err != nil {
 					if ctx.Err() == nil {
 						errc <- fmt.Errorf("bench: submit: %w", err)
@@ -234,6 +292,15 @@ wait:
 	r.TokensPerSecond = float64(r.Tokens) / r.Seconds
 	if r.Tokens > 0 {
 		r.RoutedFraction = float64(routed.Load()) / float64(r.Tokens)
+	}
+	r.shareOver = r.Tokens
+	if sh, ok := sys.(sharer); ok {
+		var known bool
+		r.RoutedFraction, known = sh.LargeShare()
+		r.ServerShare, r.ShareUnknown = true, !known
+		if !known {
+			r.shareOver = 0
+		}
 	}
 	return r, nil
 }

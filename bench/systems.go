@@ -49,6 +49,9 @@ func SystemAbout(name string) string {
 	case "llm-only":
 		return "the large model alone"
 	}
+	if _, u := splitURL(name); u != "" {
+		return "the OpenAI-compatible server at " + u + " (streamed /v1/completions)"
+	}
 	return ""
 }
 
@@ -74,6 +77,13 @@ type Setup struct {
 	LargeShare float64
 	// Observer, if set, watches the routed systems' sub-servers.
 	Observer subserver.Observer
+	// HTTP configures the systems named by a server's URL (IsURL).
+	HTTP HTTPOptions
+	// TimeShared runs the routed systems' steps one at a time
+	// (deploy.Config.TimeShared); Models then give every model all cores
+	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
+	// anyway.
+	TimeShared bool
 }
 
 // SimModels describes a latency preset's models on the simulated engine,
@@ -122,8 +132,12 @@ func (s Setup) engines(ctx context.Context) ([]engine.Engine, error) {
 	return es, nil
 }
 
-// Build starts the named system on fresh engines.
+// Build starts the named system on fresh engines, or connects to the
+// server a URL names.
 func (s Setup) Build(ctx context.Context, name string) (System, error) {
+	if _, u := splitURL(name); u != "" {
+		return NewHTTPSystem(ctx, u, s.HTTP)
+	}
 	es, err := s.engines(ctx)
 	if err != nil {
 		return nil, err
@@ -134,7 +148,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
 	}
 	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
-		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}}
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared}
 	switch name {
 	case "tokenrouter":
 		cfg.Launch = s.Launch
@@ -242,8 +256,12 @@ type Summary struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	Tokens          int     `json:"tokens"`
 	Seconds         float64 `json:"seconds"`
-	// LargeShare is the share of tokens from models other than model 0.
-	LargeShare float64 `json:"large_model_share"`
+	// LargeShare is the share of tokens from models other than model 0
+	// (a server's own account over its finished requests when
+	// LargeShareFromServer; unknown when LargeShareUnknown).
+	LargeShare           float64 `json:"large_model_share"`
+	LargeShareFromServer bool    `json:"large_model_share_from_server,omitempty"`
+	LargeShareUnknown    bool    `json:"large_model_share_unknown,omitempty"`
 	// TTFT and TPOT percentiles, in milliseconds.
 	TTFTp50MS float64 `json:"ttft_p50_ms"`
 	TTFTp99MS float64 `json:"ttft_p99_ms"`
@@ -257,6 +275,9 @@ type Summary struct {
 	// fewer than two rounds).
 	VsFirst     float64 `json:"vs_first_tokens_per_second"`
 	VsFirstCI95 float64 `json:"vs_first_ci95"`
+	// Placement is how the system's models shared the cores ("" for a
+	// server given by URL, or when not recorded).
+	Placement string `json:"placement,omitempty"`
 }
 
 // Summarize reports Compare's rows; systems is the number of systems per
@@ -274,7 +295,7 @@ func Summarize(rows []Row, systems int) []Summary {
 	}
 	for i, r := range rows {
 		out[i] = Summary{System: r.System, Concurrency: r.Concurrency, TokensPerSecond: r.TokensPerSecond, Tokens: r.Tokens,
-			Seconds: r.Seconds, LargeShare: r.RoutedFraction, Requests: r.Requests,
+			Seconds: r.Seconds, LargeShare: r.RoutedFraction, LargeShareFromServer: r.ServerShare, LargeShareUnknown: r.ShareUnknown, Requests: r.Requests,
 			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
 			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
 		first := rows[i-i%systems]

@@ -15,7 +15,10 @@
 // what it observes and applies the throughput model's best table B*(n)
 // (autotune); for sub-servers in other processes the table is computed up
 // front, which needs known inputs (an algorithm that states its routing
-// process, route.Predictable, over simulated engines).
+// process, route.Predictable, over simulated engines). A preset's placement
+// says how its models share the machine's cores: partitioned (each model on
+// its own threads, Model.Threads and Model.CPUs), time-shared (every model on
+// every core, one step at a time) or auto.
 package config
 
 import (
@@ -26,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,8 +124,13 @@ type Model struct {
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
 	// SentencePiece .model or GGUF); default: the GGUF's own.
 	Tokenizer string `yaml:"tokenizer,omitempty"`
-	// Threads (cpu) is the kernel thread count (0: GOMAXPROCS).
+	// Threads (cpu) is the kernel thread count (0: the preset's placement
+	// decides: all cores when time-shared, an even share when partitioned).
 	Threads int `yaml:"threads,omitempty"`
+	// CPUs (cpu, Linux) pins the engine's threads to these logical CPUs
+	// ([0, 1] in a file; "0-3,6" on the command line, see ParseCPUList).
+	// Empty: the operating system places them.
+	CPUs []int `yaml:"cpus,omitempty,flow"`
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
 	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
 }
@@ -164,6 +173,61 @@ type Preset struct {
 	AutoConcurrency int `yaml:"auto_concurrency"`
 	// MaxBatch bounds each step's batch (0: the runtime default).
 	MaxBatch int `yaml:"max_batch"`
+	// Placement says how the preset's models share the machine's cores:
+	// "partitioned", "time-shared" or "auto" (the default; see Placement).
+	Placement Placement `yaml:"placement"`
+}
+
+// Placement is how the models of one deployment share the machine's cores.
+type Placement string
+
+// Placements.
+const (
+	// PlacementAuto picks partitioned or time-shared for the models and the
+	// machine when the deployment starts, and says which.
+	PlacementAuto Placement = "auto"
+	// Partitioned gives each model its own threads (Model.Threads, by
+	// default an even share of the cores; Model.CPUs pins them): the models'
+	// steps overlap.
+	Partitioned Placement = "partitioned"
+	// TimeShared lets every model use every core (Model.Threads 0) and run
+	// one step at a time: the sub-servers still schedule asynchronously
+	// (each decides its own launches), only their steps take turns.
+	TimeShared Placement = "time-shared"
+)
+
+// ParsePlacement reads a placement; "" is auto.
+func ParsePlacement(s string) (Placement, error) {
+	switch p := Placement(strings.TrimSpace(s)); p {
+	case "":
+		return PlacementAuto, nil
+	case PlacementAuto, Partitioned, TimeShared:
+		return p, nil
+	}
+	return "", fmt.Errorf("placement %q: want %s, %s or %s", s, Partitioned, TimeShared, PlacementAuto)
+}
+
+// ParseCPUList reads a Linux CPU list such as "0-3,6" (the format of
+// /sys/devices/system/cpu/online and taskset -c) into sorted, distinct CPU
+// numbers.
+func ParseCPUList(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("cpus %q: want CPU numbers and ranges such as 0-3,6", s)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // Default returns the embedded default: two simulated models with the
@@ -225,6 +289,9 @@ func (c *Config) FillDefaults() {
 		}
 		if p.AutoConcurrency == 0 {
 			p.AutoConcurrency = DefaultAutoConcurrency
+		}
+		if p.Placement == "" {
+			p.Placement = PlacementAuto
 		}
 	}
 }
@@ -333,6 +400,11 @@ func (c *Config) Validate() error {
 		if m.Engine == "" {
 			bad("model %q: no engine", m.Name)
 		}
+		for _, c := range m.CPUs {
+			if c < 0 {
+				bad("model %q: cpus: CPU %d is negative", m.Name, c)
+			}
+		}
 	}
 	presets := map[string]bool{}
 	for i := range c.Presets {
@@ -369,6 +441,9 @@ func (c *Config) Validate() error {
 		}
 		if p.MaxBatch < 0 {
 			bad("preset %q: max_batch %d is negative", p.Name, p.MaxBatch)
+		}
+		if _, err := ParsePlacement(string(p.Placement)); err != nil {
+			bad("preset %q: %w", p.Name, err)
 		}
 	}
 	return errors.Join(errs...)

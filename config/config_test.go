@@ -65,6 +65,9 @@ func TestErrors(t *testing.T) {
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a], thresholds: fast}]\n", `want "auto"`},
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, models: [a]}, {name: x, algorithm: y, models: [a]}]\n", "no algorithm"},
 		{"max_in_flight: -1\n", "max_in_flight"},
+		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a], placement: spread}]\n", `placement "spread": want partitioned, time-shared or auto`},
+		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: [0, -1]}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "CPU -1 is negative"},
+		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: 0-3}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "cannot unmarshal"},
 	} {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -101,5 +104,36 @@ func TestLaunchFromPlan(t *testing.T) {
 	}
 	if l, err := ParseLaunch("3", 2, time.Millisecond); err != nil || len(l.Tables) != 2 || l.Tables[0][0] != 3 || l.MaxWait != time.Millisecond {
 		t.Fatalf("one value for every model: %+v, %v", l, err)
+	}
+}
+
+// TestPlacement reads a preset's placement and a model's threads and CPUs
+// from YAML, and placements and CPU lists as flags give them.
+func TestPlacement(t *testing.T) {
+	c, err := Parse([]byte("models: [{name: a, engine: cpu, path: a.gguf, threads: 1, cpus: [1, 0]}, {name: b, profile: paper-r2r/llm}]\n" +
+		"presets: [{name: x, algorithm: r2r-random, models: [a, b], placement: time-shared}, {name: y, algorithm: r2r-random, models: [a, b]}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Presets[0].Placement != TimeShared || c.Presets[1].Placement != PlacementAuto || c.Models[0].Threads != 1 || !slices.Equal(c.Models[0].CPUs, []int{1, 0}) {
+		t.Fatalf("%+v", c)
+	}
+	for in, want := range map[string]Placement{"": PlacementAuto, " partitioned ": Partitioned, "time-shared": TimeShared, "auto": PlacementAuto} {
+		if p, err := ParsePlacement(in); err != nil || p != want {
+			t.Errorf("ParsePlacement(%q) = %q, %v; want %q", in, p, err, want)
+		}
+	}
+	if _, err := ParsePlacement("timeshared"); err == nil {
+		t.Error("ParsePlacement accepted timeshared")
+	}
+	for in, want := range map[string][]int{"0": {0}, "0-3": {0, 1, 2, 3}, "6,0-1": {0, 1, 6}, " 2 , 2,1-2": {1, 2}} {
+		if got, err := ParseCPUList(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a", "-1", "3-1", "1,", "0-", "1-2-3"} {
+		if got, err := ParseCPUList(in); err == nil || !strings.Contains(err.Error(), "want CPU numbers") {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want an error", in, got, err)
+		}
 	}
 }

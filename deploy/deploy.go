@@ -10,12 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/deploy/timeshare"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -62,6 +64,13 @@ type Config struct {
 	Launch sched.Launch
 	// Tuning tunes the tuner of automatic thresholds (nil: its defaults).
 	Tuning *autotune.Options
+	// TimeShared makes the local engines take turns to step, one step at a
+	// time in the order they are ready (deploy/timeshare), each free to use
+	// every core; the sub-servers still schedule asynchronously. Step times
+	// reported to observers leave out the wait for the turn. False lets the
+	// steps overlap (the engines' threads partition the cores, or the
+	// engines are simulated).
+	TimeShared bool
 }
 
 // Deployment is a running deployment.
@@ -136,6 +145,10 @@ func New(cfg Config) (*Deployment, error) {
 	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
+	if cfg.TimeShared {
+		cfg.Models = timeShare(cfg.Models)
+		r.cfg = cfg
+	}
 	obs := cfg.Observer
 	if cfg.Launch.Auto {
 		base := make([]sched.Policy, len(cfg.Models))
@@ -156,6 +169,9 @@ func New(cfg Config) (*Deployment, error) {
 		if cfg.Observer != nil {
 			obs = observers{t, cfg.Observer}
 		}
+	}
+	if cfg.TimeShared && obs != nil {
+		obs = unwaited{obs, cfg.Models}
 	}
 	for i, m := range cfg.Models {
 		if m.Remote != nil {
@@ -222,6 +238,33 @@ func (o observers) Routed(model int, moved []int) {
 	for _, x := range o {
 		x.Routed(model, moved)
 	}
+}
+
+// timeShare puts the local engines of ms behind one gate.
+func timeShare(ms []Model) []Model {
+	g := timeshare.New()
+	out := slices.Clone(ms)
+	for i := range out {
+		if out[i].Engine != nil {
+			out[i].Engine = timeshare.Wrap(out[i].Engine, g.Join(i))
+		}
+	}
+	return out
+}
+
+// unwaited reports time-shared steps without their wait for the gate.
+type unwaited struct {
+	subserver.Observer
+	models []Model
+}
+
+// Step reports the step's time less the time it waited for its turn (the
+// gated engine's Waited is read on the goroutine that stepped it).
+func (u unwaited) Step(model, batch, appended int, d time.Duration) {
+	if g, ok := u.models[model].Engine.(timeshare.Engine); ok {
+		d -= g.Waited()
+	}
+	u.Observer.Step(model, batch, appended, d)
 }
 
 // Tuner returns the automatic-threshold tuner, or nil when the launch

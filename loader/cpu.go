@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -16,11 +17,12 @@ import (
 // from a GGUF file or a llama2.c checkpoint.
 const KindCPU = "cpu"
 
-// cpuKind opens engine/cpu models: Path, Tokenizer, Threads, KVBudgetMB
-// and ContextLength.
+// cpuKind opens engine/cpu models: Path, Tokenizer, Threads, CPUs,
+// KVBudgetMB and ContextLength.
 func cpuKind() Kind {
 	return Kind{
-		Name: KindCPU,
+		Name:  KindCPU,
+		Cores: true,
 		Check: func(m config.Model) error {
 			if m.Path == "" {
 				return errors.New("engine cpu needs path")
@@ -31,10 +33,10 @@ func cpuKind() Kind {
 			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
 				return errors.New("threads, kv_budget_mb and context_length must not be negative")
 			}
-			return nil
+			return checkCPUs(m.CPUs)
 		},
 		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
-			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength})
+			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength})
 		},
 		Text: cpuText,
 	}
@@ -68,4 +70,21 @@ func cpuText(m config.Model, vocab int) (Text, error) {
 		return Text{}, err
 	}
 	return t, nil
+}
+
+// checkCPUs validates a cpu model's CPU set. Pinning needs Linux; a CPU set
+// elsewhere is refused rather than ignored.
+func checkCPUs(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	for _, c := range cpus {
+		if c < 0 {
+			return fmt.Errorf("cpus: CPU %d is negative", c)
+		}
+	}
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("cpus: pinning threads to CPUs works on Linux only (this is %s)", runtime.GOOS)
+	}
+	return nil
 }

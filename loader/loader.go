@@ -40,6 +40,10 @@ type Kind struct {
 	// when it is known before the model runs (a simulated latency
 	// profile), 0 when unknown.
 	StepLatency func(m config.Model) time.Duration
+	// Cores is true when the kind's engines compute on this machine's
+	// cores, so that a deployment's placement (Place) gives them threads; a
+	// simulated engine only waits.
+	Cores bool
 }
 
 // Text is a model's text side.

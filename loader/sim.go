@@ -39,6 +39,9 @@ func simKind() Kind {
 			if m.Agree < 0 || m.Agree > 1 {
 				return fmt.Errorf("agree %g: want a probability", m.Agree)
 			}
+			if len(m.CPUs) > 0 {
+				return errors.New("cpus apply to engines that compute on this machine (cpu), not to sim")
+			}
 			return nil
 		},
 		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {

@@ -120,7 +120,15 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		rc.Models[i].Name = p.Models[i]
 	}
 	if opts.Deploy == nil {
-		opened, err := opts.Kinds.OpenAll(ctx, mcs)
+		placed, err := opts.Kinds.Place(ctx, mcs, p.Placement, loader.PlaceOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if placed.Reason != "" {
+			opts.Logger.Info("placement", "preset", p.Name, "chose", placed.Placement, "because", placed.Reason)
+		}
+		rc.TimeShared = placed.TimeShared()
+		opened, err := opts.Kinds.OpenAll(ctx, placed.Models)
 		if err != nil {
 			return nil, err
 		}

@@ -86,6 +86,15 @@ func New(cfg Config) (*System, error) {
 	return s, nil
 }
 
+// Models reports the models' facts, in index order.
+func (s *System) Models() []engine.Info {
+	out := make([]engine.Info, len(s.cfg.Engines))
+	for i, e := range s.cfg.Engines {
+		out[i] = e.Info()
+	}
+	return out
+}
+
 // Submit admits a request.
 func (s *System) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
 	if len(prompt) == 0 || p.MaxTokens <= 0 {

@@ -40,6 +40,7 @@ type benchFlags struct {
 	resolve                                                time.Duration
 	agree                                                  float64
 	compare                                                benchCompareFlags
+	models                                                 benchModelFlags
 }
 
 // benchRow is one measured configuration, as printed.
@@ -63,6 +64,8 @@ type benchRow struct {
 	// tables (auto only).
 	EstimatedP         [][]float64 `json:"estimated_p,omitempty"`
 	EstimatedLatencyMS []float64   `json:"estimated_latency_ms,omitempty"`
+	// Placement is how the models shared the cores.
+	Placement string `json:"placement,omitempty"`
 }
 
 // benchLong is the bench command's help text.
@@ -78,6 +81,39 @@ tables B*(n) (DESIGN §6); a comma-separated list fixes static thresholds.
 
 --system lockstep runs the same engines and algorithm the way R2R's official
 serving does (all requests advance in global steps).
+
+Real models run on the cpu engine, small model first (GGUF files, or llama2.c
+checkpoints with --tokenizer; the models must share one vocabulary), or come
+from a preset of a configuration file (--config, --preset):
+
+  tokenrouter bench --model slm=smol135.gguf --model llm=smol360.gguf \
+    --systems tokenrouter-auto,lockstep,std-serving,slm-only,llm-only --concurrency 1,4,8
+
+--placement says how the models share the cores: partitioned (each model on
+threads of its own: an even share of the cores unless --threads NAME=N says;
+--cpus NAME=LIST pins them), time-shared (every model on every core, one step
+at a time; each sub-server still schedules its own launches) or auto (the
+default: one quick measurement of each model's decode step both ways picks one,
+and the output says which and why). --interference measures how much the models
+slow each other stepping at once on one thread each, unpinned and pinned to a
+CPU each.
+
+Prompts are random token ids of --prompt-len in the models' vocabulary, or the
+lines of --prompts FILE (JSON Lines with "prompt", or plain text) tokenised with
+the models' tokenizer; --range-ratio r draws each request's lengths uniformly
+from [L·(1−r), L·(1+r)]. Requests ignore the end-of-sequence token (random
+weights would stop anywhere) unless --keep-eos.
+
+--url [LABEL=]URL (repeatable, or a URL in --systems) drives any OpenAI-compatible
+server with the same clients, side by side with the systems run here: streamed
+/v1/completions with max_tokens and ignore_eos, the prompt as text (--prompts)
+or token ids; each streamed chunk with text is a token, reconciled with the
+final usage. For the same prompts, describe the server's models here too
+(--model, --config) or give --vocab.
+
+  tokenrouter serve --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared --port 30001 &
+  tokenrouter bench --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared \
+    --systems tokenrouter --url served=http://127.0.0.1:30001 --concurrency 8 --rounds 4
 
 Client w's k-th request carries the routing seed --seed ^ w<<32 ^ k, and
 seeded draws depend only on the seed and the position (route.Request.Draw), so
@@ -130,14 +166,16 @@ func newBenchCmd() *cobra.Command {
 				return runCalibrate(cmd, f)
 			case f.validate:
 				return runValidate(cmd, f)
-			case f.compare.systems != "":
+			case f.models.interference:
+				return runInterference(cmd, f)
+			case f.compare.systems != "" || len(f.models.urls) > 0:
 				return runCompare(cmd, f)
 			}
 			return runBench(cmd, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.engine, "engine", "sim", "engine: sim")
+	fl.StringVar(&f.engine, "engine", "sim", "engine: sim, or cpu (with --model or --config)")
 	fl.StringVar(&f.profile, "profile", "paper-r2r", "sim latency profile")
 	fl.StringVar(&f.algorithm, "algorithm", "r2r-random", "routing algorithm")
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
@@ -154,6 +192,7 @@ func newBenchCmd() *cobra.Command {
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
 	addCompareFlags(fl, &f.compare)
+	addModelFlags(fl, &f.models)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
 	fl.IntVar(&f.rounds, "rounds", 2, "with --validate or --systems: interleaved slices per point (round r uses seed --seed + r)")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
@@ -200,13 +239,13 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	preset, params, launch, err := benchDeployment(f)
+	run, err := newBenchRun(cmd, f, true)
 	if err != nil {
 		return err
 	}
 	var rows []benchRow
 	for _, n := range f.concurrency {
-		row, err := benchPoint(cmd, f, benchSetup(f, preset, params, launch, nil), n)
+		row, err := benchPoint(cmd, f, run, n)
 		if err != nil {
 			return err
 		}
@@ -219,6 +258,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			return enc.Encode(rows[0])
 		}
 		return enc.Encode(rows)
+	}
+	if pl := run.placement(); pl != "" {
+		fmt.Fprintf(out, "%s, placement %s\n", run.desc.label, pl)
 	}
 	fmt.Fprintf(out, "%-12s %-12s %4s %-10s %10s %8s %7s %s\n", "system", "algorithm", "N", "B", "tok/s", "tokens", "routed", "plans")
 	for _, r := range rows {
@@ -235,16 +277,15 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 }
 
 // benchPoint measures f.system at concurrency n on fresh engines.
-func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (benchRow, error) {
+func benchPoint(cmd *cobra.Command, f benchFlags, run benchRun, n int) (benchRow, error) {
+	setup := run.setup
 	sys, err := setup.Build(cmd.Context(), f.system)
 	if err != nil {
 		return benchRow{}, err
 	}
-	res, err := bench.Run(cmd.Context(), sys, bench.Options{
-		Concurrency: n, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup,
-		Duration: f.duration, Seed: f.seed, Progress: cmd.ErrOrStderr(),
-		Label: fmt.Sprintf("%s N=%d", f.system, n),
-	})
+	o := run.opts
+	o.Concurrency, o.Progress, o.Label = n, cmd.ErrOrStderr(), fmt.Sprintf("%s N=%d", f.system, n)
+	res, err := bench.Run(cmd.Context(), sys, o)
 	// Read the tuner before Close; its state survives Close anyway.
 	var st *autotune.Status
 	if r, ok := sys.(*deploy.Deployment); ok && r.Tuner() != nil {
@@ -258,8 +299,8 @@ func benchPoint(cmd *cobra.Command, f benchFlags, setup bench.Setup, n int) (ben
 	if cerr != nil {
 		return benchRow{}, fmt.Errorf("closing %s: %w", f.system, cerr)
 	}
-	row := benchRow{System: f.system, Algorithm: f.algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
-		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction}
+	row := benchRow{System: f.system, Algorithm: setup.Algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
+		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction, Placement: run.placement()}
 	if f.system == "tokenrouter" {
 		if st != nil && st.Err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "auto thresholds: %v\n", st.Err)

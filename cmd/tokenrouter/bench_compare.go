@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,7 @@ type benchCompareFlags struct {
 
 func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.StringVar(&c.systems, "systems", "", "compare serving systems side by side, interleaved: a comma list of "+
-		strings.Join(bench.Systems(), ", ")+", or all (and tokenrouter-auto: automatic thresholds whatever --thresholds says)")
+		strings.Join(bench.Systems(), ", ")+", all (the list before), tokenrouter-auto (automatic thresholds whatever --thresholds says), or a server's [LABEL=]URL")
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
 	fl.BoolVar(&c.calibrate, "calibrate", false, "fit the step-time curves of the --model files on the CPU engine, per placement, and write profile files (see --out)")
@@ -47,40 +48,58 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 		// time-to-first-token to be measured.
 		f.maxTokens = 256
 	}
-	systems := strings.Split(f.compare.systems, ",")
-	if f.compare.systems == "all" {
-		systems = bench.Systems()
-	}
-	for i, s := range systems {
-		systems[i] = strings.TrimSpace(s)
-		if bench.SystemAbout(systems[i]) == "" {
-			return fmt.Errorf("--systems: unknown system %q (have %s)", s, strings.Join(bench.Systems(), ", "))
-		}
-	}
-	preset, params, launch, err := benchDeployment(f)
+	systems, err := compareSystems(f)
 	if err != nil {
 		return err
 	}
-	rows, err := bench.Compare(cmd.Context(), benchSetup(f, preset, params, launch, nil), systems, f.concurrency, bench.Options{
-		MaxTokens: f.maxTokens, PromptLen: f.promptLen, Warmup: f.warmup, Duration: f.duration, Seed: f.seed,
-	}, f.rounds, progressBar(cmd.ErrOrStderr()))
+	run, err := newBenchRun(cmd, f, slices.ContainsFunc(systems, func(s string) bool { return !bench.IsURL(s) }))
+	if err != nil {
+		return err
+	}
+	rows, err := bench.Compare(cmd.Context(), run.setup, systems, f.concurrency, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
 	out := bench.Summarize(rows, len(systems))
+	for i := range out {
+		if !bench.IsURL(out[i].System) {
+			out[i].Placement = run.placement()
+		}
+	}
 	if f.compare.csv != "" {
 		if err := writeCompareCSV(f.compare.csv, out); err != nil {
 			return err
 		}
 	}
-	if err := plotCompare(cmd, f, preset.Name, params, out); err != nil {
+	if err := plotCompare(cmd, f, run.desc, out); err != nil {
 		return err
 	}
 	if f.format == "json" {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 	}
-	printCompare(cmd.OutOrStdout(), f, preset.Name, params, systems, rows, out)
+	printCompare(cmd.OutOrStdout(), f, run, systems, rows, out)
 	return nil
+}
+
+// compareSystems lists the systems --systems and --url name.
+func compareSystems(f benchFlags) ([]string, error) {
+	var systems []string
+	if f.compare.systems != "" {
+		for s := range strings.SplitSeq(f.compare.systems, ",") {
+			if s = strings.TrimSpace(s); s == "all" {
+				systems = append(systems, bench.Systems()...)
+			} else {
+				systems = append(systems, s)
+			}
+		}
+	}
+	systems = append(systems, f.models.urls...)
+	for _, s := range systems {
+		if bench.SystemAbout(s) == "" {
+			return nil, fmt.Errorf("--systems: unknown system %q (have %s, all, or a server's [LABEL=]URL)", s, strings.Join(bench.Systems(), ", "))
+		}
+	}
+	return systems, nil
 }
 
 // progressBar draws bench.Compare's progress on w.
@@ -98,7 +117,7 @@ func progressBar(w io.Writer) func(done, total int, r bench.Row) {
 }
 
 // plotCompare draws throughput against concurrency when --plot is given.
-func plotCompare(cmd *cobra.Command, f benchFlags, profile string, params map[string]string, out []bench.Summary) error {
+func plotCompare(cmd *cobra.Command, f benchFlags, d benchDesc, out []bench.Summary) error {
 	if f.compare.plotDir == "" {
 		return nil
 	}
@@ -107,7 +126,7 @@ func plotCompare(cmd *cobra.Command, f benchFlags, profile string, params map[st
 		pts = append(pts, plot.Point{Series: r.System, X: float64(r.Concurrency), Y: r.TokensPerSecond})
 	}
 	path := filepath.Join(f.compare.plotDir, "throughput.png")
-	title := fmt.Sprintf("Throughput vs concurrency (%s, %s, profile %s)", f.algorithm, paramString(params), profile)
+	title := fmt.Sprintf("Throughput vs concurrency (%s, %s, %s)", d.algorithm, paramString(d.params), d.label)
 	if err := plot.Lines(path, title, "concurrent requests (N)", "committed tokens/s", pts, true); err != nil {
 		return err
 	}
@@ -116,8 +135,11 @@ func plotCompare(cmd *cobra.Command, f benchFlags, profile string, params map[st
 }
 
 // printCompare prints the side-by-side table.
-func printCompare(w io.Writer, f benchFlags, profile string, params map[string]string, systems []string, rows []bench.Row, out []bench.Summary) {
-	fmt.Fprintf(w, "%s, %s, profile %s, %v per point in %d interleaved rounds\n", f.algorithm, paramString(params), profile, f.duration, max(f.rounds, 1))
+func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, rows []bench.Row, out []bench.Summary) {
+	fmt.Fprintf(w, "%s, %s, %s, %v per point in %d interleaved rounds\n", run.desc.algorithm, paramString(run.desc.params), run.desc.label, f.duration, max(f.rounds, 1))
+	if pl := run.placement(); pl != "" {
+		fmt.Fprintf(w, "placement %s\n", pl)
+	}
 	fmt.Fprintf(w, "%-16s %4s %9s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done",
 		"vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
@@ -136,8 +158,18 @@ func printCompare(w io.Writer, f benchFlags, profile string, params map[string]s
 		default:
 			vs = fmt.Sprintf("%+.1f", r.VsFirst)
 		}
-		fmt.Fprintf(w, "%-16s %4d %9.1f %9.3f %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
-			r.LargeShare, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
+		share := strconv.FormatFloat(r.LargeShare, 'f', 3, 64)
+		switch {
+		case r.LargeShareUnknown:
+			share = "-"
+		case r.LargeShareFromServer:
+			share += "*"
+		}
+		fmt.Fprintf(w, "%-16s %4d %9.1f %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
+			share, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
+	}
+	if slices.ContainsFunc(out, func(r bench.Summary) bool { return r.LargeShareFromServer }) {
+		fmt.Fprintln(w, "  * the server's own account over the requests that finished (its stream attributes no token); few finished requests lean to those with fewer large-model tokens")
 	}
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))

@@ -26,14 +26,12 @@ import (
 
 // calibrateFlags are bench --calibrate's flags.
 type calibrateFlags struct {
-	models                    []string
 	out, placement, plan      string
 	cores, repeats            int
 	batches, tokens, contexts []int
 }
 
 func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
-	fl.StringArrayVar(&c.models, "model", nil, "with --calibrate: a model file, [NAME=]PATH (GGUF or llama2.c .bin; repeatable, small model first)")
 	fl.StringVar(&c.out, "out", "", "with --calibrate: the profile file to write (default: stdout); with both placements, FILE.partitioned.json and FILE.time-shared.json")
 	fl.IntVar(&c.cores, "calibrate-cores", 0, "with --calibrate: cores the models share (0: all); time-shared steps use all, partitioned ones an even share")
 	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 8, 16}, "with --calibrate: batch sizes to measure")
@@ -45,18 +43,18 @@ func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
 }
 
 // calibrateModels reads the --model files.
-func calibrateModels(c calibrateFlags) ([]config.Model, error) {
+func calibrateModels(m benchModelFlags) ([]config.Model, error) {
 	var ms []config.Model
-	for i, v := range c.models {
+	for i, v := range m.models {
 		spec := parseModelSpec(v)
 		if spec.name == "" {
 			spec.name = strings.TrimSuffix(filepath.Base(spec.path), filepath.Ext(spec.path))
 		}
-		m := cpuModel(spec, i, "", 0)
-		if slices.ContainsFunc(ms, func(o config.Model) bool { return o.Name == m.Name }) {
-			m.Name = fmt.Sprintf("%s-%d", m.Name, i)
+		c := cpuModel(spec, i, m.tokenizer, 0)
+		if slices.ContainsFunc(ms, func(o config.Model) bool { return o.Name == c.Name }) {
+			c.Name = fmt.Sprintf("%s-%d", c.Name, i)
 		}
-		ms = append(ms, m)
+		ms = append(ms, c)
 	}
 	if len(ms) == 0 {
 		return nil, errors.New("--calibrate: --model PATH is required (repeat it for a pair, small model first)")
@@ -70,7 +68,7 @@ func calibrateModels(c calibrateFlags) ([]config.Model, error) {
 // read.
 func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	c := f.compare.cal
-	ms, err := calibrateModels(c)
+	ms, err := calibrateModels(f.models)
 	if err != nil {
 		return err
 	}
@@ -187,10 +185,10 @@ func validateDeployment(f benchFlags, preset sim.Preset, params map[string]strin
 		return setup, nil, nil, "", fmt.Errorf("profile %s is for time-shared placement, which bench runs only from the deployment's time-shared mode", preset.Name)
 	}
 	steps, inter := preset.Curves()
-	if len(f.compare.cal.models) == 0 {
+	if len(f.models.models) == 0 {
 		return setup, steps, inter, placement, nil
 	}
-	ms, err := calibrateModels(f.compare.cal)
+	ms, err := calibrateModels(f.models)
 	if err != nil {
 		return setup, nil, nil, "", err
 	}

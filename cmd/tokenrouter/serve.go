@@ -21,10 +21,11 @@ import (
 // serveFlags are the serve command's flags.
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
-	port, maxInFlight, defaultMaxTokens, threads                                int
+	placement                                                                   string
+	port, maxInFlight, defaultMaxTokens                                         int
 	maxBody                                                                     int64
 	p                                                                           float64
-	params, models                                                              []string
+	params, models, threads, cpus                                               []string
 	maxWait, shutdownTimeout                                                    time.Duration
 	// Scale out: --processes, --nats, --nats-prefix, --join-timeout.
 	processes       bool
@@ -45,6 +46,12 @@ Real models run on the CPU engine: --model NAME=PATH (GGUF, or a llama2.c
 checkpoint with --tokenizer), in routing order (small model first):
 
   tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin
+
+--placement says how a deployment's models share the cores: partitioned (each
+model on threads of its own, an even share of the cores unless --threads says;
+--cpus pins them), time-shared (every model on every core, one step at a time;
+scheduling stays asynchronous) or auto (the default: measured at start-up for
+models on the cpu engine, and logged).
 
 --config FILE reads a YAML configuration (models, presets, thresholds, limits);
 the listener and limit flags override it. Endpoints: POST /v1/completions,
@@ -91,7 +98,9 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
 	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
 	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (tokenizer.bin or .model)")
-	fl.IntVar(&f.threads, "threads", 0, "CPU engine kernel threads per model (0: GOMAXPROCS)")
+	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
+	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
+	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
 	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
@@ -113,7 +122,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 		err error
 	)
 	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "threads", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
+		for _, n := range []string{"profile", "model", "tokenizer", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
@@ -168,7 +177,7 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 	cfg.Models = nil
 	if len(f.models) > 0 {
 		for i, v := range f.models {
-			cfg.Models = append(cfg.Models, cpuModel(parseModelSpec(v), i, f.tokenizer, f.threads))
+			cfg.Models = append(cfg.Models, cpuModel(parseModelSpec(v), i, f.tokenizer, 0))
 		}
 	} else {
 		preset, err := sim.LookupPreset(f.profile)
@@ -179,16 +188,20 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 			cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
 		}
 	}
-	names := make([]string, len(cfg.Models))
-	for i, m := range cfg.Models {
-		names[i] = m.Name
+	if err := applyPlacementFlags(cfg.Models, f.threads, f.cpus); err != nil {
+		return cfg, err
 	}
+	placement, err := config.ParsePlacement(f.placement)
+	if err != nil {
+		return cfg, fmt.Errorf("--placement: %w", err)
+	}
+	names := modelNames(cfg.Models)
 	name := f.preset
 	if name == "" {
 		name = f.algorithm
 	}
 	cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
-		Thresholds: f.thresholds, MaxWait: f.maxWait}}
+		Thresholds: f.thresholds, MaxWait: f.maxWait, Placement: placement}}
 	if f.maxWait == 0 {
 		cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
 	}
@@ -222,7 +235,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return errors.Join(fmt.Errorf("serve: %w", err), srv.Close())
 	}
 	for _, p := range cfg.Presets {
-		log.Info("preset", "model", p.Name, "algorithm", p.Algorithm, "models", p.Models, "thresholds", p.Thresholds)
+		log.Info("preset", "model", p.Name, "algorithm", p.Algorithm, "models", p.Models, "thresholds", p.Thresholds, "placement", p.Placement)
 	}
 	log.Info("serving", "url", "http://"+ln.Addr().String(), "auth", cfg.APIKey != "")
 	serr := srv.Serve(ctx, ln)

@@ -34,3 +34,21 @@ func pinThreadFor(cpu int) (restore func(), err error) {
 	}
 	return func() { _ = unix.SchedSetaffinity(0, &old) }, nil
 }
+
+// checkCPUs reports an error unless every CPU in cpus is one this process
+// may run on.
+func checkCPUs(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("cpu: process CPU set: %w", err)
+	}
+	for _, c := range cpus {
+		if c < 0 || !allowed.IsSet(c) {
+			return fmt.Errorf("cpu: CPU %d is not one this process may run on (%d allowed)", c, allowed.Count())
+		}
+	}
+	return nil
+}

@@ -204,6 +204,9 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	for _, m := range w.matrices() {
 		e.tokenMACs += m.rows * m.cols
 	}
+	if err := checkCPUs(opts.CPUs); err != nil {
+		return nil, err
+	}
 	pool, err := newPool(threads, slices.Clone(opts.CPUs))
 	if err != nil {
 		return nil, err
