@@ -102,15 +102,13 @@ func (g *gen) vreg() int {
 	return g.next - 1
 }
 
-// V names vector register i in the level's width; Y and X name its halves.
+// V names vector register i in the level's width.
 func (g *gen) V(i int) string {
 	if g.l.wide {
 		return fmt.Sprintf("Z%d", i)
 	}
 	return fmt.Sprintf("Y%d", i)
 }
-func Y(i int) string { return fmt.Sprintf("Y%d", i) }
-func X(i int) string { return fmt.Sprintf("X%d", i) }
 
 // General-purpose registers: SI weights, BX row stride, R8 3×row stride,
 // DI activations, R9 column stride, R11 3×column stride, R10 activation
