@@ -64,6 +64,16 @@
 // Policy values (sched.Policy tables and max-wait guards, and the lookahead
 // rule only the model runs).
 //
+// Baselines: Lockstep (R2R's official serving, global steps) and Alone (one
+// model serving every request: bench's slm-only and llm-only) are closed
+// forms over the same step curves, extends and contexts; Planner.TokenRouter
+// is the chain at static thresholds or at B*, with the runtime's max-wait
+// guard when it can fire. std-serving (independent servers that re-extend
+// a request's whole sequence on every return) has no formula here: its
+// steps mix re-extends of whole sequences, whose rows hold no context
+// before the step, with decodes, so neither the chain's per-model mean
+// extend nor its mean context (Workload.Context) describes them.
+//
 // Beyond static thresholds: OptimalThroughput solves the semi-Markov
 // decision process over every launch policy that decides at batch
 // completions, an upper bound for any rule sched.Decide can express. For the

@@ -196,16 +196,20 @@ func (m Model) timeShared() bool { return m.Placement == TimeShared }
 // (or a constant L[i]), with the interference folded in under partitioned
 // placement.
 func (m Model) Curve(i int) steptime.Curve {
-	var c steptime.Curve
-	if m.Steps != nil {
-		c = m.Steps[i]
-	} else {
-		c = steptime.Constant(m.L[i])
-	}
+	c := m.ownCurve(i)
 	if !m.timeShared() && i < len(m.Interference) {
 		c = c.WithInterference(m.Interference[i])
 	}
 	return c
+}
+
+// ownCurve returns model i's step-time curve with no interference: Steps[i]
+// or a constant L[i].
+func (m Model) ownCurve(i int) steptime.Curve {
+	if m.Steps != nil {
+		return m.Steps[i]
+	}
+	return steptime.Constant(m.L[i])
 }
 
 // Extends returns the mean tokens a request appends beyond one in a step
@@ -254,11 +258,16 @@ func (m Model) Extends() ([]float64, error) {
 // StepMS returns the chain's step time of model i for a batch of b
 // requests with extends x (from Extends), before quantisation.
 func (m Model) StepMS(i, b int, x []float64) float64 {
+	return m.stepOn(m.Curve(i), i, b, x)
+}
+
+// stepOn is StepMS on curve c.
+func (m Model) stepOn(c steptime.Curve, i, b int, x []float64) float64 {
 	e := 0.0
 	if x != nil {
 		e = float64(b) * x[i]
 	}
-	return m.Curve(i).At(b, e, m.StepContext(i, x))
+	return c.At(b, e, m.StepContext(i, x))
 }
 
 // StepContext returns the mean context of a row of model i's steps
