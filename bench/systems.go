@@ -278,6 +278,16 @@ type Summary struct {
 	// Placement is how the system's models shared the cores ("" for a
 	// server given by URL, or when not recorded).
 	Placement string `json:"placement,omitempty"`
+	// Predicted is the throughput model's prediction (Setup.AddPredictions;
+	// 0: none), MeasuredOverPredicted TokensPerSecond over it. PredictedB
+	// holds the thresholds it assumed, PredictedMethod how it was computed
+	// (Prediction.Method), PredictedCI95 a simulated prediction's 95%
+	// half-width.
+	Predicted             float64 `json:"predicted_tokens_per_second,omitempty"`
+	MeasuredOverPredicted float64 `json:"measured_over_predicted,omitempty"`
+	PredictedB            []int   `json:"predicted_thresholds,omitempty"`
+	PredictedMethod       string  `json:"predicted_method,omitempty"`
+	PredictedCI95         float64 `json:"predicted_ci95,omitempty"`
 }
 
 // Summarize reports Compare's rows; systems is the number of systems per

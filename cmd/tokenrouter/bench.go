@@ -89,6 +89,24 @@ from a preset of a configuration file (--config, --preset):
   tokenrouter bench --model slm=smol135.gguf --model llm=smol360.gguf \
     --systems tokenrouter-auto,lockstep,std-serving,slm-only,llm-only --concurrency 1,4,8
 
+--predict FILE adds the throughput model's prediction beside each --systems
+row, with the ratio measured/predicted (table, --csv and JSON), from a profile
+that bench --calibrate wrote for the same models, placement and threads (a
+profile of another placement or thread count is refused):
+
+  tokenrouter bench --calibrate --model slm=A.gguf --model llm=B.gguf --out pair.json
+  tokenrouter bench --model slm=A.gguf --model llm=B.gguf --placement partitioned \
+    --systems tokenrouter-auto,tokenrouter,lockstep,std-serving,slm-only,llm-only \
+    --concurrency 1,4,8,16 --predict pair.partitioned.json
+
+It predicts r2r-random at --p with --prompt-len (or the prompts' mean length)
+and --max-tokens as the workload: tokenrouter by the Markov chain at its
+thresholds (at the best ones, B0 = 1, when automatic; the max-wait guard
+simulated when it can fire), tokenrouter-auto at the best thresholds,
+tokenrouter-b1 at B = 1, lockstep by n / (L0(n) + Σ_k Binomial(k; n, p)·L1(k)),
+slm-only and llm-only by n / L(n). std-serving, query-level and servers given
+by URL have no prediction ("-").
+
 --placement says how the models share the cores: partitioned (each model on
 threads of its own: an even share of the cores unless --threads NAME=N says;
 --cpus NAME=LIST pins them), time-shared (every model on every core, one step

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
+	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -24,6 +26,7 @@ import (
 // flags.
 type benchCompareFlags struct {
 	systems, csv, plotDir string
+	predict               string
 	calibrate             bool
 	cal                   calibrateFlags
 }
@@ -32,6 +35,7 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.StringVar(&c.systems, "systems", "", "compare serving systems side by side, interleaved: a comma list of "+
 		strings.Join(bench.Systems(), ", ")+", all (the list before), tokenrouter-auto (automatic thresholds whatever --thresholds says), or a server's [LABEL=]URL")
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
+	fl.StringVar(&c.predict, "predict", "", "with --systems: add the throughput model's prediction per row from this calibrated profile (bench --calibrate's FILE.PLACEMENT.json; it must match the run's placement and threads)")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
 	fl.BoolVar(&c.calibrate, "calibrate", false, "fit the step-time curves of the --model files on the CPU engine, per placement, and write profile files (see --out)")
 	addCalibrateFlags(fl, &c.cal)
@@ -56,6 +60,12 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
+	var pm perfmodel.Model
+	if f.compare.predict != "" {
+		if pm, err = predictModel(f, run); err != nil {
+			return fmt.Errorf("--predict: %w", err)
+		}
+	}
 	rows, err := bench.Compare(cmd.Context(), run.setup, systems, f.concurrency, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
 	if err != nil {
 		return err
@@ -66,8 +76,13 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 			out[i].Placement = run.placement()
 		}
 	}
+	if f.compare.predict != "" {
+		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, out); err != nil {
+			return fmt.Errorf("--predict: %w", err)
+		}
+	}
 	if f.compare.csv != "" {
-		if err := writeCompareCSV(f.compare.csv, out); err != nil {
+		if err := writeCompareCSV(f.compare.csv, out, f.compare.predict != ""); err != nil {
 			return err
 		}
 	}
@@ -79,6 +94,62 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	}
 	printCompare(cmd.OutOrStdout(), f, run, systems, rows, out)
 	return nil
+}
+
+// predictModel builds the throughput model of a --systems run from
+// --predict's calibrated profile: r2r-random's routing at the run's p over
+// the profile's step curves, with the run's prompts and outputs as the
+// workload. The profile must have been calibrated under the run's
+// placement and thread counts.
+func predictModel(f benchFlags, run benchRun) (perfmodel.Model, error) {
+	var m perfmodel.Model
+	preset, err := sim.LoadPreset(f.compare.predict)
+	if err != nil {
+		return m, err
+	}
+	d := run.desc
+	if d.algorithm != "r2r-random" || d.params["p-after"] != "" {
+		return m, fmt.Errorf("the throughput model knows r2r-random's routing at a fixed p, not %s %s", d.algorithm, paramString(d.params))
+	}
+	p, err := strconv.ParseFloat(d.params["p"], 64)
+	if err != nil {
+		return m, fmt.Errorf("p %q: %w", d.params["p"], err)
+	}
+	placed := string(run.placed.Placement)
+	if placed == "" {
+		return m, errors.New("no system runs in this process")
+	}
+	if preset.Placement != "" && preset.Placement != placed {
+		return m, fmt.Errorf("profile %s was calibrated under %s placement but the run is %s: give the %s profile (bench --calibrate --calibrate-placement %s) or --placement %s",
+			f.compare.predict, preset.Placement, placed, placed, placed, preset.Placement)
+	}
+	for i, c := range preset.Calibration {
+		if i < len(run.placed.Models) && c.Threads > 0 && run.placed.Models[i].Threads != c.Threads {
+			mo := run.placed.Models[i]
+			return m, fmt.Errorf("profile %s measured %s on %d threads but the run gives it %d (--threads %s=%d)", f.compare.predict, preset.Models[i], c.Threads, mo.Threads, mo.Name, c.Threads)
+		}
+	}
+	m, err = withProfile(perfmodel.R2R(p, 1, 1), preset, placed, perfmodel.Workload{PromptLen: meanPromptLen(f, run.opts), OutputLen: f.maxTokens})
+	if err != nil {
+		return m, err
+	}
+	m.Delta = perfmodel.AutoDelta(m)
+	return m, nil
+}
+
+// meanPromptLen returns the mean prompt length of a run: its prompts',
+// or --prompt-len.
+func meanPromptLen(f benchFlags, o bench.Options) int {
+	n, sum := 0, 0
+	for _, p := range o.Prompts {
+		if p.IDs != nil {
+			n, sum = n+1, sum+len(p.IDs)
+		}
+	}
+	if n == 0 {
+		return f.promptLen
+	}
+	return (sum + n/2) / n
 }
 
 // compareSystems lists the systems --systems and --url name.
@@ -140,8 +211,15 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 	if pl := run.placement(); pl != "" {
 		fmt.Fprintf(w, "placement %s\n", pl)
 	}
-	fmt.Fprintf(w, "%-16s %4s %9s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", "LLM share", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "done",
-		"vs "+systems[0]+" (paired, 95%)")
+	pred := f.compare.predict != ""
+	predCols := func(a, b string) string {
+		if !pred {
+			return ""
+		}
+		return fmt.Sprintf(" %9s %9s", a, b)
+	}
+	fmt.Fprintf(w, "%-16s %4s %9s%s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", predCols("predicted", "meas/pred"), "LLM share", "TTFT p50", "TTFT p99",
+		"TPOT p50", "TPOT p99", "done", "vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
 		lat := func(v float64, n int) string {
 			if n == 0 {
@@ -165,11 +243,18 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		case r.LargeShareFromServer:
 			share += "*"
 		}
-		fmt.Fprintf(w, "%-16s %4d %9.1f %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond,
+		pv, ratio := "-", "-"
+		if r.Predicted > 0 {
+			pv, ratio = strconv.FormatFloat(r.Predicted, 'f', 1, 64), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 3, 64)
+		}
+		fmt.Fprintf(w, "%-16s %4d %9.1f%s %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond, predCols(pv, ratio),
 			share, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
 	}
 	if slices.ContainsFunc(out, func(r bench.Summary) bool { return r.LargeShareFromServer }) {
 		fmt.Fprintln(w, "  * the server's own account over the requests that finished (its stream attributes no token); few finished requests lean to those with fewer large-model tokens")
+	}
+	if pred {
+		fmt.Fprintf(w, "  predicted: the throughput model over the step curves of %s (tokenrouter: the Markov chain, its thresholds in the JSON; lockstep, slm-only, llm-only: closed forms); -: no formula\n", f.compare.predict)
 	}
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
@@ -187,7 +272,9 @@ func paramString(p map[string]string) string {
 	return strings.Join(kv, " ")
 }
 
-func writeCompareCSV(path string, rows []bench.Summary) (err error) {
+// writeCompareCSV writes the rows; with predicted, also each row's
+// prediction and measured/predicted ratio (empty where none).
+func writeCompareCSV(path string, rows []bench.Summary, predicted bool) (err error) {
 	fh, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--csv: %w", err)
@@ -198,12 +285,24 @@ func writeCompareCSV(path string, rows []bench.Summary) (err error) {
 		}
 	}()
 	w := csv.NewWriter(fh)
-	_ = w.Write([]string{"system", "concurrency", "tokens_per_second", "tokens", "seconds", "large_model_share",
-		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed", "vs_first_tokens_per_second", "vs_first_ci95"})
+	head := []string{"system", "concurrency", "tokens_per_second", "tokens", "seconds", "large_model_share",
+		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed", "vs_first_tokens_per_second", "vs_first_ci95"}
+	if predicted {
+		head = append(head, "predicted_tokens_per_second", "measured_over_predicted")
+	}
+	_ = w.Write(head)
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 	for _, r := range rows {
-		_ = w.Write([]string{r.System, strconv.Itoa(r.Concurrency), f(r.TokensPerSecond), strconv.Itoa(r.Tokens), f(r.Seconds),
-			f(r.LargeShare), f(r.TTFTp50MS), f(r.TTFTp99MS), f(r.TPOTp50MS), f(r.TPOTp99MS), strconv.Itoa(r.Requests), f(r.VsFirst), f(r.VsFirstCI95)})
+		rec := []string{r.System, strconv.Itoa(r.Concurrency), f(r.TokensPerSecond), strconv.Itoa(r.Tokens), f(r.Seconds),
+			f(r.LargeShare), f(r.TTFTp50MS), f(r.TTFTp99MS), f(r.TPOTp50MS), f(r.TPOTp99MS), strconv.Itoa(r.Requests), f(r.VsFirst), f(r.VsFirstCI95)}
+		switch {
+		case !predicted:
+		case r.Predicted > 0:
+			rec = append(rec, f(r.Predicted), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 4, 64))
+		default:
+			rec = append(rec, "", "")
+		}
+		_ = w.Write(rec)
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,5 +115,74 @@ func TestCalibrateWritesALoadableProfile(t *testing.T) {
 	}
 	if _, err := runCmd(t, "plan", "--profile", filepath.Join(dir, "pair.partitioned.json"), "--placement", "time-shared"); err == nil {
 		t.Fatal("plan used a partitioned profile for time-shared placement")
+	}
+}
+
+// TestBenchSystemsPredict calibrates the real tiny pair (partitioned, one
+// thread each), runs every system with a formula and std-serving beside it
+// with --predict, and checks each row's prediction, the CSV's columns, the
+// table's and that a profile of another placement or thread count is
+// refused before anything runs.
+func TestBenchSystemsPredict(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "pair.json")
+	if out, err := runBenchCmd(t, append(tinyPairArgs(t), "--calibrate", "--calibrate-placement", "partitioned", "--calibrate-cores", "2",
+		"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "2",
+		"--calibrate-plan", "", "--out", prof)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	base := append(tinyPairArgs(t), "--placement", "partitioned", "--threads", "1", "--predict", prof, "--thresholds", "1,2", "--max-tokens", "20")
+	systems := []string{"tokenrouter-auto", "tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "slm-only", "llm-only"}
+	csvPath := filepath.Join(dir, "rows.csv")
+	out, err := runBenchCmd(t, slices.Concat(base, []string{"--systems", strings.Join(systems, ","), "--concurrency", "1,3", "--duration", "300ms",
+		"--warmup", "50ms", "--rounds", "1", "--format", "json", "--csv", csvPath})...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rows []bench.Summary
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(rows) != 2*len(systems) {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if r.System == "std-serving" {
+			if r.Predicted != 0 || r.MeasuredOverPredicted != 0 {
+				t.Errorf("std-serving has no formula, got %+v", r)
+			}
+			continue
+		}
+		if !(r.Predicted > 0) || r.TokensPerSecond <= 0 || math.Abs(r.MeasuredOverPredicted-r.TokensPerSecond/r.Predicted) > 1e-9 || r.PredictedMethod == "" {
+			t.Errorf("%s N=%d: measured %.1f, predicted %.1f (%s), ratio %v", r.System, r.Concurrency, r.TokensPerSecond, r.Predicted, r.PredictedMethod, r.MeasuredOverPredicted)
+		}
+		if strings.HasPrefix(r.System, "tokenrouter") && len(r.PredictedB) != 2 {
+			t.Errorf("%s N=%d: predicted thresholds %v", r.System, r.Concurrency, r.PredictedB)
+		}
+		t.Logf("%-16s N=%d measured %7.1f predicted %7.1f (%s)", r.System, r.Concurrency, r.TokensPerSecond, r.Predicted, r.PredictedMethod)
+	}
+	fh, err := os.Open(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(fh).ReadAll()
+	fh.Close()
+	if err != nil || len(recs) != len(rows)+1 || recs[0][len(recs[0])-2] != "predicted_tokens_per_second" || recs[5][len(recs[5])-1] != "" || recs[4][len(recs[4])-1] == "" {
+		t.Fatalf("csv: %v: %q", err, recs)
+	}
+	out, err = runBenchCmd(t, slices.Concat(base, []string{"--systems", "lockstep,std-serving", "--concurrency", "2", "--duration", "200ms", "--warmup", "20ms"})...)
+	t.Log(out)
+	if err != nil || !strings.Contains(out, "predicted") || !strings.Contains(out, "meas/pred") {
+		t.Fatalf("table: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ placement, threads, want string }{
+		{"time-shared", "1", "calibrated under partitioned placement but the run is time-shared"},
+		{"partitioned", "2", "on 1 threads but the run gives it 2"},
+	} {
+		_, err := runBenchCmd(t, append(tinyPairArgs(t), "--placement", c.placement, "--threads", c.threads, "--predict", prof,
+			"--systems", "lockstep", "--concurrency", "2", "--duration", "10ms", "--max-tokens", "20")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s placement, %s threads: %v, want %q", c.placement, c.threads, err, c.want)
+		}
 	}
 }

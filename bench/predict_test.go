@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/perfmodel"
+	"github.com/tokenrouter/tokenrouter/sched"
+)
+
+// TestPredictEachSystem checks each system's prediction on the paper's
+// R2R pair against the README's figures and the closed forms.
+func TestPredictEachSystem(t *testing.T) {
+	ctx := context.Background()
+	setup := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
+	m := perfmodel.R2R(0.35, 6.0, 27.9)
+	pl := perfmodel.NewPlanner(perfmodel.Options{})
+	out := []Summary{
+		{System: "tokenrouter", Concurrency: 4, TokensPerSecond: 200},
+		{System: "tokenrouter-auto", Concurrency: 8},
+		{System: "tokenrouter-b1", Concurrency: 4},
+		{System: "lockstep", Concurrency: 16},
+		{System: "slm-only", Concurrency: 4},
+		{System: "llm-only", Concurrency: 4},
+		{System: "std-serving", Concurrency: 4},
+		{System: "query-level", Concurrency: 4},
+		{System: "served=http://127.0.0.1:1", Concurrency: 4},
+		{System: "tokenrouter", Concurrency: 2}, // the runtime clamps B to N: (1,2)
+	}
+	if err := setup.AddPredictions(ctx, pl, m, out); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range []struct {
+		tps float64
+		b   []int
+	}{{207.95, []int{1, 3}}, {399.0, []int{1, 5}}, {187.19, []int{1, 1}}, {472.4, nil}, {4000 / 6.0, nil}, {4000 / 27.9, nil}, {}, {}, {}, {110.32, []int{1, 2}}} {
+		r := out[k]
+		if math.Abs(r.Predicted-want.tps) > 0.05 || len(r.PredictedB) != len(want.b) || (want.b != nil && r.PredictedB[1] != want.b[1]) {
+			t.Errorf("%s N=%d: predicted %.2f B %v (%s), want %.2f B %v", r.System, r.Concurrency, r.Predicted, r.PredictedB, r.PredictedMethod, want.tps, want.b)
+		}
+	}
+	if r := out[0]; math.Abs(r.MeasuredOverPredicted-200/r.Predicted) > 1e-12 || r.PredictedMethod != string(perfmodel.MethodExact) {
+		t.Errorf("ratio %v, method %q", r.MeasuredOverPredicted, r.PredictedMethod)
+	}
+	// Thresholds that can deadlock have no prediction.
+	stuck := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(2), sched.Static(2)}}}
+	if p, ok, err := stuck.Predict(ctx, pl, m, "tokenrouter", 2); err != nil || ok {
+		t.Errorf("(2,2) at N=2: %+v %v %v", p, ok, err)
+	}
+	// Automatic thresholds in tokenrouter's launch predict B*.
+	auto := Setup{Launch: sched.Launch{Auto: true}}
+	if p, ok, err := auto.Predict(ctx, pl, m, "tokenrouter", 16); err != nil || !ok || p.B[1] != 10 || math.Abs(p.TokensPerSecond-778.0) > 0.05 {
+		t.Errorf("tokenrouter with auto thresholds at N=16: %+v %v %v; the README has (1,10) at 778.0", p, ok, err)
+	}
+}
