@@ -257,6 +257,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
+	if f.compare.predict != "" {
+		return fmt.Errorf("--predict: predictions go beside --systems rows (--systems %s)", f.system)
+	}
 	run, err := newBenchRun(cmd, f, true)
 	if err != nil {
 		return err

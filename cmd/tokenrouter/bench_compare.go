@@ -124,7 +124,8 @@ func predictModel(f benchFlags, run benchRun) (perfmodel.Model, error) {
 			f.compare.predict, preset.Placement, placed, placed, placed, preset.Placement)
 	}
 	for i, c := range preset.Calibration {
-		if i < len(run.placed.Models) && c.Threads > 0 && run.placed.Models[i].Threads != c.Threads {
+		// Models on cores have threads; simulated ones sleep the curves.
+		if i < len(run.placed.Models) && c.Threads > 0 && run.placed.Models[i].Threads > 0 && run.placed.Models[i].Threads != c.Threads {
 			mo := run.placed.Models[i]
 			return m, fmt.Errorf("profile %s measured %s on %d threads but the run gives it %d (--threads %s=%d)", f.compare.predict, preset.Models[i], c.Threads, mo.Threads, mo.Name, c.Threads)
 		}

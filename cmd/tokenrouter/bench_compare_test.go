@@ -175,6 +175,16 @@ func TestBenchSystemsPredict(t *testing.T) {
 	if err != nil || !strings.Contains(out, "predicted") || !strings.Contains(out, "meas/pred") {
 		t.Fatalf("table: %v\n%s", err, out)
 	}
+	// The simulated engine stepping the calibrated curves takes the same
+	// prediction.
+	out, err = runBenchCmd(t, "--profile", prof, "--predict", prof, "--systems", "lockstep,slm-only", "--concurrency", "2", "--duration", "200ms",
+		"--warmup", "20ms", "--max-tokens", "20", "--format", "json")
+	if err != nil || strings.Count(out, `"predicted_tokens_per_second"`) != 2 {
+		t.Fatalf("sim engine: %v\n%s", err, out)
+	}
+	if _, err := runBenchCmd(t, "--predict", prof, "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "beside --systems") {
+		t.Errorf("--predict without --systems: %v", err)
+	}
 	for _, c := range []struct{ placement, threads, want string }{
 		{"time-shared", "1", "calibrated under partitioned placement but the run is time-shared"},
 		{"partitioned", "2", "on 1 threads but the run gives it 2"},
