@@ -117,6 +117,17 @@ type Embedder interface {
 	Embed(tok int32, dst []float32)
 }
 
+// Turner is an optional Engine capability: an engine that takes turns
+// with other engines on shared cores (time-shared placement), so that its
+// steps run only inside a turn. Turn blocks until the engine's turn comes
+// (or ctx ends) and returns the function that ends it; the steps taken
+// between the two run without waiting again. A sub-server takes the turn
+// before it forms its batch, so that what arrives while it waits joins the
+// step. Like Step, it is called from the goroutine that owns the engine.
+type Turner interface {
+	Turn(ctx context.Context) (end func(), err error)
+}
+
 // Errors shared by engines; wrap them with %w so callers can match.
 var (
 	// ErrContextFull reports a sequence that would exceed the context length.

@@ -175,6 +175,8 @@ type opts struct {
 	// truncation the engine accepts; an error fails it.
 	onStep  func(ctx context.Context, in []engine.Input) error
 	onTrunc func(seq engine.SeqID, n int) error
+	// wrap, if set, wraps the fake engine the sub-server steps.
+	wrap func(*enginetest.Fake) engine.Engine
 }
 
 // rig runs the sub-server of model 0 on a fake engine and the in-memory
@@ -227,7 +229,11 @@ func start(t *testing.T, o opts) *rig {
 	}
 	r.front = listen(t, r.bus, bus.Frontend)
 	r.peer = listen(t, r.bus, 1)
-	srv, err := subserver.New(subserver.Config{Index: 0, Models: o.models, Name: "m0", Engine: r.eng, Algorithm: o.alg,
+	var eng engine.Engine = r.eng
+	if o.wrap != nil {
+		eng = o.wrap(r.eng)
+	}
+	srv, err := subserver.New(subserver.Config{Index: 0, Models: o.models, Name: "m0", Engine: eng, Algorithm: o.alg,
 		Policy: o.policy, Bus: r.bus, MaxBatch: o.maxBatch, Observer: o.observer})
 	if err != nil {
 		t.Fatal(err)

@@ -197,7 +197,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		d := sched.Decide(*s.policy.Load(), st, s.now())
 		if d.Launch {
-			s.step(ctx)
+			s.launch(ctx)
 			continue
 		}
 		if d.Wake {
@@ -213,6 +213,26 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) now() time.Duration { return time.Since(s.epoch) }
+
+// launch runs a step. An engine that takes turns with others
+// (engine.Turner) is stepped inside its turn, with the batch formed once
+// the turn has come: requests that arrived during the wait join it.
+func (s *Server) launch(ctx context.Context) {
+	t, ok := s.cfg.Engine.(engine.Turner)
+	if !ok {
+		s.step(ctx)
+		return
+	}
+	end, err := t.Turn(ctx)
+	if err != nil {
+		return // ctx ended: Run returns
+	}
+	defer end()
+	s.receive(ctx)
+	if len(s.run) > 0 {
+		s.step(ctx)
+	}
+}
 
 func (s *Server) shutdown() {
 	s.cfg.Bus.Detach(s.cfg.Index)

@@ -649,3 +649,46 @@ func TestMaxBatchBoundsAStep(t *testing.T) {
 		t.Fatalf("last batch %d", st.LastBatch)
 	}
 }
+
+// turns is an engine.Turner whose turns the test grants.
+type turns struct {
+	*enginetest.Fake
+	waiting chan struct{} // a Turn started waiting
+	grant   chan struct{} // the test grants the turn
+	ended   chan struct{} // a turn ended
+}
+
+func (t *turns) Turn(ctx context.Context) (func(), error) {
+	t.waiting <- struct{}{}
+	select {
+	case <-t.grant:
+		return func() { t.ended <- struct{}{} }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestTurnFormsTheBatchWhenItComes: an engine that takes turns is stepped
+// inside its turn, with what arrived during the wait in the batch.
+func TestTurnFormsTheBatchWhenItComes(t *testing.T) {
+	tu := &turns{waiting: make(chan struct{}, 1), grant: make(chan struct{}), ended: make(chan struct{}, 4)}
+	r := start(t, opts{wrap: func(f *enginetest.Fake) engine.Engine { tu.Fake = f; return tu }})
+	r.admit(1)
+	r.admit(2)
+	r.message(bus.Frontend, entry(1, prompt, route.Params{MaxTokens: 1}, 2))
+	testkit.Receive(t, tu.waiting, wait)
+	// The in-memory bus delivers into the inbox before Send returns.
+	r.message(bus.Frontend, entry(2, prompt, route.Params{MaxTokens: 1}, 2))
+	select {
+	case <-tu.ended:
+		t.Fatal("a turn ended before it was granted")
+	default:
+	}
+	tu.grant <- struct{}{}
+	if s := r.step(); len(s) != 2 {
+		t.Fatalf("the turn's step ran %d requests, want both", len(s))
+	}
+	testkit.Receive(t, tu.ended, wait)
+	r.result(1)
+	r.result(2)
+}

@@ -135,10 +135,15 @@ type gated struct {
 	engine.Engine
 	m      *Member
 	waited time.Duration
+	inTurn bool // between Turn and its end
 }
 
 // Step waits for the gate, steps the engine and releases the gate.
 func (g *gated) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
+	if g.inTurn {
+		g.waited = 0
+		return g.Engine.Step(ctx, in, out)
+	}
 	t0 := time.Now()
 	if err := g.m.Acquire(ctx); err != nil {
 		g.waited = time.Since(t0)
@@ -149,7 +154,23 @@ func (g *gated) Step(ctx context.Context, in []engine.Input, out []engine.Output
 	return g.Engine.Step(ctx, in, out)
 }
 
-// Waited is how long the last Step waited at the gate.
+// Turn waits for the gate and holds it until end is called: Steps in
+// between pass straight through (engine.Turner).
+func (g *gated) Turn(ctx context.Context) (end func(), err error) {
+	if err := g.m.Acquire(ctx); err != nil {
+		return nil, err
+	}
+	g.inTurn = true
+	return g.endTurn, nil
+}
+
+// endTurn releases the gate Turn took.
+func (g *gated) endTurn() {
+	g.inTurn = false
+	g.m.Release()
+}
+
+// Waited is how long the last Step waited at the gate (0 inside a Turn).
 func (g *gated) Waited() time.Duration { return g.waited }
 
 // Unwrap returns the engine behind the gate.

@@ -234,3 +234,52 @@ func TestConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestTurnHoldsTheGate: steps inside a turn pass straight through, and
+// another member's step waits until the turn ends.
+func TestTurnHoldsTheGate(t *testing.T) {
+	var r recorder
+	g := New()
+	a := Wrap(r.engine(0, nil), g.Join(0))
+	b := Wrap(r.engine(1, nil), g.Join(1))
+	end, err := a.(engine.Turner).Turn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- step(context.Background(), b, 1) }()
+	testkit.Until(t, 5*time.Second, func() error {
+		if waiting(g) != 1 {
+			return errors.New("model 1's step is not waiting at the gate")
+		}
+		return nil
+	})
+	for i := range 3 {
+		if err := step(context.Background(), a, engine.SeqID(10+i)); err != nil {
+			t.Fatal(err)
+		}
+		if a.Waited() != 0 {
+			t.Fatalf("a step inside the turn waited %v", a.Waited())
+		}
+	}
+	end()
+	if err := testkit.Receive(t, done, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.steps(); !slices.Equal(got, []int{0, 0, 0, 1}) {
+		t.Fatalf("steps by model %v, want the turn's three, then model 1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	end, err = b.(engine.Turner).Turn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := a.(engine.Turner).Turn(ctx); err == nil {
+		t.Fatal("a turn was taken while another held the gate and its context had ended")
+	}
+	end()
+	if g.busy || waiting(g) != 0 {
+		t.Fatalf("gate left busy=%v with %d waiting", g.busy, waiting(g))
+	}
+}
