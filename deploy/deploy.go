@@ -170,9 +170,6 @@ func New(cfg Config) (*Deployment, error) {
 			obs = observers{t, cfg.Observer}
 		}
 	}
-	if cfg.TimeShared && obs != nil {
-		obs = unwaited{obs, cfg.Models}
-	}
 	for i, m := range cfg.Models {
 		if m.Remote != nil {
 			r.info = append(r.info, *m.Remote)
@@ -250,21 +247,6 @@ func timeShare(ms []Model) []Model {
 		}
 	}
 	return out
-}
-
-// unwaited reports time-shared steps without their wait for the gate.
-type unwaited struct {
-	subserver.Observer
-	models []Model
-}
-
-// Step reports the step's time less the time it waited for its turn (the
-// gated engine's Waited is read on the goroutine that stepped it).
-func (u unwaited) Step(model, batch, appended int, d time.Duration) {
-	if g, ok := u.models[model].Engine.(timeshare.Engine); ok {
-		d -= g.Waited()
-	}
-	u.Observer.Step(model, batch, appended, d)
 }
 
 // Tuner returns the automatic-threshold tuner, or nil when the launch

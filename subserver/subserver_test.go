@@ -551,13 +551,15 @@ func TestAlgorithmHooks(t *testing.T) {
 type observer struct {
 	mu     sync.Mutex
 	steps  [][3]int // model, batch, appended
+	times  []time.Duration
 	routed [][]int
 }
 
-func (o *observer) Step(model, batch, appended int, _ time.Duration) {
+func (o *observer) Step(model, batch, appended int, d time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.steps = append(o.steps, [3]int{model, batch, appended})
+	o.times = append(o.times, d)
 }
 
 func (o *observer) Routed(model int, moved []int) {
@@ -669,10 +671,12 @@ func (t *turns) Turn(ctx context.Context) (func(), error) {
 }
 
 // TestTurnFormsTheBatchWhenItComes: an engine that takes turns is stepped
-// inside its turn, with what arrived during the wait in the batch.
+// inside its turn, with what arrived during the wait in the batch, and
+// observers see the step's time without the wait.
 func TestTurnFormsTheBatchWhenItComes(t *testing.T) {
 	tu := &turns{waiting: make(chan struct{}, 1), grant: make(chan struct{}), ended: make(chan struct{}, 4)}
-	r := start(t, opts{wrap: func(f *enginetest.Fake) engine.Engine { tu.Fake = f; return tu }})
+	obs := &observer{}
+	r := start(t, opts{observer: obs, wrap: func(f *enginetest.Fake) engine.Engine { tu.Fake = f; return tu }})
 	r.admit(1)
 	r.admit(2)
 	r.message(bus.Frontend, entry(1, prompt, route.Params{MaxTokens: 1}, 2))
@@ -684,6 +688,9 @@ func TestTurnFormsTheBatchWhenItComes(t *testing.T) {
 		t.Fatal("a turn ended before it was granted")
 	default:
 	}
+	// The turn comes no sooner than held after the wait began.
+	const held = 20 * time.Millisecond
+	time.Sleep(held)
 	tu.grant <- struct{}{}
 	if s := r.step(); len(s) != 2 {
 		t.Fatalf("the turn's step ran %d requests, want both", len(s))
@@ -691,4 +698,9 @@ func TestTurnFormsTheBatchWhenItComes(t *testing.T) {
 	testkit.Receive(t, tu.ended, wait)
 	r.result(1)
 	r.result(2)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.times) != 1 || obs.times[0] >= held {
+		t.Fatalf("observed step times %v, want one step without the %v wait for the turn", obs.times, held)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 )
@@ -110,13 +109,12 @@ func (m *Member) Release() {
 	w.ready <- struct{}{} // buffered; a member waits for one hand-over at a time
 }
 
-// Engine is an engine behind a gate: Step waits for the gate. It keeps the
-// wrapped engine's optional capabilities (engine.Embedder).
+// Engine is an engine behind a gate: it takes turns (engine.Turner), and a
+// Step outside a turn waits for the gate. It keeps the wrapped engine's
+// optional capabilities (engine.Embedder).
 type Engine interface {
 	engine.Engine
-	// Waited is how long the last Step waited at the gate, so that step
-	// timings can leave the wait out.
-	Waited() time.Duration
+	engine.Turner
 	// Unwrap returns the engine behind the gate.
 	Unwrap() engine.Engine
 }
@@ -134,22 +132,18 @@ func Wrap(e engine.Engine, m *Member) Engine {
 type gated struct {
 	engine.Engine
 	m      *Member
-	waited time.Duration
 	inTurn bool // between Turn and its end
 }
 
-// Step waits for the gate, steps the engine and releases the gate.
+// Step steps the engine; outside a turn it waits for the gate first and
+// releases it after.
 func (g *gated) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
 	if g.inTurn {
-		g.waited = 0
 		return g.Engine.Step(ctx, in, out)
 	}
-	t0 := time.Now()
 	if err := g.m.Acquire(ctx); err != nil {
-		g.waited = time.Since(t0)
 		return err
 	}
-	g.waited = time.Since(t0)
 	defer g.m.Release()
 	return g.Engine.Step(ctx, in, out)
 }
@@ -169,9 +163,6 @@ func (g *gated) endTurn() {
 	g.inTurn = false
 	g.m.Release()
 }
-
-// Waited is how long the last Step waited at the gate (0 inside a Turn).
-func (g *gated) Waited() time.Duration { return g.waited }
 
 // Unwrap returns the engine behind the gate.
 func (g *gated) Unwrap() engine.Engine { return g.Engine }
