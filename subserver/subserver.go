@@ -121,6 +121,7 @@ type Server struct {
 	eos      int32
 	embed    engine.Embedder
 	wanter   route.Wanter
+	turner   engine.Turner // the engine, if it takes turns with others
 	sender   route.Sender
 	receiver route.Receiver
 
@@ -148,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 	s.eos = cfg.Engine.Info().EOS
 	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
+	s.turner, _ = cfg.Engine.(engine.Turner)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
@@ -218,12 +220,11 @@ func (s *Server) now() time.Duration { return time.Since(s.epoch) }
 // (engine.Turner) is stepped inside its turn, with the batch formed once
 // the turn has come: requests that arrived during the wait join it.
 func (s *Server) launch(ctx context.Context) {
-	t, ok := s.cfg.Engine.(engine.Turner)
-	if !ok {
+	if s.turner == nil {
 		s.step(ctx)
 		return
 	}
-	end, err := t.Turn(ctx)
+	end, err := s.turner.Turn(ctx)
 	if err != nil {
 		return // ctx ended: Run returns
 	}
