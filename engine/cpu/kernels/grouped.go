@@ -47,6 +47,9 @@ const (
 	// which take calls of few columns; gDotTiles is the most tiles of 16
 	// rows one call of them runs.
 	gDotCols, gDotTiles = 4, 16
+	// gTwiceBytes bounds the weight bytes of the rows one chunk of
+	// gKernel.dotTwice passes over twice (well inside a core's L2).
+	gTwiceBytes = 256 << 10
 )
 
 // quantizeLane writes the n = len(x) values of x as row lane of the ActQ8G

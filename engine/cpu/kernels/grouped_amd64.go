@@ -159,11 +159,29 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 		}
 		return
 	}
-	if cols <= gDotCols {
+	switch {
+	case cols <= gDotCols:
 		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride)
-		return
+	case cols <= 2*gDotCols:
+		k.dotTwice(n, w, wStride, rows, a, aStride, cols, out, outStride)
+	default:
+		k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
 	}
-	k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
+}
+
+// dotTwice runs the fused kernels twice over each chunk of rows small
+// enough to stay in the core's cache, for columns 0-3 and then the rest:
+// the second pass reads the weights from the cache, so five to eight
+// columns cost one pass over memory plus the second pass's arithmetic,
+// instead of a whole panel decode sized for sixteen.
+func (k gKernel) dotTwice(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+	chunk := max(groupRows, gTwiceBytes/max(wStride, 1)/groupRows*groupRows)
+	for r0 := 0; r0 < rows; r0 += chunk {
+		nr := min(chunk, rows-r0)
+		k.dot(n, w[r0*wStride:], wStride, nr, a, aStride, gDotCols, out[r0:], outStride)
+		// columns 4..7 are the next four dwords of every block record
+		k.dot(n, w[r0*wStride:], wStride, nr, a[4*gDotCols:], aStride, cols-gDotCols, out[gDotCols*outStride+r0:], outStride)
+	}
 }
 
 // dot runs the fused kernel over the whole tiles of 16 rows, then the last

@@ -402,3 +402,20 @@ func TestQuantizeRoundsLikeMathRound(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedTwiceChunks checks five to eight columns on rows long enough
+// that the fused kernels' two passes go chunk by chunk (gTwiceBytes),
+// with a last chunk and a tail of fewer than 16 rows, against the
+// reference.
+func TestFusedTwiceChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	n := 32 * 256
+	rows := 2*gTwiceBytes/(n/32*legacyBlockBytes(gguf.Q8_0)) + 21
+	for _, l := range availableLevels() {
+		for _, tt := range legacyTypes {
+			for _, cols := range []int{5, 8} {
+				t.Run(fmt.Sprint(l, tt, cols), func(t *testing.T) { checkLevel(t, rng, l, tt, rows, cols, n, false) })
+			}
+		}
+	}
+}
