@@ -73,8 +73,14 @@ func (s Setup) Predict(ctx context.Context, pl *perfmodel.Planner, m perfmodel.M
 
 // AddPredictions sets the prediction of every summary whose system has
 // one (Setup.Predict) and its measured/predicted ratio; the others are
-// left without.
-func (s Setup) AddPredictions(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, out []Summary) error {
+// left without. rows are the summaries' rows (Summarize's input, same
+// order; nil: no step tallies): where a row tallied its steps, the summary
+// also gets the steps' measured time over m's curves (StepOverCurve) and
+// the prediction again with every curve scaled by that ratio
+// (PredictedAtStepSpeed): the model's prediction for the engines as fast
+// as they stepped during the run, which separates the throughput model's
+// error from the machine running slower or faster than at calibration.
+func (s Setup) AddPredictions(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, rows []Row, out []Summary) error {
 	for i := range out {
 		p, ok, err := s.Predict(ctx, pl, m, out[i].System, out[i].Concurrency)
 		if err != nil {
@@ -86,6 +92,25 @@ func (s Setup) AddPredictions(ctx context.Context, pl *perfmodel.Planner, m perf
 		r := &out[i]
 		r.Predicted, r.PredictedB, r.PredictedMethod, r.PredictedCI95 = p.TokensPerSecond, p.B, p.Method, p.CIHalfWidth
 		r.MeasuredOverPredicted = r.TokensPerSecond / p.TokensPerSecond
+		if i >= len(rows) || rows[i].Steps == nil {
+			continue
+		}
+		ratio, err := rows[i].Steps.OverCurve(m)
+		if err != nil {
+			return fmt.Errorf("bench: pricing %s's steps at N=%d: %w", r.System, r.Concurrency, err)
+		}
+		if !slices.ContainsFunc(ratio, func(x float64) bool { return x > 0 }) {
+			continue
+		}
+		at, ok, err := s.Predict(ctx, pl, atStepSpeed(m, ratio), r.System, r.Concurrency)
+		if err != nil {
+			return err
+		}
+		r.StepOverCurve = ratio
+		if ok && at.TokensPerSecond > 0 {
+			r.PredictedAtStepSpeed = at.TokensPerSecond
+			r.MeasuredOverAtStepSpeed = r.TokensPerSecond / at.TokensPerSecond
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -28,7 +29,7 @@ func TestPredictEachSystem(t *testing.T) {
 		{System: "served=http://127.0.0.1:1", Concurrency: 4},
 		{System: "tokenrouter", Concurrency: 2}, // the runtime clamps B to N: (1,2)
 	}
-	if err := setup.AddPredictions(ctx, pl, m, out); err != nil {
+	if err := setup.AddPredictions(ctx, pl, m, nil, out); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range []struct {
@@ -52,5 +53,45 @@ func TestPredictEachSystem(t *testing.T) {
 	auto := Setup{Launch: sched.Launch{Auto: true}}
 	if p, ok, err := auto.Predict(ctx, pl, m, "tokenrouter", 16); err != nil || !ok || p.B[1] != 10 || math.Abs(p.TokensPerSecond-778.0) > 0.05 {
 		t.Errorf("tokenrouter with auto thresholds at N=16: %+v %v %v; the README has (1,10) at 778.0", p, ok, err)
+	}
+}
+
+// TestPredictionAtStepSpeed prices a run's steps on the model's curves and
+// predicts again at the speed the engines stepped: a small model that
+// stepped at twice its 6.0 ms is predicted as the pair (12.0, 27.9).
+func TestPredictionAtStepSpeed(t *testing.T) {
+	ctx := context.Background()
+	setup := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
+	pl := perfmodel.NewPlanner(perfmodel.Options{})
+	steps := &StepTally{}
+	for range 10 {
+		steps.Step(0, 4, 4, 12*time.Millisecond)
+		steps.Step(1, 2, 5, 27900*time.Microsecond)
+	}
+	round := &StepTally{}
+	round.Add(steps)
+	round.Add(steps)
+	if round.Steps(0) != 20 || round.Steps(1) != 20 || round.Steps(2) != 0 {
+		t.Fatalf("merged tally: %d, %d, %d steps", round.Steps(0), round.Steps(1), round.Steps(2))
+	}
+	rows := []Row{{System: "tokenrouter", Concurrency: 4, Steps: round}, {System: "std-serving", Concurrency: 4, Steps: round}}
+	out := []Summary{{System: "tokenrouter", Concurrency: 4, TokensPerSecond: 150}, {System: "std-serving", Concurrency: 4}}
+	if err := setup.AddPredictions(ctx, pl, perfmodel.R2R(0.35, 6.0, 27.9), rows, out); err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := setup.Predict(ctx, pl, perfmodel.R2R(0.35, 12.0, 27.9), "tokenrouter", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out[0]
+	if len(r.StepOverCurve) != 2 || math.Abs(r.StepOverCurve[0]-2) > 1e-9 || math.Abs(r.StepOverCurve[1]-1) > 1e-9 {
+		t.Fatalf("step over curve %v, want [2 1]", r.StepOverCurve)
+	}
+	if math.Abs(r.PredictedAtStepSpeed-want.TokensPerSecond) > 1e-9 || r.PredictedAtStepSpeed >= r.Predicted ||
+		math.Abs(r.MeasuredOverAtStepSpeed-150/want.TokensPerSecond) > 1e-12 {
+		t.Errorf("at step speed %.2f (ratio %.3f), want %.2f below %.2f", r.PredictedAtStepSpeed, r.MeasuredOverAtStepSpeed, want.TokensPerSecond, r.Predicted)
+	}
+	if out[1].StepOverCurve != nil || out[1].PredictedAtStepSpeed != 0 {
+		t.Errorf("std-serving has no prediction, got %+v", out[1])
 	}
 }

@@ -75,7 +75,8 @@ type Setup struct {
 	// LargeShare is the share of large-model tokens "query-level" targets
 	// (default: Params["p"], else 0.35).
 	LargeShare float64
-	// Observer, if set, watches the routed systems' sub-servers.
+	// Observer, if set, watches the steps of the systems run in this
+	// process (the routed systems' sub-servers and lockstep's engines).
 	Observer subserver.Observer
 	// HTTP configures the systems named by a server's URL (IsURL).
 	HTTP HTTPOptions
@@ -158,7 +159,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 	case "std-serving":
 		cfg.Registry = stdserving.Registry(s.Registry, s.Algorithm)
 	case "lockstep":
-		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry})
+		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer})
 	case "query-level":
 		share := s.LargeShare
 		if share == 0 {
@@ -195,6 +196,9 @@ type Row struct {
 	Result
 	// PerRound holds each round's tokens per second, in round order.
 	PerRound []float64
+	// Steps tallies the steps of every round (a system run in this
+	// process; empty for a server given by URL).
+	Steps *StepTally
 }
 
 // Compare measures several systems at several concurrencies. Each
@@ -215,11 +219,14 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 	for _, n := range concurrency {
 		base := len(rows)
 		for _, name := range systems {
-			rows = append(rows, Row{System: name, Concurrency: n})
+			rows = append(rows, Row{System: name, Concurrency: n, Steps: &StepTally{}})
 		}
 		for round := range rounds {
 			for i, name := range systems {
-				sys, err := setup.Build(ctx, name)
+				tally := &StepTally{}
+				st := setup
+				st.Observer = stepObservers{setup.Observer, tally}
+				sys, err := st.Build(ctx, name)
 				if err != nil {
 					return nil, err
 				}
@@ -236,6 +243,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				}
 				rows[base+i].Add(res)
 				rows[base+i].PerRound = append(rows[base+i].PerRound, res.TokensPerSecond)
+				rows[base+i].Steps.Add(tally)
 				done++
 				if progress != nil {
 					progress(done, total, rows[base+i])
@@ -288,6 +296,16 @@ type Summary struct {
 	PredictedB            []int   `json:"predicted_thresholds,omitempty"`
 	PredictedMethod       string  `json:"predicted_method,omitempty"`
 	PredictedCI95         float64 `json:"predicted_ci95,omitempty"`
+	// StepOverCurve holds, per model, the measured time of the run's steps
+	// over what the prediction's step curves give for the same steps (1:
+	// the engines stepped as fast as when calibrated; 0: the model did not
+	// step). PredictedAtStepSpeed is the prediction with every curve scaled
+	// by that ratio, MeasuredOverAtStepSpeed TokensPerSecond over it: the
+	// throughput model's own error, with the machine's drift since the
+	// calibration taken out.
+	StepOverCurve           []float64 `json:"step_over_curve,omitempty"`
+	PredictedAtStepSpeed    float64   `json:"predicted_at_step_speed,omitempty"`
+	MeasuredOverAtStepSpeed float64   `json:"measured_over_predicted_at_step_speed,omitempty"`
 }
 
 // Summarize reports Compare's rows; systems is the number of systems per

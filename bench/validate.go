@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
+
 	"time"
 
 	"gonum.org/v1/gonum/stat"
@@ -98,6 +98,18 @@ type ValidatePoint struct {
 	ErrorAtRoutedPercent float64 `json:"error_at_routed_fraction_percent"`
 	// Within says |ErrorPercent| is within the tolerance.
 	Within bool `json:"within_tolerance"`
+	// StepOverCurve holds, per model, the measured time of the point's
+	// steps over what the curves give for the same steps (the engines'
+	// speed during its slices against their calibration);
+	// PredictedAtStepSpeed is the prediction with every curve scaled by
+	// it, ErrorAtStepSpeedPercent the measured value's error against that
+	// and WithinAtStepSpeed whether it is within the tolerance: the
+	// throughput model's own error, with the machine's drift since the
+	// calibration taken out.
+	StepOverCurve           []float64 `json:"step_over_curve,omitempty"`
+	PredictedAtStepSpeed    float64   `json:"predicted_at_step_speed,omitempty"`
+	ErrorAtStepSpeedPercent float64   `json:"error_at_step_speed_percent"`
+	WithinAtStepSpeed       bool      `json:"within_tolerance_at_step_speed"`
 	// PredictedBest and MeasuredBest mark the best B1 of this N.
 	PredictedBest bool `json:"predicted_best"`
 	MeasuredBest  bool `json:"measured_best"`
@@ -111,6 +123,7 @@ type ValidatePoint struct {
 
 	routed  float64
 	byRound map[int]float64 // tok/s of the slice measured in each round
+	steps   *StepTally      // the steps of every slice
 }
 
 // ValidateN summarises one concurrency.
@@ -163,6 +176,9 @@ type ValidateReport struct {
 	// N; AllWithin that every point is within the tolerance.
 	AllMatch  bool `json:"all_match"`
 	AllWithin bool `json:"all_within_tolerance"`
+	// AllWithinAtStepSpeed says every point is within the tolerance of
+	// its prediction at the speed its engines stepped.
+	AllWithinAtStepSpeed bool `json:"all_within_tolerance_at_step_speed"`
 	// ResolveSeconds is the Resolve budget per concurrency; AllResolved
 	// says every concurrency's best was told apart.
 	ResolveSeconds float64 `json:"resolve_seconds"`
@@ -200,7 +216,7 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 		Placement: string(v.md.Placement),
 		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
 		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
-		AllMatch: true, AllWithin: true, AllResolved: true}
+		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true}
 	v.next = c.Rounds
 	for _, n := range c.Concurrency {
 		s, ok, err := v.resolve(ctx, n)
@@ -332,12 +348,16 @@ func (v *validator) run(ctx context.Context, round int, idx []int) error {
 	rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	for _, k := range order {
 		pt := &v.pts[k]
-		res, err := v.measureHealthy(ctx, pt, v.c.Seed+uint64(round))
+		res, steps, err := v.measureHealthy(ctx, pt, v.c.Seed+uint64(round))
 		if err != nil {
 			return err
 		}
 		pt.Tokens += res.Tokens
 		pt.Seconds += res.Seconds
+		if pt.steps == nil {
+			pt.steps = &StepTally{}
+		}
+		pt.steps.Add(steps)
 		pt.routed += res.RoutedFraction * float64(res.Tokens)
 		if pt.byRound == nil {
 			pt.byRound = map[int]float64{}
@@ -352,22 +372,22 @@ func (v *validator) run(ctx context.Context, round int, idx []int) error {
 
 // measureHealthy measures one slice of pt, again while the machine
 // starved it (up to Retries times).
-func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed uint64) (Result, error) {
+func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed uint64) (Result, *StepTally, error) {
 	tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
 	for try := 0; ; try++ {
 		sl, err := v.measure(ctx, tables, pt.Concurrency, seed)
 		if err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		if sl.healthy(v.c) {
-			return sl.res, nil
+			return sl.res, sl.steps, nil
 		}
 		v.progress("validate: N=%d B=%s: machine starved (timer lateness %v, steps off their curves by %.3f), %s\n",
 			pt.Concurrency, perfmodel.FormatB(pt.Thresholds), sl.lateness.Round(time.Microsecond), sl.stepDev,
 			map[bool]string{true: "keeping the slice", false: "measuring again"}[try >= v.c.Retries])
 		if try >= v.c.Retries {
 			pt.Starved++
-			return sl.res, nil
+			return sl.res, sl.steps, nil
 		}
 		pt.Retries++
 	}
@@ -429,6 +449,10 @@ func (v *validator) finish(ctx context.Context, rep *ValidateReport) error {
 		if err := v.atRouted(ctx, pt); err != nil {
 			return err
 		}
+		if err := v.predictAtStepSpeed(ctx, pt); err != nil {
+			return err
+		}
+		rep.AllWithinAtStepSpeed = rep.AllWithinAtStepSpeed && pt.WithinAtStepSpeed
 	}
 	for i := range rep.PerConcurrency {
 		s := &rep.PerConcurrency[i]
@@ -464,6 +488,26 @@ func (v *validator) atRouted(ctx context.Context, pt *ValidatePoint) error {
 	}
 	pt.PredictedAtRouted = r.TokensPerSecond
 	pt.ErrorAtRoutedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
+	return nil
+}
+
+// predictAtStepSpeed predicts pt with every model's curve scaled by how much
+// slower or faster its steps ran during pt's slices than the curve says.
+func (v *validator) predictAtStepSpeed(ctx context.Context, pt *ValidatePoint) error {
+	if pt.steps == nil {
+		return nil
+	}
+	ratio, err := pt.steps.OverCurve(v.md)
+	if err != nil {
+		return fmt.Errorf("bench: validate: %w", err)
+	}
+	r, err := v.pl.Evaluate(ctx, atStepSpeed(v.md, ratio), pt.Concurrency, pt.Thresholds)
+	if err != nil {
+		return fmt.Errorf("bench: validate: %w", err)
+	}
+	pt.StepOverCurve, pt.PredictedAtStepSpeed = ratio, r.TokensPerSecond
+	pt.ErrorAtStepSpeedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
+	pt.WithinAtStepSpeed = math.Abs(pt.ErrorAtStepSpeedPercent) <= 100*v.c.Tolerance
 	return nil
 }
 
@@ -541,6 +585,7 @@ type sliceResult struct {
 	res      Result
 	lateness time.Duration // mean wake-up lateness of a 1 ms sleep
 	stepDev  []float64     // per model: its steps' time over their curves', less 1
+	steps    *StepTally    // its steps
 }
 
 // healthy reports whether the slice ran at its curves' step times on a
@@ -555,51 +600,6 @@ func (s sliceResult) healthy(c ValidateConfig) bool {
 		}
 	}
 	return true
-}
-
-// stepMeter is a subserver.Observer that sums each model's step times and
-// what its curve predicts for the same steps (at the model's mean context,
-// perfmodel.Model.StepContext).
-type stepMeter struct {
-	md    perfmodel.Model
-	ctx   []float64
-	nanos []atomic.Int64
-	want  []atomic.Int64
-}
-
-func newStepMeter(md perfmodel.Model) (*stepMeter, error) {
-	x, err := md.Extends()
-	if err != nil {
-		return nil, fmt.Errorf("bench: validate: %w", err)
-	}
-	m := &stepMeter{md: md, nanos: make([]atomic.Int64, md.M()), want: make([]atomic.Int64, md.M())}
-	for i := range md.M() {
-		m.ctx = append(m.ctx, md.StepContext(i, x))
-	}
-	return m, nil
-}
-
-// Step records a step's latency and its curve's.
-func (m *stepMeter) Step(model, batch, appended int, d time.Duration) {
-	if model >= 0 && model < len(m.nanos) {
-		m.nanos[model].Add(int64(d))
-		m.want[model].Add(int64(m.md.Curve(model).Duration(batch, float64(max(appended-batch, 0)), m.ctx[model])))
-	}
-}
-
-// Routed ignores hand-offs.
-func (m *stepMeter) Routed(int, []int) {}
-
-// deviation returns, per model, its step time over its curve's, less 1
-// (0 for a model that did not step).
-func (m *stepMeter) deviation() []float64 {
-	out := make([]float64, len(m.nanos))
-	for i := range out {
-		if w := m.want[i].Load(); w > 0 {
-			out[i] = float64(m.nanos[i].Load())/float64(w) - 1
-		}
-	}
-	return out
 }
 
 // probeLateness sleeps 1 ms at a time until ctx ends and returns the mean
@@ -628,12 +628,9 @@ func probeLateness(ctx context.Context) time.Duration {
 // measure runs one closed-loop slice of the tokenrouter system with static
 // tables, watching the step times and the machine's timer lateness.
 func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, seed uint64) (sliceResult, error) {
-	meter, err := newStepMeter(v.md)
-	if err != nil {
-		return sliceResult{}, err
-	}
+	tally := &StepTally{}
 	setup := v.c.Setup
-	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, meter
+	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, stepObservers{setup.Observer, tally}
 	sys, err := setup.Build(ctx, "tokenrouter")
 	if err != nil {
 		return sliceResult{}, err
@@ -654,5 +651,15 @@ func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, se
 	if cerr != nil {
 		return sliceResult{}, fmt.Errorf("bench: closing tokenrouter: %w", cerr)
 	}
-	return sliceResult{res: res, lateness: late, stepDev: meter.deviation()}, nil
+	ratio, err := tally.OverCurve(v.md)
+	if err != nil {
+		return sliceResult{}, fmt.Errorf("bench: validate: %w", err)
+	}
+	dev := make([]float64, len(ratio))
+	for i, r := range ratio {
+		if r > 0 {
+			dev[i] = r - 1
+		}
+	}
+	return sliceResult{res: res, lateness: late, stepDev: dev, steps: tally}, nil
 }

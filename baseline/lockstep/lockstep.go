@@ -15,10 +15,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // Config describes a lockstep deployment.
@@ -33,6 +35,9 @@ type Config struct {
 	Params map[string]string
 	// Registry resolves Algorithm.
 	Registry *route.Registry
+	// Observer, if set, is told about every engine step (its Routed is
+	// not called). It is called from the step loop and must be quick.
+	Observer subserver.Observer
 }
 
 // req is one request's state: one sequence shared by all models.
@@ -200,7 +205,12 @@ func (s *System) loop(ctx context.Context) {
 				continue
 			}
 			out = slices.Grow(out[:0], len(batch))[:len(batch)]
-			if err := e.Step(ctx, in, out); err != nil {
+			start := time.Now()
+			err := e.Step(ctx, in, out)
+			if err == nil && s.cfg.Observer != nil {
+				s.cfg.Observer.Step(m, len(batch), appended(in), time.Since(start))
+			}
+			if err != nil {
 				if ctx.Err() != nil {
 					break // closing: the open requests end as cancelled
 				}
@@ -332,4 +342,13 @@ func (s *System) Close() error {
 		errs = append(errs, e.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// appended counts the tokens a step's inputs append.
+func appended(in []engine.Input) int {
+	n := 0
+	for _, x := range in {
+		n += len(x.Tokens)
+	}
+	return n
 }

@@ -437,8 +437,8 @@ func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
 		profile, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rep.LatencyMS)), ", "), "[]"),
 		rep.Algorithm, paramString(rep.Params), rep.MaxWaitMS, rep.SecondsPerPoint, rep.Rounds, rep.Placement)
 	printSteps(w, rep.Steps)
-	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %10s %8s %6s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed",
-		"at routed", "error", "method", "slices", "retries", "best")
+	fmt.Fprintf(w, "%3s %-5s %10s %10s %8s %7s %10s %8s %11s %10s %8s %6s %6s %7s %s\n", "N", "B", "measured", "predicted", "error", "routed",
+		"at routed", "error", "steps/curve", "@speed", "error", "method", "slices", "retries", "best")
 	for _, pt := range rep.Points {
 		best := ""
 		if pt.PredictedBest {
@@ -451,9 +451,13 @@ func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
 		if !pt.Within {
 			mark = "!"
 		}
-		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %10.2f %+7.2f%% %6s %6d %7d%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
+		speedMark := ""
+		if !pt.WithinAtStepSpeed {
+			speedMark = "!"
+		}
+		fmt.Fprintf(w, "%3d %-5s %10.2f %10.2f %+7.2f%%%1s %6.3f %10.2f %+7.2f%% %11s %10.2f %+7.2f%%%1s %6s %6d %7d%s\n", pt.Concurrency, perfmodel.FormatB(pt.Thresholds),
 			pt.TokensPerSecond, pt.Predicted, pt.ErrorPercent, mark, pt.RoutedFraction, pt.PredictedAtRouted, pt.ErrorAtRoutedPercent,
-			pt.Method, pt.Slices, pt.Retries, best)
+			stepRatios(pt.StepOverCurve), pt.PredictedAtStepSpeed, pt.ErrorAtStepSpeedPercent, speedMark, pt.Method, pt.Slices, pt.Retries, best)
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.PerConcurrency {
@@ -467,5 +471,7 @@ func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
 		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, resolved=%v (%s), max |error| %.2f%%\n",
 			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.Resolved, lead, s.MaxErrorPercent)
 	}
-	fmt.Fprintf(w, "all match: %v; all resolved: %v; all within %.0f%%: %v\n", rep.AllMatch, rep.AllResolved, rep.TolerancePercent, rep.AllWithin)
+	fmt.Fprintf(w, "all match: %v; all resolved: %v; all within %.0f%%: %v (at the engines' step speed: %v)\n", rep.AllMatch, rep.AllResolved,
+		rep.TolerancePercent, rep.AllWithin, rep.AllWithinAtStepSpeed)
+	fmt.Fprintln(w, "steps/curve: each model's steps over its curve for the same steps; @speed: the prediction with the curves scaled by it")
 }

@@ -77,7 +77,7 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 		}
 	}
 	if f.compare.predict != "" {
-		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, out); err != nil {
+		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, rows, out); err != nil {
 			return fmt.Errorf("--predict: %w", err)
 		}
 	}
@@ -213,13 +213,13 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		fmt.Fprintf(w, "placement %s\n", pl)
 	}
 	pred := f.compare.predict != ""
-	predCols := func(a, b string) string {
+	predCols := func(a, b, c, d string) string {
 		if !pred {
 			return ""
 		}
-		return fmt.Sprintf(" %9s %9s", a, b)
+		return fmt.Sprintf(" %9s %9s %11s %9s", a, b, c, d)
 	}
-	fmt.Fprintf(w, "%-16s %4s %9s%s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", predCols("predicted", "meas/pred"), "LLM share", "TTFT p50", "TTFT p99",
+	fmt.Fprintf(w, "%-16s %4s %9s%s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", predCols("predicted", "meas/pred", "steps/curve", "@speed"), "LLM share", "TTFT p50", "TTFT p99",
 		"TPOT p50", "TPOT p99", "done", "vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
 		lat := func(v float64, n int) string {
@@ -244,11 +244,17 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		case r.LargeShareFromServer:
 			share += "*"
 		}
-		pv, ratio := "-", "-"
+		pv, ratio, steps, speed := "-", "-", "-", "-"
 		if r.Predicted > 0 {
 			pv, ratio = strconv.FormatFloat(r.Predicted, 'f', 1, 64), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 3, 64)
 		}
-		fmt.Fprintf(w, "%-16s %4d %9.1f%s %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond, predCols(pv, ratio),
+		if r.StepOverCurve != nil {
+			steps = stepRatios(r.StepOverCurve)
+		}
+		if r.PredictedAtStepSpeed > 0 {
+			speed = strconv.FormatFloat(r.MeasuredOverAtStepSpeed, 'f', 3, 64)
+		}
+		fmt.Fprintf(w, "%-16s %4d %9.1f%s %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond, predCols(pv, ratio, steps, speed),
 			share, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
 	}
 	if slices.ContainsFunc(out, func(r bench.Summary) bool { return r.LargeShareFromServer }) {
@@ -256,6 +262,7 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 	}
 	if pred {
 		fmt.Fprintf(w, "  predicted: the throughput model over the step curves of %s (tokenrouter: the Markov chain, its thresholds in the JSON; lockstep, slm-only, llm-only: closed forms); -: no formula\n", f.compare.predict)
+		fmt.Fprintln(w, "  steps/curve: each model's steps in the run over its calibrated curve for the same steps (machine drift since calibration); @speed: measured over the prediction with the curves scaled by it")
 	}
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
@@ -289,7 +296,7 @@ func writeCompareCSV(path string, rows []bench.Summary, predicted bool) (err err
 	head := []string{"system", "concurrency", "tokens_per_second", "tokens", "seconds", "large_model_share",
 		"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "requests_completed", "vs_first_tokens_per_second", "vs_first_ci95"}
 	if predicted {
-		head = append(head, "predicted_tokens_per_second", "measured_over_predicted")
+		head = append(head, "predicted_tokens_per_second", "measured_over_predicted", "step_over_curve", "predicted_at_step_speed", "measured_over_predicted_at_step_speed")
 	}
 	_ = w.Write(head)
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
@@ -299,9 +306,12 @@ func writeCompareCSV(path string, rows []bench.Summary, predicted bool) (err err
 		switch {
 		case !predicted:
 		case r.Predicted > 0:
-			rec = append(rec, f(r.Predicted), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 4, 64))
+			rec = append(rec, f(r.Predicted), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 4, 64), stepRatios(r.StepOverCurve), "", "")
+			if r.PredictedAtStepSpeed > 0 {
+				rec[len(rec)-2], rec[len(rec)-1] = f(r.PredictedAtStepSpeed), strconv.FormatFloat(r.MeasuredOverAtStepSpeed, 'f', 4, 64)
+			}
 		default:
-			rec = append(rec, "", "")
+			rec = append(rec, "", "", "", "", "")
 		}
 		_ = w.Write(rec)
 	}
@@ -329,4 +339,13 @@ func plotValidate(cmd *cobra.Command, f benchFlags, rep bench.ValidateReport) er
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), "wrote", path)
 	return nil
+}
+
+// stepRatios formats per-model step ratios as "1.08/0.97".
+func stepRatios(r []float64) string {
+	s := make([]string, len(r))
+	for i, x := range r {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, "/")
 }

@@ -159,6 +159,13 @@ func TestBenchSystemsPredict(t *testing.T) {
 		if strings.HasPrefix(r.System, "tokenrouter") && len(r.PredictedB) != 2 {
 			t.Errorf("%s N=%d: predicted thresholds %v", r.System, r.Concurrency, r.PredictedB)
 		}
+		// Every model that stepped has its steps priced on its curve, and
+		// only those: slm-only never steps the large model.
+		stepped := []bool{r.System != "llm-only", r.System != "slm-only"}
+		if len(r.StepOverCurve) != 2 || (r.StepOverCurve[0] > 0) != stepped[0] || (r.StepOverCurve[1] > 0) != stepped[1] ||
+			!(r.PredictedAtStepSpeed > 0) || math.Abs(r.MeasuredOverAtStepSpeed-r.TokensPerSecond/r.PredictedAtStepSpeed) > 1e-9 {
+			t.Errorf("%s N=%d: steps over curve %v, at step speed %.1f (%.3f)", r.System, r.Concurrency, r.StepOverCurve, r.PredictedAtStepSpeed, r.MeasuredOverAtStepSpeed)
+		}
 		t.Logf("%-16s N=%d measured %7.1f predicted %7.1f (%s)", r.System, r.Concurrency, r.TokensPerSecond, r.Predicted, r.PredictedMethod)
 	}
 	fh, err := os.Open(csvPath)
@@ -167,7 +174,8 @@ func TestBenchSystemsPredict(t *testing.T) {
 	}
 	recs, err := csv.NewReader(fh).ReadAll()
 	fh.Close()
-	if err != nil || len(recs) != len(rows)+1 || recs[0][len(recs[0])-2] != "predicted_tokens_per_second" || recs[5][len(recs[5])-1] != "" || recs[4][len(recs[4])-1] == "" {
+	col := slices.Index(recs[0], "predicted_tokens_per_second")
+	if err != nil || len(recs) != len(rows)+1 || col < 0 || len(recs[0]) != col+5 || recs[5][col] != "" || recs[4][col] == "" || recs[4][col+2] == "" {
 		t.Fatalf("csv: %v: %q", err, recs)
 	}
 	out, err = runBenchCmd(t, slices.Concat(base, []string{"--systems", "lockstep,std-serving", "--concurrency", "2", "--duration", "200ms", "--warmup", "20ms"})...)

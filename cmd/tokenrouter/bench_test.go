@@ -20,6 +20,13 @@ func TestValidateJSON(t *testing.T) {
 		if pt.Concurrency != 2 || pt.Predicted <= 0 || pt.Method != "exact" || pt.Seconds <= 0 {
 			t.Fatalf("point %+v", pt)
 		}
+		// The simulated engine sleeps its profile's step time, so its steps
+		// take at least their curve's time (a late timer only adds), and
+		// the prediction at that speed is the one the error is taken from.
+		if len(pt.StepOverCurve) != 2 || pt.StepOverCurve[0] < 0.99 || pt.StepOverCurve[1] < 0.99 || !(pt.PredictedAtStepSpeed > 0) ||
+			math.Abs(pt.ErrorAtStepSpeedPercent-100*(pt.TokensPerSecond-pt.PredictedAtStepSpeed)/pt.PredictedAtStepSpeed) > 1e-9 {
+			t.Errorf("B=%v: steps over curve %v, at step speed %.2f (%+.2f%%)", pt.Thresholds, pt.StepOverCurve, pt.PredictedAtStepSpeed, pt.ErrorAtStepSpeedPercent)
+		}
 	}
 	if s := rep.PerConcurrency[0]; s.PredictedBestB1 != 2 {
 		t.Fatalf("predicted best B1 at N=2: %d, want 2", s.PredictedBestB1)
