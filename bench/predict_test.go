@@ -95,3 +95,26 @@ func TestPredictionAtStepSpeed(t *testing.T) {
 		t.Errorf("std-serving has no prediction, got %+v", out[1])
 	}
 }
+
+// TestOverCurveAlone prices a run where one model stepped alone without
+// the partitioned placement's interference (nothing stepped beside it),
+// and a run of both with it.
+func TestOverCurveAlone(t *testing.T) {
+	m := perfmodel.R2R(0.35, 6.0, 27.9)
+	m.Interference = []float64{1.5, 1.5}
+	alone, both := &StepTally{}, &StepTally{}
+	for range 5 {
+		alone.Step(1, 1, 1, 27900*time.Microsecond)
+		both.Step(0, 1, 1, 6*time.Millisecond)
+		both.Step(1, 1, 1, 27900*time.Microsecond)
+	}
+	for _, c := range []struct {
+		tally *StepTally
+		want  []float64
+	}{{alone, []float64{0, 1}}, {both, []float64{1 / 1.5, 1 / 1.5}}} {
+		r, err := c.tally.OverCurve(m)
+		if err != nil || len(r) != 2 || math.Abs(r[0]-c.want[0]) > 1e-9 || math.Abs(r[1]-c.want[1]) > 1e-9 {
+			t.Errorf("over curve %v (%v), want %v", r, err, c.want)
+		}
+	}
+}

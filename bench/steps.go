@@ -86,6 +86,9 @@ func (t *StepTally) Steps(i int) int {
 // OverCurve returns, per model of m, the measured time of its counted
 // steps over what m's step curve (perfmodel.Model.Curve, at the model's
 // mean context) gives for the same steps; 0 for a model without steps.
+// When only one model stepped, nothing stepped beside it: its steps are
+// priced without the interference of partitioned placement, as the
+// one-model prediction (perfmodel.Alone) prices them.
 func (t *StepTally) OverCurve(m perfmodel.Model) ([]float64, error) {
 	x, err := m.Extends()
 	if err != nil {
@@ -93,6 +96,10 @@ func (t *StepTally) OverCurve(m perfmodel.Model) ([]float64, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if stepped := slices.IndexFunc(t.shapes, func(s map[stepShape]int) bool { return len(s) > 0 }); stepped >= 0 &&
+		!slices.ContainsFunc(t.shapes[stepped+1:], func(s map[stepShape]int) bool { return len(s) > 0 }) {
+		m.Interference = nil
+	}
 	out := make([]float64, m.M())
 	for i := range out {
 		if i >= len(t.shapes) {
