@@ -20,7 +20,9 @@ import (
 
 // CalibrateOptions choose what Calibrate measures.
 type CalibrateOptions struct {
-	// Batches are the batch sizes measured (default 1, 2, 4, 8, 16).
+	// Batches are the batch sizes measured (default 1, 2, 4, 5, 8, 9, 16,
+	// 17: the powers of two and one past them, where engines that work in
+	// tiles of rows jump).
 	Batches []int
 	// Tokens are the tokens each sequence appends in a measured step
 	// (default 1, 2, 4: decodes, and the short extends of requests that
@@ -58,7 +60,7 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 			*v = d
 		}
 	}
-	def(&o.Batches, 1, 2, 4, 8, 16)
+	def(&o.Batches, 1, 2, 4, 5, 8, 9, 16, 17)
 	def(&o.Tokens, 1, 2, 4)
 	def(&o.Contexts, 16, 128)
 	def(&o.InterferenceBatches, 1, 4, 16)

@@ -261,14 +261,42 @@ func (m Model) StepMS(i, b int, x []float64) float64 {
 	return m.stepOn(m.Curve(i), i, b, x)
 }
 
-// stepOn is StepMS on curve c.
+// stepOn is StepMS on curve c: the expected step time over the spread of
+// the extends. A request appends 1 + x_i tokens on average (Extends); the
+// tokens it appends beyond one are taken as geometric with that mean (the
+// small-model steps between two visits of a model that R2R-style routing
+// sends a token to with a fixed probability), so the extra rows of b
+// requests are negative-binomial. A curve that is not linear in the rows
+// (an engine's tiles make steps a staircase) costs more on average than at
+// the mean rows; a straight curve (steptime.Curve.Straight) costs the same.
 func (m Model) stepOn(c steptime.Curve, i, b int, x []float64) float64 {
-	e := 0.0
-	if x != nil {
-		e = float64(b) * x[i]
+	ctx := m.StepContext(i, x)
+	if x == nil || x[i] <= 0 || c.Straight() {
+		e := 0.0
+		if x != nil {
+			e = float64(b) * max(x[i], 0)
+		}
+		return c.At(b, e, ctx)
 	}
-	return c.At(b, e, m.StepContext(i, x))
+	// P(k extra rows) = C(k+b−1, k) q^b (1−q)^k with q = 1/(1+x_i)
+	q := 1 / (1 + x[i])
+	pk := math.Pow(q, float64(b))
+	sum, mass := 0.0, 0.0
+	for k := 0; mass < 1-spreadTail && k <= spreadMaxRows*b; k++ {
+		sum += pk * c.At(b, float64(k), ctx)
+		mass += pk
+		pk *= (1 - q) * float64(k+b) / float64(k+1)
+	}
+	return sum / mass
 }
+
+// spreadTail is the probability mass of the extends' spread left out of
+// stepOn's expectation, and spreadMaxRows bounds the extra rows per
+// request it sums over.
+const (
+	spreadTail    = 1e-12
+	spreadMaxRows = 256
+)
 
 // StepContext returns the mean context of a row of model i's steps
 // (Workload.Context), for extends x (from Extends; nil: one token a step).

@@ -328,3 +328,46 @@ func TestComparePlacements(t *testing.T) {
 		t.Fatalf("faster shared steps: %s %+v %v", got, rs, err)
 	}
 }
+
+// TestStepOverTheExtendsSpread prices a step on a staircase curve (flat to
+// 16 rows, double from 17) as the expectation over the extends' spread: the
+// sum over b requests of geometric extra rows, computed here by convolving
+// b geometric distributions.
+func TestStepOverTheExtendsSpread(t *testing.T) {
+	stairs := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 10}, {Rows: 16, MS: 10}, {Rows: 17, MS: 20}, {Rows: 64, MS: 20}}}
+	m := R2R(0.25, 0, 0)
+	m.L, m.Steps = nil, []steptime.Curve{stairs, stairs}
+	x, err := m.Extends()
+	if err != nil || math.Abs(x[1]-3) > 1e-12 {
+		t.Fatalf("extends %v (%v)", x, err)
+	}
+	const b, maxK = 4, 400
+	q := 1 / (1 + x[1])
+	geo := make([]float64, maxK)
+	for k := range geo {
+		geo[k] = q * math.Pow(1-q, float64(k))
+	}
+	dist := []float64{1}
+	for range b {
+		next := make([]float64, maxK)
+		for i, p := range dist {
+			for k := 0; i+k < maxK; k++ {
+				next[i+k] += p * geo[k]
+			}
+		}
+		dist = next
+	}
+	want := 0.0
+	for k, p := range dist {
+		want += p * stairs.At(b, float64(k), m.StepContext(1, x))
+	}
+	got := m.StepMS(1, b, x)
+	if math.Abs(got-want) > 1e-9 {
+		t.Fatalf("step of %d on the stairs: %v ms, want %v", b, got, want)
+	}
+	// 4 requests append 16 rows on average: at the mean the curve says 10
+	// ms, but half the launches pass 16 rows.
+	if at := stairs.At(b, float64(b)*x[1], 0); at != 10 || got < 14 || got > 16 {
+		t.Fatalf("at the mean rows %v ms, expected %v ms", at, got)
+	}
+}

@@ -99,7 +99,7 @@ func (c Curve) MaxRelError(pts []Point) float64 {
 }
 
 // maxDefaultKnots bounds the knots Fit places by default.
-const maxDefaultKnots = 12
+const maxDefaultKnots = 16
 
 // defaultKnots places knots at the points' distinct rows (rounded), or,
 // with more than maxDefaultKnots of them, at the powers of two strictly

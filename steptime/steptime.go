@@ -100,6 +100,24 @@ func segment(n int, rowsAt func(int) int, rows float64) (j int, t float64) {
 	return j, (rows - float64(a)) / float64(b-a)
 }
 
+// Straight reports whether R is one straight line (at most two knots, or
+// knots on one line): then a step's expected time over any spread of its
+// rows is its time at the mean rows.
+func (c Curve) Straight() bool {
+	k := c.Knots
+	if len(k) <= 2 {
+		return true
+	}
+	slope := func(i int) float64 { return (k[i].MS - k[i-1].MS) / float64(k[i].Rows-k[i-1].Rows) }
+	s0 := slope(1)
+	for i := 2; i < len(k); i++ {
+		if math.Abs(slope(i)-s0) > 1e-12*max(1, math.Abs(s0)) {
+			return false
+		}
+	}
+	return true
+}
+
 // At returns the step time in milliseconds of b sequences extending e
 // tokens in total beyond one each, whose rows attend over ctx tokens of
 // context on average (never negative).

@@ -200,3 +200,19 @@ func TestFitRejects(t *testing.T) {
 		t.Error("underdetermined fit accepted")
 	}
 }
+
+func TestStraight(t *testing.T) {
+	for _, c := range []struct {
+		c    Curve
+		want bool
+	}{
+		{Constant(5), true},
+		{Linear(6, 0.1, 0.2), true},
+		{Curve{Knots: []Knot{{1, 2}, {4, 5}, {8, 9}}}, true},
+		{Curve{Knots: []Knot{{1, 10}, {16, 10}, {17, 20}}}, false},
+	} {
+		if got := c.c.Straight(); got != c.want {
+			t.Errorf("%v: straight %v, want %v", c.c, got, c.want)
+		}
+	}
+}

@@ -34,7 +34,7 @@ type calibrateFlags struct {
 func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
 	fl.StringVar(&c.out, "out", "", "with --calibrate: the profile file to write (default: stdout); with both placements, FILE.partitioned.json and FILE.time-shared.json")
 	fl.IntVar(&c.cores, "calibrate-cores", 0, "with --calibrate: cores the models share (0: all); time-shared steps use all, partitioned ones an even share")
-	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 8, 16}, "with --calibrate: batch sizes to measure")
+	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 5, 8, 9, 16, 17}, "with --calibrate: batch sizes to measure (the powers of two and one past them: engines' steps jump where a tile of rows fills)")
 	fl.IntSliceVar(&c.tokens, "calibrate-tokens", []int{1, 2, 4}, "with --calibrate: tokens each sequence appends in a measured step (1: decode)")
 	fl.IntSliceVar(&c.contexts, "calibrate-contexts", []int{16, 128}, "with --calibrate: tokens each sequence holds before a measured step (the first with every batch and token count, the others with decodes)")
 	fl.IntVar(&c.repeats, "calibrate-repeats", 5, "with --calibrate: repeats per point (the lower quartile counts: other work only slows steps)")
