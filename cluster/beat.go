@@ -13,8 +13,18 @@
 //
 // Start runs a whole deployment on one machine: an embedded NATS server on
 // loopback (or an external one), one child process per model (the
-// tokenrouter binary's subserver command), restarted when it dies, and the
-// front end in the calling process.
+// tokenrouter binary's subserver command), and the front end in the calling
+// process. A child that dies, or misses its heartbeats (hung, stopped), is
+// killed and restarted with backoff.
+//
+// Security: every message and heartbeat carries an authentication tag
+// keyed by the deployment's key (bus/nats Options.Key), so a client of the
+// NATS server without the key can neither forge a heartbeat nor inject an
+// event. Heartbeats also carry a sequence number, and incarnations that
+// were replaced are retired, so a replayed heartbeat has no effect either.
+// Start generates the key, and the embedded server's credentials, per run
+// and hands them to the children on their standard input (Secrets), never
+// on a command line.
 package cluster
 
 import (
@@ -30,7 +40,7 @@ import (
 )
 
 // beatVersion is the heartbeat encoding's version.
-const beatVersion = 2
+const beatVersion = 3
 
 // Defaults of the liveness settings.
 const (
@@ -53,6 +63,8 @@ type Beat struct {
 	Algorithm string `json:"algorithm,omitempty"`
 	// Incarnation identifies one run of the sender; a restart changes it.
 	Incarnation uint64 `json:"incarnation"`
+	// Seq numbers the sender's heartbeats within its incarnation, from 1.
+	Seq uint64 `json:"seq"`
 	// Front is the incarnation of the front end a member serves (its
 	// requests are that front end's); 0 before it has seen one.
 	Front uint64 `json:"front,omitempty"`
@@ -91,6 +103,52 @@ func beatSubject(prefix string, index int) string {
 		return prefix + ".hb.front"
 	}
 	return prefix + ".hb." + strconv.Itoa(index)
+}
+
+// maxRetired bounds the retired incarnations a receiver remembers.
+const maxRetired = 1024
+
+// freshness accepts a sender's heartbeats only in order and only from its
+// current or a new incarnation: a replayed heartbeat (a sequence number
+// already seen) or one of an incarnation that was replaced is refused.
+// Senders are numbered 0..n-1. It is owned by one goroutine.
+type freshness struct {
+	inc, seq []uint64
+	retired  map[uint64]struct{}
+	order    []uint64 // retirement order, oldest first
+}
+
+func newFreshness(n int) *freshness {
+	return &freshness{inc: make([]uint64, n), seq: make([]uint64, n), retired: map[uint64]struct{}{}}
+}
+
+// accept reports whether sender i's beat (incarnation inc, number seq) is
+// fresh, and records it.
+func (f *freshness) accept(i int, inc, seq uint64) bool {
+	if _, old := f.retired[inc]; old || inc == 0 {
+		return false
+	}
+	if inc == f.inc[i] {
+		if seq <= f.seq[i] {
+			return false
+		}
+		f.seq[i] = seq
+		return true
+	}
+	if f.inc[i] != 0 {
+		f.retire(f.inc[i])
+	}
+	f.inc[i], f.seq[i] = inc, seq
+	return true
+}
+
+func (f *freshness) retire(inc uint64) {
+	if len(f.order) == maxRetired {
+		delete(f.retired, f.order[0])
+		f.order = f.order[1:]
+	}
+	f.retired[inc] = struct{}{}
+	f.order = append(f.order, inc)
 }
 
 // incarnation returns a random non-zero run identifier.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	gonats "github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/tokenrouter/tokenrouter/cluster"
@@ -74,6 +75,12 @@ func (s *syncBuffer) String() string {
 
 func start(t *testing.T, profile string, hb time.Duration, p string) (*cluster.Local, *syncBuffer) {
 	t.Helper()
+	return startWith(t, profile, hb, p, nil)
+}
+
+// startWith is start with the configuration changed by set (if not nil).
+func startWith(t *testing.T, profile string, hb time.Duration, p string, set func(*cluster.LocalConfig)) (*cluster.Local, *syncBuffer) {
+	t.Helper()
 	out := &syncBuffer{}
 	preset, err := sim.LookupPreset(profile)
 	if err != nil {
@@ -82,11 +89,15 @@ func start(t *testing.T, profile string, hb time.Duration, p string) (*cluster.L
 	args := func(i int) []string {
 		return []string{"--engine", "sim", "--profile", profile + "/" + preset.Models[i], "--max-wait", "50ms", "--log-level", "warn"}
 	}
-	l, err := cluster.Start(context.Background(), cluster.LocalConfig{
+	cfg := cluster.LocalConfig{
 		Binary: bin.path, Models: []string{"slm", "llm"}, ModelArgs: [][]string{args(0), args(1)},
 		Registry: builtin.Registry(), Algorithm: "r2r-random", Params: map[string]string{"p": p},
 		Heartbeat: hb, Output: out, JoinTimeout: 20 * time.Second,
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	l, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("%v\nchildren:\n%s", err, out)
 	}
@@ -118,6 +129,13 @@ func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 func TestProcessesServeCorrectTokens(t *testing.T) {
 	l, out := start(t, "zero", 100*time.Millisecond, "0.35")
 	pids := []int{l.PID(0), l.PID(1)}
+	// The embedded server takes no client without the run's credentials.
+	if nc, err := gonats.Connect(l.URL(), gonats.MaxReconnects(0)); !errors.Is(err, gonats.ErrAuthorization) {
+		if err == nil {
+			nc.Close()
+		}
+		t.Fatalf("a client without credentials: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -162,7 +180,8 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	})
 	// A frozen sub-server (SIGSTOP: no crash, no exit) misses its
 	// heartbeats: its requests end with a clear error within Misses
-	// intervals; once it runs again it drops its stale requests and rejoins.
+	// intervals, and the supervisor kills it and starts a new one, which
+	// joins.
 	s, err = l.Submit(ctx, []int32{1, 2, 3}, route.Params{MaxTokens: 30000})
 	if err != nil {
 		t.Fatal(err)
@@ -174,14 +193,15 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 	frozen := time.Now()
 	_, err = s.Wait(ctx)
 	took := time.Since(frozen)
-	if err := syscall.Kill(pids[1], syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
 	if !errors.Is(err, deploy.ErrUnavailable) || took > 3*100*time.Millisecond+300*time.Millisecond {
 		t.Fatalf("frozen sub-server: request ended after %v with %v", took, err)
 	}
 	t.Logf("frozen sub-server: its request failed after %v: %v", took.Round(time.Millisecond), err)
-	waitMembers(t, l, 5*time.Second, func(m []cluster.Member) bool { return m[1].Up && m[1].Last.Records == 0 })
+	waitMembers(t, l, 10*time.Second, func(m []cluster.Member) bool { return m[1].Up && m[1].Restarts == 1 && m[1].Last.Records == 0 })
+	if l.PID(1) == pids[1] || alive(pids[1]) || l.Restarts(1) != 1 || l.Restarts(0) != 0 {
+		t.Fatalf("the frozen process %d was not replaced: pid %d, restarts %d", pids[1], l.PID(1), l.Restarts(1))
+	}
+	pids[1] = l.PID(1)
 	s, err = l.Submit(ctx, []int32{1, 7}, route.Params{MaxTokens: 50})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gonats "github.com/nats-io/nats.go"
@@ -22,6 +23,8 @@ import (
 type FrontConfig struct {
 	// URL is the NATS server.
 	URL string
+	// Secrets: see MemberConfig.
+	Secrets Secrets
 	// Prefix is the deployment's subject prefix (default
 	// bus/nats.DefaultPrefix).
 	Prefix string
@@ -41,6 +44,11 @@ type FrontConfig struct {
 	JoinTimeout time.Duration
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
+	// Watch, if set, is told when model i goes up (up) or down; missed
+	// says it went down because it missed its heartbeats (hung or dead,
+	// not restarted). It is called from the front end's monitor and must
+	// be quick.
+	Watch func(i int, up, missed bool)
 }
 
 // Member is the front end's view of one model's sub-server.
@@ -50,6 +58,10 @@ type Member struct {
 	// Last is its last heartbeat, Seen when it arrived.
 	Last Beat
 	Seen time.Time
+	// Restarts counts the times it came back as a new process (a new
+	// incarnation) after it had joined.
+	Restarts int
+	joined   bool // it has served this front end
 }
 
 // Front is a running front end: a deployment over remote models and the
@@ -59,8 +71,11 @@ type Front struct {
 	bus    *busnats.Bus
 	r      *deploy.Deployment
 	inc    uint64
+	seq    atomic.Uint64 // the last heartbeat's number
 	sub    *gonats.Subscription
 	beats  chan Beat
+	lost   chan struct{} // the NATS connection was lost and restored
+	fresh  *freshness    // owned by await, then by monitor
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -89,13 +104,22 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(string, ...any) {}
 	}
-	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: "tokenrouter-front"})
+	if cfg.Watch == nil {
+		cfg.Watch = func(int, bool, bool) {}
+	}
+	if len(cfg.Secrets.Key) < busnats.MinKeySize {
+		return nil, fmt.Errorf("cluster: front end needs the deployment's message key (at least %d bytes)", busnats.MinKeySize)
+	}
+	lost := make(chan struct{}, 1)
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: "tokenrouter-front",
+		Auth: cfg.Secrets.Auth, Key: cfg.Secrets.Key, OnReconnect: func() { signal(lost) }})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	f := &Front{cfg: cfg, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), members: make([]Member, len(cfg.Models))}
-	f.sub, err = b.Conn().Subscribe(cfg.Prefix+".hb.*", func(m *gonats.Msg) {
-		if mb, err := decodeBeat(m.Data); err == nil && mb.Index >= 0 && mb.Index < len(cfg.Models) {
+	f := &Front{cfg: cfg, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost,
+		fresh: newFreshness(len(cfg.Models)), members: make([]Member, len(cfg.Models))}
+	f.sub, err = b.Subscribe(cfg.Prefix+".hb.*", func(_ string, data []byte) {
+		if mb, err := decodeBeat(data); err == nil && mb.Index >= 0 && mb.Index < len(cfg.Models) {
 			select {
 			case f.beats <- mb:
 			default: // beats are periodic: a dropped one is replaced
@@ -157,6 +181,9 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 			}
 			return nil, fmt.Errorf("cluster: models %v did not join (%w; last problem: %v)", missing, ctx.Err(), last)
 		case b := <-f.beats:
+			if !f.fresh.accept(b.Index, b.Incarnation, b.Seq) {
+				continue
+			}
 			if err := f.check(b); err != nil {
 				last = err
 				continue
@@ -166,6 +193,7 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 				joined[b.Index], infos[b.Index] = true, b.Info
 				left--
 				f.cfg.OnEvent("model joined", "model", f.cfg.Models[b.Index], "index", b.Index)
+				f.cfg.Watch(b.Index, true, false)
 			}
 		}
 	}
@@ -174,19 +202,25 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 
 func (f *Front) note(b Beat, up bool) {
 	f.mu.Lock()
-	f.members[b.Index] = Member{Up: up, Last: b, Seen: time.Now()}
+	m := &f.members[b.Index]
+	if m.Last.Incarnation != 0 && m.Last.Incarnation != b.Incarnation && m.joined {
+		m.Restarts++
+	}
+	m.joined = m.joined || up
+	m.Up, m.Last, m.Seen = up, b, time.Now()
 	f.mu.Unlock()
 }
 
 // announce publishes the front end's heartbeats.
 func (f *Front) announce(ctx context.Context) {
 	defer f.wg.Done()
-	beat := (&Beat{Index: -1, Incarnation: f.inc, Models: f.cfg.Models, Algorithm: f.cfg.Algorithm}).encode()
+	beat := Beat{Index: -1, Incarnation: f.inc, Models: f.cfg.Models, Algorithm: f.cfg.Algorithm}
 	subject := beatSubject(f.cfg.Prefix, -1)
 	tick := time.NewTicker(f.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
-		_ = f.bus.Conn().Publish(subject, beat) // a lost beat is replaced by the next
+		beat.Seq = f.seq.Add(1)
+		_ = f.bus.Publish(subject, beat.encode()) // a lost beat is replaced by the next
 		select {
 		case <-ctx.Done():
 			return
@@ -206,7 +240,17 @@ func (f *Front) monitor(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-f.lost:
+			// Events sent to this front end while it was disconnected are
+			// lost: every request in flight ends; the models come back up
+			// with their next heartbeat.
+			for i := range f.members {
+				f.down(i, errors.New("the front end's NATS connection was lost and restored; events in flight may be lost"), false)
+			}
 		case b := <-f.beats:
+			if !f.fresh.accept(b.Index, b.Incarnation, b.Seq) {
+				continue // replayed, or from an incarnation that was replaced
+			}
 			f.mu.Lock()
 			was := f.members[b.Index]
 			f.mu.Unlock()
@@ -214,7 +258,7 @@ func (f *Front) monitor(ctx context.Context) {
 			switch {
 			case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
 				// Restarted, or dropped its requests: they are lost.
-				f.down(b.Index, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front))
+				f.down(b.Index, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front), false)
 				if fits {
 					f.up(b)
 				} else {
@@ -231,25 +275,29 @@ func (f *Front) monitor(ctx context.Context) {
 				m := f.members[i]
 				f.mu.Unlock()
 				if m.Up && now.Sub(m.Seen) > limit {
-					f.down(i, fmt.Errorf("sub-server missed %d heartbeats (none for %v)", f.cfg.Misses, now.Sub(m.Seen).Round(time.Millisecond)))
+					f.down(i, fmt.Errorf("sub-server missed %d heartbeats (none for %v)", f.cfg.Misses, now.Sub(m.Seen).Round(time.Millisecond)), true)
 				}
 			}
 		}
 	}
 }
 
-func (f *Front) down(i int, cause error) {
+// down marks model i down and ends every request in flight; missed says
+// it missed its heartbeats.
+func (f *Front) down(i int, cause error, missed bool) {
 	f.mu.Lock()
 	f.members[i].Up = false
 	f.mu.Unlock()
 	n := f.r.ModelDown(i, cause)
 	f.cfg.OnEvent("model down", "model", f.cfg.Models[i], "index", i, "ended", n, "cause", cause)
+	f.cfg.Watch(i, false, missed)
 }
 
 func (f *Front) up(b Beat) {
 	f.note(b, true)
 	f.r.ModelUp(b.Index)
 	f.cfg.OnEvent("model up", "model", f.cfg.Models[b.Index], "index", b.Index)
+	f.cfg.Watch(b.Index, true, false)
 }
 
 // Deployment returns the front end's deployment: Submit, streams, cancellation.

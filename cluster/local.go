@@ -24,8 +24,11 @@ type LocalConfig struct {
 	// Binary is the tokenrouter executable (default: this executable).
 	Binary string
 	// NATS is an external server's URL; empty starts an embedded server
-	// on a random loopback port.
+	// on a random loopback port, with credentials generated per run.
 	NATS string
+	// NATSAuth authenticates to the external server (NATS); the children
+	// receive it with the deployment's key on their standard input.
+	NATSAuth busnats.Auth
 	// Prefix is the deployment's subject prefix (default: a fresh one per
 	// deployment, so several can share a server).
 	Prefix string
@@ -47,6 +50,13 @@ type LocalConfig struct {
 	Misses    int
 	// NoRestart leaves a child that exits dead instead of restarting it.
 	NoRestart bool
+	// RestartDelay is the wait before restarting a child (default
+	// Heartbeat); it doubles after each child that exits without having
+	// joined, up to MaxRestartDelay (default 30s).
+	RestartDelay, MaxRestartDelay time.Duration
+	// StartTimeout bounds the time a started child has to join before it
+	// is killed and restarted (default: JoinTimeout, or 30s).
+	StartTimeout time.Duration
 	// StopTimeout bounds the wait for children after SIGTERM before they
 	// are killed (default 5s).
 	StopTimeout time.Duration
@@ -64,6 +74,7 @@ type Local struct {
 	cfg      LocalConfig
 	srv      *busnats.Server
 	url      string
+	secrets  Secrets
 	front    *Front
 	children []*child
 	stopping chan struct{}
@@ -72,9 +83,13 @@ type Local struct {
 
 // child supervises one model's process.
 type child struct {
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	runs int
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error // the current process's Wait result
+	runs   int
+	joined bool          // the current process has served the front end
+	missed bool          // the front end saw it miss its heartbeats
+	wake   chan struct{} // capacity 1: joined or missed changed
 }
 
 // Start starts the NATS server (unless external), one subserver process
@@ -106,15 +121,27 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(string, ...any) {}
 	}
-	l := &Local{cfg: cfg, url: cfg.NATS, stopping: make(chan struct{})}
+	if cfg.RestartDelay <= 0 {
+		cfg.RestartDelay = cfg.Heartbeat
+	}
+	if cfg.MaxRestartDelay <= 0 {
+		cfg.MaxRestartDelay = 30 * time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = cfg.JoinTimeout
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	l := &Local{cfg: cfg, url: cfg.NATS, stopping: make(chan struct{}), secrets: Secrets{Auth: cfg.NATSAuth, Key: busnats.NewKey()}}
 	if l.url == "" {
 		if l.srv, err = busnats.StartServer(busnats.ServerOptions{}); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		l.url = l.srv.URL()
+		l.url, l.secrets.Auth = l.srv.URL(), l.srv.ClientAuth()
 	}
 	for i := range cfg.Models {
-		c := &child{}
+		c := &child{wake: make(chan struct{}, 1)}
 		l.children = append(l.children, c)
 		if err := l.spawn(i, c); err != nil {
 			l.stop()
@@ -123,9 +150,9 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 		l.wg.Add(1)
 		go l.supervise(i, c)
 	}
-	l.front, err = Join(ctx, FrontConfig{URL: l.url, Prefix: cfg.Prefix, Models: cfg.Models, Registry: cfg.Registry,
+	l.front, err = Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Models: cfg.Models, Registry: cfg.Registry,
 		Algorithm: cfg.Algorithm, Params: cfg.Params, Heartbeat: cfg.Heartbeat, Misses: cfg.Misses,
-		JoinTimeout: cfg.JoinTimeout, OnEvent: cfg.OnEvent})
+		JoinTimeout: cfg.JoinTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
 	if err != nil {
 		l.stop()
 		return nil, err
@@ -138,7 +165,7 @@ func (l *Local) args(i int) []string {
 	c := l.cfg
 	a := []string{"subserver", "--nats", l.url, "--prefix", c.Prefix, "--index", strconv.Itoa(i),
 		"--models", strings.Join(c.Models, ","), "--algorithm", c.Algorithm,
-		"--heartbeat", c.Heartbeat.String(), "--misses", strconv.Itoa(c.Misses), "--exit-on-stdin-eof"}
+		"--heartbeat", c.Heartbeat.String(), "--misses", strconv.Itoa(c.Misses), "--exit-on-stdin-eof", "--secrets-on-stdin"}
 	for k, v := range c.Params {
 		a = append(a, "--param", k+"="+v)
 	}
@@ -146,8 +173,8 @@ func (l *Local) args(i int) []string {
 }
 
 // spawn starts model i's process. Its stdin is a pipe this process holds:
-// when this process dies, the child sees EOF and exits, so no child
-// outlives its parent.
+// the first line carries the deployment's secrets, and when this process
+// dies the child sees EOF and exits, so no child outlives its parent.
 func (l *Local) spawn(i int, c *child) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,40 +186,68 @@ func (l *Local) spawn(i int, c *child) error {
 	cmd := exec.Command(l.cfg.Binary, l.args(i)...)
 	cmd.Stdout, cmd.Stderr = l.cfg.Output, l.cfg.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if _, err := cmd.StdinPipe(); err != nil {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", i, err)
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("cluster: model %d: start %s: %w", i, l.cfg.Binary, err)
 	}
-	c.cmd = cmd
+	// One short line fits the pipe's buffer: the write does not wait for
+	// the child. A child that died at once fails it; its exit is handled
+	// as any other.
+	if err := WriteSecrets(stdin, l.secrets); err != nil {
+		l.cfg.OnEvent("sub-server process did not take its secrets", "model", l.cfg.Models[i], "err", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // returns when the process exits; supervise receives it
+	c.cmd, c.exited, c.joined, c.missed = cmd, exited, false, false
 	c.runs++
 	l.cfg.OnEvent("sub-server process started", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
 	return nil
 }
 
+// watch is the front end's membership hook: it tells model i's supervisor.
+func (l *Local) watch(i int, up, missed bool) {
+	c := l.children[i]
+	c.mu.Lock()
+	if up {
+		c.joined, c.missed = true, false
+	} else if missed {
+		c.missed = true
+	}
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
 // supervise waits for model i's process and restarts it when it exits
-// while the deployment runs.
+// while the deployment runs. A process that misses its heartbeats (hung,
+// stopped) or does not join within StartTimeout is killed first.
 func (l *Local) supervise(i int, c *child) {
 	defer l.wg.Done()
+	delay := l.cfg.RestartDelay
 	for {
 		c.mu.Lock()
-		cmd := c.cmd
+		cmd, exited := c.cmd, c.exited
 		c.mu.Unlock()
-		err := cmd.Wait()
-		select {
-		case <-l.stopping:
+		stopped, err := l.await(i, c, cmd, exited)
+		if stopped {
 			return
-		default:
 		}
+		c.mu.Lock()
+		joined := c.joined
+		c.mu.Unlock()
 		l.cfg.OnEvent("sub-server process exited", "model", l.cfg.Models[i], "pid", cmd.Process.Pid, "err", err)
 		if l.cfg.NoRestart {
 			return
 		}
+		delay = restartDelay(delay, joined, l.cfg.RestartDelay, l.cfg.MaxRestartDelay)
+		timer := time.NewTimer(delay)
 		select {
 		case <-l.stopping:
+			timer.Stop()
 			return
-		case <-time.After(l.cfg.Heartbeat):
+		case <-timer.C:
 		}
 		if err := l.spawn(i, c); err != nil {
 			select {
@@ -203,6 +258,52 @@ func (l *Local) supervise(i int, c *child) {
 			return
 		}
 	}
+}
+
+// await waits until model i's process exits, killing it when it missed
+// its heartbeats or did not join in time. stopped says the deployment
+// stops (stop ends the process).
+func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stopped bool, err error) {
+	start := time.NewTimer(l.cfg.StartTimeout)
+	defer start.Stop()
+	for {
+		select {
+		case err := <-exited:
+			select {
+			case <-l.stopping:
+				return true, err
+			default:
+				return false, err
+			}
+		case <-l.stopping:
+			return true, <-exited
+		case <-c.wake:
+			c.mu.Lock()
+			missed := c.missed
+			c.mu.Unlock()
+			if missed {
+				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the child's process group
+			}
+		case <-start.C:
+			c.mu.Lock()
+			joined := c.joined
+			c.mu.Unlock()
+			if !joined {
+				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// restartDelay is the wait before the next restart: base after a process
+// that had joined, otherwise the last delay doubled, at most max.
+func restartDelay(last time.Duration, joined bool, base, max time.Duration) time.Duration {
+	if joined {
+		return base
+	}
+	return min(2*last, max)
 }
 
 // Deployment returns the front end's deployment.
@@ -228,6 +329,14 @@ func (l *Local) PID(i int) int {
 // Submit admits a request (bench.System).
 func (l *Local) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
 	return l.front.Submit(ctx, prompt, p)
+}
+
+// Restarts returns how many times model i's process was restarted.
+func (l *Local) Restarts(i int) int {
+	c := l.children[i]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.runs-1, 0)
 }
 
 // Close stops the front end, then the children (SIGTERM, SIGKILL after

@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	gonats "github.com/nats-io/nats.go"
-
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -20,6 +18,9 @@ import (
 type MemberConfig struct {
 	// URL is the NATS server (nats://host:port).
 	URL string
+	// Secrets are the NATS credentials and the deployment's message key
+	// (required: front end and members must share it).
+	Secrets Secrets
 	// Prefix is the deployment's subject prefix (default
 	// bus/nats.DefaultPrefix).
 	Prefix string
@@ -52,6 +53,9 @@ func (c *MemberConfig) defaults() error {
 	if c.Engine == nil || c.Registry == nil {
 		return errors.New("cluster: member needs an engine and an algorithm registry")
 	}
+	if len(c.Secrets.Key) < busnats.MinKeySize {
+		return fmt.Errorf("cluster: member needs the deployment's message key (at least %d bytes)", busnats.MinKeySize)
+	}
 	if c.Index < 0 || c.Index >= len(c.Models) {
 		return fmt.Errorf("cluster: model index %d of %d models", c.Index, len(c.Models))
 	}
@@ -73,20 +77,25 @@ func (c *MemberConfig) defaults() error {
 // RunMember runs one model's sub-server on the NATS bus until ctx ends,
 // announcing it with heartbeats. It serves one front end at a time: when
 // the front end stops beating (Misses intervals) or a new one appears, the
-// sub-server restarts empty, freeing every request it held.
+// sub-server restarts empty, freeing every request it held; so it does
+// when its connection to NATS was lost and restored (events may have been
+// lost), and it announces that by beating for no front end until the
+// front end's next heartbeat.
 func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cfg.Engine.Close()) }()
-	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", cfg.Index)})
+	lost := make(chan struct{}, 1)
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", cfg.Index),
+		Auth: cfg.Secrets.Auth, Key: cfg.Secrets.Key, OnReconnect: func() { signal(lost) }})
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
 	}
 	defer b.Close()
 	fronts := make(chan Beat, 64)
-	sub, err := b.Conn().Subscribe(beatSubject(cfg.Prefix, -1), func(m *gonats.Msg) {
-		if fb, err := decodeBeat(m.Data); err == nil && fb.Index == -1 {
+	sub, err := b.Subscribe(beatSubject(cfg.Prefix, -1), func(_ string, data []byte) {
+		if fb, err := decodeBeat(data); err == nil && fb.Index == -1 {
 			select {
 			case fronts <- fb:
 			default: // beats are periodic: a dropped one is replaced
@@ -107,12 +116,23 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	defer tick.Stop()
 	var front uint64
 	var lastFront time.Time
+	fresh := newFreshness(1)
 	m.beat(front)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-lost:
+			cfg.OnEvent("NATS connection restored: dropping every request", "model", cfg.Index)
+			if err := m.restart(); err != nil {
+				return err
+			}
+			front = 0
+			m.beat(front)
 		case fb := <-fronts:
+			if !fresh.accept(0, fb.Incarnation, fb.Seq) {
+				continue // replayed, or from a front end that was replaced
+			}
 			lastFront = time.Now()
 			if fb.Incarnation == front {
 				continue
@@ -145,6 +165,7 @@ type member struct {
 	cfg    MemberConfig
 	bus    *busnats.Bus
 	inc    uint64
+	seq    uint64
 	s      *subserver.Server
 	cancel context.CancelFunc
 	done   chan error
@@ -185,7 +206,16 @@ func (m *member) restart() error {
 
 // beat publishes a heartbeat.
 func (m *member) beat(front uint64) {
-	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Front: front,
+	m.seq++
+	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
 		Info: m.cfg.Engine.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine()}
-	_ = m.bus.Conn().Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
+	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
+}
+
+// signal wakes the receiver of ch (capacity 1) without blocking.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default: // already signalled
+	}
 }

@@ -22,9 +22,9 @@ import (
 
 // remote runs model sub-servers on their own NATS connection, as another
 // process would, and returns them with their facts.
-func remote(t *testing.T, url string, lat ...time.Duration) ([]*subserver.Server, []engine.Info) {
+func remote(t *testing.T, url string, auth busnats.Auth, lat ...time.Duration) ([]*subserver.Server, []engine.Info) {
 	t.Helper()
-	b, err := busnats.Connect(url, busnats.Options{Prefix: "test"})
+	b, err := busnats.Connect(url, busnats.Options{Prefix: "test", Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,8 @@ func TestRemoteModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	subs, infos := remote(t, srv.URL(), time.Millisecond, 3*time.Millisecond)
-	fb, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "test"})
+	subs, infos := remote(t, srv.URL(), srv.ClientAuth(), time.Millisecond, 3*time.Millisecond)
+	fb, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "test", Auth: srv.ClientAuth()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,6 +238,10 @@ func TestModelsAndHealth(t *testing.T) {
 	if code != 200 || !strings.Contains(string(b), `"status":"ok"`) {
 		t.Fatalf("%d %s", code, b)
 	}
+	code, b = e.do(http.MethodGet, "/ready", nil)
+	if code != 200 || !strings.Contains(string(b), `"status":"ready"`) {
+		t.Fatalf("/ready: %d %s", code, b)
+	}
 }
 
 func TestMetrics(t *testing.T) {

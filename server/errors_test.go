@@ -136,8 +136,10 @@ func TestAPIKey(t *testing.T) {
 	code, b = e.do(http.MethodGet, "/v1/models", nil, "Authorization", "Bearer sekre")
 	wantError(t, "wrong key on models", code, b, 401, typeInvalidRequest, "", "invalid_api_key")
 	stillServes(t, e, "401", "Authorization", "Bearer sekret")
-	if code, _ := e.do(http.MethodGet, "/health", nil); code != 200 {
-		t.Fatalf("/health needs no key, got %d", code)
+	for _, probe := range []string{"/health", "/ready"} {
+		if code, _ := e.do(http.MethodGet, probe, nil); code != 200 {
+			t.Fatalf("%s needs no key, got %d", probe, code)
+		}
 	}
 }
 
@@ -166,6 +168,9 @@ func TestUnavailableWhileDraining(t *testing.T) {
 	wantError(t, "draining", code, b, 503, typeServer, "", "service_unavailable")
 	if code, _ := e.do(http.MethodGet, "/health", nil); code != 503 {
 		t.Fatalf("/health while draining: %d", code)
+	}
+	if code, b := e.do(http.MethodGet, "/ready", nil); code != 503 || !strings.Contains(string(b), `"not_ready"`) {
+		t.Fatalf("/ready while draining: %d %s", code, b)
 	}
 	e.s.draining.Store(false)
 	stillServes(t, e, "503")

@@ -30,7 +30,7 @@ type metrics struct {
 
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
-	steps, tokens, busy                                       *prometheus.Desc
+	steps, tokens, busy, restarts                             *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 }
 
@@ -79,6 +79,7 @@ func newMetrics(s *Server) *metrics {
 	m.steps = d("tokenrouter_model_steps_total", "Engine steps run by the model.", pm...)
 	m.tokens = d("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
 	m.busy = d("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
+	m.restarts = d("tokenrouter_model_restarts_total", "Times the model's sub-server came back as a new process (sub-servers in other processes).", pm...)
 	m.active = d("tokenrouter_active_requests", "Requests in flight in the preset's router.", "preset")
 	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
 	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
@@ -102,7 +103,7 @@ func (m *metrics) handler() http.Handler {
 // http counts one HTTP request.
 func (m *metrics) http(path string, code int) {
 	switch path {
-	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/metrics":
+	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/ready", "/metrics":
 	default:
 		path = "other"
 	}
@@ -128,7 +129,7 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
-		m.steps, m.tokens, m.busy, m.active, m.routedFrac, m.largeRatio, m.inFlight} {
+		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight} {
 		ch <- d
 	}
 }
@@ -168,6 +169,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.steps, float64(st.Steps), p, name)
 			c(m.tokens, float64(st.Tokens), p, name)
 			c(m.busy, st.BusyTime.Seconds(), p, name)
+			c(m.restarts, float64(rs.Restarts), p, name)
 			total += st.Tokens
 			if i > 0 {
 				large += st.Tokens

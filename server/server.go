@@ -82,6 +82,8 @@ type RemoteStatser interface {
 type RemoteStat struct {
 	// Up says whether the model serves requests.
 	Up bool
+	// Restarts counts the times it came back as a new process.
+	Restarts int
 	// Stats are its counters as of its last heartbeat.
 	Stats subserver.Stats
 }
@@ -231,6 +233,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
 	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
 	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
+	mux.Handle("/ready", s.wrap(http.MethodGet, false, s.handleReady))
 	mux.Handle("/metrics", s.wrap(http.MethodGet, false, s.metrics.handler().ServeHTTP))
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
@@ -298,7 +301,8 @@ func (s *Server) authMessage(r *http.Request) string {
 	return "Incorrect API key provided"
 }
 
-// handleHealth answers 200 while serving and 503 while shutting down.
+// handleHealth answers 200 while serving (status "degraded" while a model
+// is down, see /ready) and 503 while shutting down.
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting_down"})
@@ -308,5 +312,5 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	for _, d := range s.deps {
 		presets[d.name] = d.r.Active()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "in_flight": s.inFlight.Load(), "active_by_preset": presets})
+	writeJSON(w, http.StatusOK, map[string]any{"status": s.liveness(), "in_flight": s.inFlight.Load(), "active_by_preset": presets})
 }

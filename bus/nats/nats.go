@@ -14,8 +14,17 @@
 // bus. The guarantee across senders is causal when every endpoint
 // connects to the same NATS server.
 //
+// Security: Options.Auth says how a connection proves itself to the NATS
+// server (user and password, token, credentials file or nkey; TLS files
+// for servers that require TLS). Options.Key, when set, authenticates
+// every message: each carries an HMAC-SHA256 tag over its subject and
+// payload keyed by the deployment's key, and messages whose tag does not
+// verify are dropped and reported (ErrAuth), so a client of the NATS
+// server without the key can neither inject events nor move them between
+// subjects.
+//
 // StartServer runs an embedded NATS server on loopback for single-machine
-// deployments and tests.
+// deployments and tests; it requires credentials generated per run.
 package nats
 
 import (
@@ -50,6 +59,18 @@ type Options struct {
 	Buffer int
 	// Name is the connection name shown by the NATS server (Connect only).
 	Name string
+	// Auth says how to authenticate to the server (Connect only).
+	Auth Auth
+	// Key, if set (at least MinKeySize bytes), authenticates every
+	// message: publishers append a tag, receivers drop messages whose tag
+	// does not verify. Every connection of a deployment needs the same
+	// key.
+	Key []byte
+	// OnReconnect, if set, is called after the connection to the server
+	// was lost and restored (Connect only): messages sent to this
+	// connection in between are lost. It is called from a nats.go
+	// goroutine and must be quick.
+	OnReconnect func()
 }
 
 // Bus is the bus over a NATS connection. It implements bus.Bus and
@@ -58,6 +79,7 @@ type Bus struct {
 	bus.Pool
 	conn   *gonats.Conn
 	opt    Options
+	seal   *sealer  // nil: messages carry no tag
 	subj   []string // subj[i] is model i's subject
 	front  string
 	all    string
@@ -86,18 +108,31 @@ func Connect(url string, o Options) (*Bus, error) {
 	if name == "" {
 		name = "tokenrouter"
 	}
-	conn, err := gonats.Connect(url, gonats.Name(name), gonats.MaxReconnects(-1),
+	seal, err := newSealer(o.Key)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := o.Auth.options()
+	if err != nil {
+		return nil, err
+	}
+	opts := append(auth, gonats.Name(name), gonats.MaxReconnects(-1),
 		gonats.ReconnectWait(50*time.Millisecond), gonats.ErrorHandler(func(_ *gonats.Conn, _ *gonats.Subscription, err error) {
 			b.report(fmt.Errorf("bus/nats: %w", err))
 		}))
+	if o.OnReconnect != nil {
+		opts = append(opts, gonats.ReconnectHandler(func(*gonats.Conn) { o.OnReconnect() }))
+	}
+	conn, err := gonats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bus/nats: connect %s: %w", url, err)
 	}
-	b.init(conn, o)
+	b.init(conn, o, seal)
 	return b, nil
 }
 
-func (b *Bus) init(conn *gonats.Conn, o Options) {
+func (b *Bus) init(conn *gonats.Conn, o Options, seal *sealer) {
+	b.seal = seal
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -208,10 +243,15 @@ func (b *Bus) dispatch(x *endpoint, h bus.Handler, newState NewStateFunc) {
 		case <-x.quit:
 			return
 		case m := <-x.ch:
+			data, err := b.open(m.Subject, m.Data)
+			if err != nil {
+				b.report(err) // unauthenticated: nothing in it can be trusted
+				continue
+			}
 			e := b.Get()
-			if err := DecodeEvent(m.Data, e, newState); err != nil {
+			if err := DecodeEvent(data, e, newState); err != nil {
 				b.Put(e)
-				b.undecodable(m.Data, err)
+				b.undecodable(data, err)
 				continue
 			}
 			h(e)
@@ -284,6 +324,9 @@ func (b *Bus) publish(subject string, e *bus.Event) error {
 		b.report(err)
 		return err
 	}
+	if b.seal != nil {
+		buf = b.seal.seal(subject, buf)
+	}
 	err = b.conn.Publish(subject, buf)
 	*bp = buf
 	b.bufs.Put(bp)
@@ -294,6 +337,47 @@ func (b *Bus) publish(subject string, e *bus.Event) error {
 		return fmt.Errorf("bus/nats: publish %s: %w", subject, err)
 	}
 	return nil
+}
+
+// open returns a received message's payload, checking its tag when the
+// bus has a key.
+func (b *Bus) open(subject string, data []byte) ([]byte, error) {
+	if b.seal == nil {
+		return data, nil
+	}
+	return b.seal.open(subject, data)
+}
+
+// Publish publishes data on subject (one of the deployment's, see
+// Subject) outside the event encoding, with an authentication tag when
+// the bus has a key. Heartbeats travel this way.
+func (b *Bus) Publish(subject string, data []byte) error {
+	if b.seal != nil {
+		data = b.seal.seal(subject, append(make([]byte, 0, len(data)+TagSize), data...))
+	}
+	if err := b.conn.Publish(subject, data); err != nil {
+		return fmt.Errorf("bus/nats: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Subscribe calls h with the payload of every message on subject (a
+// wildcard subject is allowed) whose tag verifies when the bus has a key;
+// other messages are dropped and reported. h runs on a nats.go goroutine
+// and must be quick. Unsubscribe with the returned subscription.
+func (b *Bus) Subscribe(subject string, h func(subject string, payload []byte)) (*gonats.Subscription, error) {
+	sub, err := b.conn.Subscribe(subject, func(m *gonats.Msg) {
+		data, err := b.open(m.Subject, m.Data)
+		if err != nil {
+			b.report(err)
+			return
+		}
+		h(m.Subject, data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus/nats: subscribe %s: %w", subject, err)
+	}
+	return sub, nil
 }
 
 // Flush waits until the server has received everything published so far.

@@ -34,9 +34,9 @@ func startServer(t *testing.T) *busnats.Server {
 	return s
 }
 
-func connect(t *testing.T, url, prefix string) *busnats.Bus {
+func connect(t *testing.T, srv *busnats.Server, prefix string) *busnats.Bus {
 	t.Helper()
-	b, err := busnats.Connect(url, busnats.Options{Prefix: prefix})
+	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: prefix, Auth: srv.ClientAuth()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,8 @@ func recv(t *testing.T, ch <-chan *bus.Event) *bus.Event {
 // algorithm state decoding.
 func TestAcrossConnections(t *testing.T) {
 	srv := startServer(t)
-	front, models := connect(t, srv.URL(), "t1"), connect(t, srv.URL(), "t1")
-	other := connect(t, srv.URL(), "t2") // another deployment on the same server
+	front, models := connect(t, srv, "t1"), connect(t, srv, "t1")
+	other := connect(t, srv, "t2") // another deployment on the same server
 	fch := make(chan *bus.Event, 100)
 	mch := [2]chan *bus.Event{make(chan *bus.Event, 100), make(chan *bus.Event, 100)}
 	if err := front.Attach(bus.Frontend, func(e *bus.Event) { fch <- e }); err != nil {
@@ -125,7 +125,7 @@ func TestAcrossConnections(t *testing.T) {
 func TestUndecodablePeerEndsRequest(t *testing.T) {
 	srv := startServer(t)
 	errs := make(chan error, 10)
-	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "t3", OnError: func(err error) { errs <- err }})
+	b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: "t3", Auth: srv.ClientAuth(), OnError: func(err error) { errs <- err }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
@@ -31,6 +32,7 @@ type serveFlags struct {
 	processes       bool
 	natsURL, prefix string
 	joinTimeout     time.Duration
+	natsAuth        natsAuthFlags
 }
 
 // serveLong is the serve command's help text.
@@ -75,7 +77,15 @@ end; the sub-servers own their thresholds and max-wait):
   tokenrouter serve --nats nats://10.0.0.1:4222
 
 With both flags, the child processes connect to that server instead of an
-embedded one.`
+embedded one.
+
+The embedded server listens on loopback only and requires credentials
+generated per run; --processes also generates the deployment's message key per
+run and hands both to its children on their standard input. With --nats:
+
+` + natsAuthHelp + `
+With --processes --nats the key is generated per run; only the NATS credentials
+are needed.`
 
 func newServeCmd() *cobra.Command {
 	var f serveFlags
@@ -111,6 +121,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.natsURL, "nats", "", "join this NATS server (nats://HOST:PORT); the sub-servers run elsewhere (tokenrouter subserver)")
 	fl.StringVar(&f.prefix, "nats-prefix", busnats.DefaultPrefix, "--nats: the deployment's subject prefix (the sub-servers' --prefix)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 30*time.Second, "--processes, --nats: how long to wait for every sub-server to join")
+	f.natsAuth.register(fl)
 	return cmd
 }
 
@@ -221,9 +232,15 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("--nats: a front end joining sub-servers started elsewhere serves one preset; "+
 				"this configuration has %d (run one serve per preset, each with its own --nats-prefix, or use --processes)", len(cfg.Presets))
 		}
+		secrets := cluster.Secrets{Auth: f.natsAuth.auth(os.Getenv)}
+		if !f.processes {
+			if secrets, err = f.natsAuth.secrets(os.Getenv); err != nil {
+				return err
+			}
+		}
 		lvl, _ := cmd.Flags().GetString("log-level")
 		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl,
-			joinTimeout: f.joinTimeout, log: log}.deploy
+			joinTimeout: f.joinTimeout, secrets: secrets, log: log}.deploy
 		log.Info("scale out", "processes", f.processes, "nats", f.natsURL)
 	}
 	srv, err := server.New(ctx, cfg, opts)

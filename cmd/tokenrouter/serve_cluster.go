@@ -30,8 +30,12 @@ type clusterDeploy struct {
 	binary      string // the subserver executable ("": this executable)
 	logLevel    string // the children's --log-level
 	joinTimeout time.Duration
-	output      io.Writer // the children's stdout and stderr (nil: stderr)
-	log         *slog.Logger
+	// secrets authenticate to an external NATS server (nats); joining
+	// also takes the deployment's message key from them (--processes
+	// generates one per run).
+	secrets cluster.Secrets
+	output  io.Writer // the children's stdout and stderr (nil: stderr)
+	log     *slog.Logger
 }
 
 // deploy implements server.Deployer.
@@ -44,7 +48,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 	if !c.processes {
 		c.log.Info("joining sub-servers started elsewhere; they own their thresholds and max-wait",
 			"preset", preset, "nats", c.nats, "prefix", c.prefix, "models", names)
-		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Prefix: c.prefix, Models: names, Registry: rc.Registry,
+		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Secrets: c.secrets, Prefix: c.prefix, Models: names, Registry: rc.Registry,
 			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, OnEvent: onEvent})
 		if err != nil {
 			return nil, nil, err
@@ -62,7 +66,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		}
 		args[i] = a
 	}
-	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, Models: names, ModelArgs: args,
+	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, NATSAuth: c.secrets.Auth, Models: names, ModelArgs: args,
 		Registry: rc.Registry, Algorithm: rc.Algorithm, Params: rc.Params, Output: c.output,
 		JoinTimeout: c.joinTimeout, OnEvent: onEvent})
 	if err != nil {
@@ -83,7 +87,7 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	ms := r.front.Members()
 	out := make([]server.RemoteStat, len(ms))
 	for i, m := range ms {
-		out[i] = server.RemoteStat{Up: m.Up, Stats: m.Last.Stats}
+		out[i] = server.RemoteStat{Up: m.Up, Restarts: m.Restarts, Stats: m.Last.Stats}
 	}
 	return out
 }

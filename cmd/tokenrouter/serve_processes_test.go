@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/loader"
@@ -352,13 +353,21 @@ func TestServeProcesses(t *testing.T) {
 
 // TestServeJoinsNATS runs the front end against sub-servers started by
 // hand (tokenrouter subserver) on a NATS server of the test's own, as on
-// two machines.
+// two machines, with the NATS credentials and the message key in the
+// environment. A sub-server without the key cannot start.
 func TestServeJoinsNATS(t *testing.T) {
 	ns, err := busnats.StartServer(busnats.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
+	auth := ns.ClientAuth()
+	key := busnats.NewSecret()
+	env := append(os.Environ(), envNATSUser+"="+auth.User, envNATSPassword+"="+auth.Password)
+	out, err := exec.Command(bin.path, "subserver", "--nats", ns.URL(), "--models", "slm,llm", "--engine", "sim").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "message key") {
+		t.Fatalf("a sub-server without the message key: %v\n%s", err, out)
+	}
 	logs := &logBuffer{}
 	var children []*exec.Cmd
 	defer func() {
@@ -370,13 +379,13 @@ func TestServeJoinsNATS(t *testing.T) {
 	for i, profile := range []string{"paper-r2r/slm", "paper-r2r/llm"} {
 		c := exec.Command(bin.path, "subserver", "--nats", ns.URL(), "--index", strconv.Itoa(i), "--models", "slm,llm",
 			"--engine", "sim", "--profile", profile, "--algorithm", "r2r-random", "--param", "p=0.35", "--log-level", "warn")
-		c.Stdout, c.Stderr = logs, logs
+		c.Stdout, c.Stderr, c.Env = logs, logs, append(env, envBusKey+"="+key)
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		children = append(children, c)
 	}
-	f := startFront(t, clusterDeploy{nats: ns.URL(), prefix: busnats.DefaultPrefix})
+	f := startFront(t, clusterDeploy{nats: ns.URL(), prefix: busnats.DefaultPrefix, secrets: cluster.Secrets{Auth: auth, Key: []byte(key)}})
 	defer f.shutdown(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,8 @@ type subserverFlags struct {
 	desc                                                           config.Model
 	maxWait, heartbeat                                             time.Duration
 	latency                                                        config.Latency
-	stdinEOF                                                       bool
+	stdinEOF, stdinSecrets                                         bool
+	auth                                                           natsAuthFlags
 }
 
 // subserverLong is the subserver command's help text.
@@ -46,7 +48,9 @@ as serve --processes passes it, by --model-config: one YAML mapping with the
 fields of a configuration file's models entry.
 
 Every member and the front end must agree on --models, --algorithm, --prefix,
---heartbeat and --misses.`
+--heartbeat and --misses.
+
+` + natsAuthHelp
 
 func newSubserverCmd() *cobra.Command {
 	var f subserverFlags
@@ -85,6 +89,9 @@ func newSubserverCmd() *cobra.Command {
 	fl.IntVar(&f.misses, "misses", cluster.DefaultMisses, "missed front-end heartbeats before dropping every request")
 	fl.BoolVar(&f.stdinEOF, "exit-on-stdin-eof", false, "exit when stdin closes (set by a parent process)")
 	_ = fl.MarkHidden("exit-on-stdin-eof")
+	fl.BoolVar(&f.stdinSecrets, "secrets-on-stdin", false, "read the bus secrets from the first line of stdin (set by a parent process)")
+	_ = fl.MarkHidden("secrets-on-stdin")
+	f.auth.register(fl)
 	return cmd
 }
 
@@ -104,6 +111,16 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	if err != nil {
 		return err
 	}
+	stdin := bufio.NewReader(os.Stdin)
+	var secrets cluster.Secrets
+	if f.stdinSecrets {
+		secrets, err = cluster.ReadSecrets(stdin)
+	} else {
+		secrets, err = f.auth.secrets(os.Getenv)
+	}
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	eng, err := loader.Builtin().OpenEngine(ctx, desc)
 	if err != nil {
@@ -114,14 +131,14 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			_, _ = io.Copy(io.Discard, os.Stdin) // returns when the parent closes the pipe or dies
+			_, _ = io.Copy(io.Discard, stdin) // returns when the parent closes the pipe or dies
 			cancel()
 		}()
 	}
 	log := slog.Default().With("model", desc.Name, "index", f.index)
 	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", desc.Engine)
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
-		URL: f.url, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
+		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
 		Policy: pol, MaxBatch: f.maxBatch,
 		Heartbeat: f.heartbeat, Misses: f.misses,

@@ -10,7 +10,7 @@ import (
 )
 
 // Bus starts an embedded NATS server on loopback and connects a bus to it
-// under prefix; both stop when the test ends, and the test fails if the bus
+// under prefix, with the server's credentials and a fresh message key; both stop when the test ends, and the test fails if the bus
 // could not carry an event.
 func Bus(t testing.TB, prefix string) bus.Bus {
 	t.Helper()
@@ -26,9 +26,10 @@ func Buses(t testing.TB, prefix string, n int) []bus.Bus {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	key := busnats.NewKey()
 	bs := make([]bus.Bus, n)
 	for i := range bs {
-		b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: prefix})
+		b, err := busnats.Connect(srv.URL(), busnats.Options{Prefix: prefix, Auth: srv.ClientAuth(), Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
