@@ -160,16 +160,17 @@ func (o Options) withDefaults() Options {
 	if o.Flat <= 0 {
 		o.Flat = 0.02
 	}
-	if o.Budget <= 0 {
-		o.Budget = 2 * time.Second
-	}
-	if o.PlanTimeout <= 0 {
-		o.PlanTimeout = 2 * time.Second
-	}
-	if o.CacheSize <= 0 {
-		o.CacheSize = 32
-	}
+	orDefault(&o.Budget, 2*time.Second)
+	orDefault(&o.PlanTimeout, 2*time.Second)
+	orDefault(&o.CacheSize, 32)
 	return o
+}
+
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Estimate is what the tuner measured over one window.

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +48,7 @@ func rawRequest(t *testing.T, e *env, head string) *net.TCPConn {
 
 // postHead is a POST request's head for a JSON body of n bytes.
 func postHead(path string, n int) string {
-	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, n)
+	return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(n) + "\r\n\r\n"
 }
 
 // TestStalledReaderIsDisconnected: streaming clients that stop reading
