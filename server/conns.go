@@ -23,6 +23,7 @@ const (
 	maxAutoConns   = 16384
 	minAutoConns   = 16
 	reserveTimeout = time.Second
+	sendBuffer     = 256 << 10
 )
 
 // connCap is the connection cap for a configured value (0: derived from
@@ -63,6 +64,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.open.Add(1) <= l.max {
+			if tc, ok := c.(*net.TCPConn); ok {
+				// A bounded send buffer: a client that stops reading
+				// blocks the server's writes after sendBuffer bytes,
+				// where the write timeout applies, instead of after
+				// the megabytes the kernel would otherwise buffer.
+				_ = tc.SetWriteBuffer(sendBuffer)
+			}
 			return &countedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
 		}
 		l.open.Add(-1)
