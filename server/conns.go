@@ -23,7 +23,7 @@ const (
 	maxAutoConns   = 16384
 	minAutoConns   = 16
 	reserveTimeout = time.Second
-	sendBuffer     = 256 << 10
+	sendBuffer     = 64 << 10
 )
 
 // connCap is the connection cap for a configured value (0: derived from
