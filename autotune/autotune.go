@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,18 @@ type Options struct {
 	// between a fitted curve and the mean step time for which a model's
 	// step time counts as batch-independent (default 0.02).
 	Flat float64
+	// Budget is the planning time allowed per minute (default 2s); it
+	// accrues up to one minute's worth, and a plan due while it is spent
+	// waits.
+	Budget time.Duration
+	// PlanTimeout cuts one plan off (default 2s). The evaluations it
+	// finished stay in the planner's cache, so the next plan goes on
+	// from there.
+	PlanTimeout time.Duration
+	// CacheSize is the number of tables kept by load level (default 32):
+	// a plan for a model already planned, to within the rounding of
+	// cacheKey, reuses its tables.
+	CacheSize int
 }
 
 // maxBucket is the largest batch size counted on its own; larger batches
@@ -147,7 +160,17 @@ func (o Options) withDefaults() Options {
 	if o.Flat <= 0 {
 		o.Flat = 0.02
 	}
+	orDefault(&o.Budget, 2*time.Second)
+	orDefault(&o.PlanTimeout, 2*time.Second)
+	orDefault(&o.CacheSize, 32)
 	return o
+}
+
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Estimate is what the tuner measured over one window.
@@ -197,6 +220,25 @@ type Status struct {
 	PlanTime time.Duration
 	// Err is the last planning error, if the last attempt failed.
 	Err error
+	// Cost is what planning has cost since the tuner started.
+	Cost Cost
+}
+
+// Cost is the tuner's planning work.
+type Cost struct {
+	// Seconds is the time spent planning (wall time of the one planning
+	// worker: its CPU time or more).
+	Seconds float64
+	// Computed counts plans whose tables were computed.
+	Computed int
+	// CacheHits counts plans whose tables came from the cache by load
+	// level.
+	CacheHits int
+	// TimedOut counts plans cut off by Options.PlanTimeout.
+	TimedOut int
+	// Deferred counts ticks on which a plan was due but the budget was
+	// spent.
+	Deferred int
 }
 
 // Tuner estimates the routing process and keeps the thresholds at B*.
@@ -213,6 +255,9 @@ type Tuner struct {
 	plannedN   int
 	lastPlan   time.Time
 	driftSince time.Time
+	credit     time.Duration // planning time left (Options.Budget per minute)
+	credited   time.Time
+	cache      map[string][]sched.Table // tables by cacheKey
 
 	mu     sync.Mutex
 	status Status
@@ -287,7 +332,8 @@ func New(base []sched.Policy, o Options) (*Tuner, error) {
 			}
 		}
 	}
-	t := &Tuner{opts: o, deltaSet: deltaSet, base: slices.Clone(base), obs: make([]counters, m)}
+	t := &Tuner{opts: o, deltaSet: deltaSet, base: slices.Clone(base), obs: make([]counters, m),
+		credit: o.Budget, cache: map[string][]sched.Table{}}
 	for i := range t.obs {
 		t.obs[i].moved = make([]atomic.Uint64, m)
 		t.obs[i].bySize = make([]sizeCounters, maxBucket)
@@ -396,7 +442,24 @@ func (t *Tuner) tick(ctx context.Context, targets []Target, now time.Time) {
 	if !t.lastPlan.IsZero() && now.Sub(t.lastPlan) < t.opts.MinInterval {
 		return
 	}
+	if !t.afford(now) {
+		t.mu.Lock()
+		t.status.Cost.Deferred++
+		t.mu.Unlock()
+		return
+	}
 	t.plan(ctx, targets, est, now)
+}
+
+// afford accrues the planning budget up to now and reports whether any is
+// left.
+func (t *Tuner) afford(now time.Time) bool {
+	if !t.credited.IsZero() {
+		earned := time.Duration(float64(now.Sub(t.credited)) * float64(t.opts.Budget) / float64(time.Minute))
+		t.credit = min(t.credit+earned, t.opts.Budget)
+	}
+	t.credited = now
+	return t.credit > 0
 }
 
 // sample reads every counter.
@@ -649,12 +712,61 @@ func (t *Tuner) Model(est Estimate) perfmodel.Model {
 	return md
 }
 
-// plan computes the tables for est and pushes them.
+// plan computes the tables for est (or takes them from the cache by load
+// level) and pushes them. It spends at most Options.PlanTimeout, charged
+// to the budget.
 func (t *Tuner) plan(ctx context.Context, targets []Target, est Estimate, now time.Time) {
 	maxN := min(t.opts.MaxN, max(4, (est.Active+3)/4*4))
 	md := t.Model(est)
+	key := cacheKey(md, maxN)
+	tabs, cached := t.cache[key]
 	start := time.Now()
-	if n := est.Active; n > 1 && maxN > 8 {
+	var err error
+	if !cached {
+		tabs, err = t.compute(ctx, targets, md, est.Active, maxN)
+	}
+	took := time.Since(start)
+	t.credit -= took
+	t.lastPlan, t.driftSince = now, time.Time{}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := &t.status.Cost
+	c.Seconds += took.Seconds()
+	switch {
+	case cached:
+		c.CacheHits++
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		c.TimedOut++
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			t.status.Err = fmt.Errorf("autotune: plan: %w", err)
+		}
+		return
+	default:
+		c.Computed++
+		if len(t.cache) >= t.opts.CacheSize {
+			clear(t.cache)
+		}
+		t.cache[key] = tabs
+	}
+	for i, tg := range targets {
+		p := t.base[i]
+		p.B = tabs[i]
+		tg.SetPolicy(p)
+	}
+	e := est
+	t.planned, t.plannedN = &e, maxN
+	t.status = Status{Plans: t.status.Plans + 1, Planned: &e, Model: &md, Tables: tabs, MaxN: maxN,
+		LastPlan: now, PlanTime: took, Cost: *c}
+}
+
+// compute runs the planner for md within Options.PlanTimeout: first the
+// optimum at the active count, pushed at once, then the whole table.
+func (t *Tuner) compute(ctx context.Context, targets []Target, md perfmodel.Model, active, maxN int) ([]sched.Table, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.PlanTimeout)
+	defer cancel()
+	if n := active; n > 1 && maxN > 8 {
 		// A full table costs about N⁵ chain states; the optimum at the
 		// current active count alone costs a few percent of that. Push it
 		// at once (as a static B, clamped to the active count by
@@ -668,27 +780,31 @@ func (t *Tuner) plan(ctx context.Context, targets []Target, est Estimate, now ti
 		}
 	}
 	tabs, err := t.opts.Planner.Table(ctx, md, maxN, t.opts.Fixed)
-	took := time.Since(start)
-	t.lastPlan, t.driftSince = now, time.Time{}
 	if err != nil {
-		if ctx.Err() == nil {
-			t.mu.Lock()
-			t.status.Err = fmt.Errorf("autotune: plan: %w", err)
-			t.mu.Unlock()
+		return nil, fmt.Errorf("autotune: table: %w", err)
+	}
+	return tabs, nil
+}
+
+// cacheKey names a load level: the model with its probabilities and
+// tokens per step rounded to 0.01 and its latencies to 0.1 ms, and the
+// largest active count planned.
+func cacheKey(md perfmodel.Model, maxN int) string {
+	r := func(v float64, step float64) float64 { return math.Round(v/step) * step }
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d|%v|%g|", maxN, md.Placement, md.Delta)
+	for i := range md.P {
+		for j := range md.P[i] {
+			fmt.Fprintf(&b, "%.2f,%.2f;", r(md.P[i][j], 0.01), r(md.C[i][j], 0.01))
 		}
-		return
 	}
-	for i, tg := range targets {
-		p := t.base[i]
-		p.B = tabs[i]
-		tg.SetPolicy(p)
+	for _, l := range md.L {
+		fmt.Fprintf(&b, "%.1f;", r(l, 0.1))
 	}
-	e := est
-	t.planned, t.plannedN = &e, maxN
-	t.mu.Lock()
-	t.status = Status{Plans: t.status.Plans + 1, Planned: &e, Model: &md, Tables: tabs, MaxN: maxN,
-		LastPlan: now, PlanTime: took}
-	t.mu.Unlock()
+	for i, c := range md.Steps {
+		fmt.Fprintf(&b, "%v/%.2f;", c, r(md.Extend[i], 0.01))
+	}
+	return b.String()
 }
 
 var _ subserver.Observer = (*Tuner)(nil)

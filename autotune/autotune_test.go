@@ -76,7 +76,9 @@ func feed(tu *Tuner, tg []*fakeTarget, pPercent int) {
 func newTest(t *testing.T) (*Tuner, []*fakeTarget, []Target) {
 	t.Helper()
 	base := []sched.Policy{{MaxWait: 50 * time.Millisecond}, {MaxWait: 50 * time.Millisecond}}
-	tu, err := New(base, Options{})
+	// The tests step simulated time while planning takes real time: no
+	// budget here (TestPlanBudget checks it).
+	tu, err := New(base, Options{Budget: time.Hour, PlanTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,5 +279,61 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := New(base, Options{C: [][]float64{{1, 0}}}); err == nil {
 		t.Fatal("short commit matrix: no error")
+	}
+}
+
+// runFor feeds R2R observations with routing probability pPercent and
+// ticks every 100 ms of simulated time for d.
+func runFor(tu *Tuner, fakes []*fakeTarget, targets []Target, now *time.Time, pPercent int, d time.Duration) {
+	for end := now.Add(d); now.Before(end); *now = now.Add(100 * time.Millisecond) {
+		feed(tu, fakes, pPercent)
+		tu.tick(context.Background(), targets, *now)
+	}
+}
+
+// TestPlanCacheByLoadLevel: a load level planned before reuses its tables
+// instead of planning again, and the cost counters say so.
+func TestPlanCacheByLoadLevel(t *testing.T) {
+	tu, fakes, targets := newTest(t)
+	now := time.Unix(1000, 0)
+	runFor(tu, fakes, targets, &now, 35, 5*time.Second)
+	c := tu.Status().Cost
+	if c.Computed != 1 || c.CacheHits != 1 || c.Seconds <= 0 {
+		t.Fatalf("p=0.35 for 5s: cost %+v, want the provisional plan computed and the full-window one cached", c)
+	}
+	runFor(tu, fakes, targets, &now, 10, 6*time.Second)
+	runFor(tu, fakes, targets, &now, 35, 6*time.Second)
+	st := tu.Status()
+	if st.Cost.Computed != 2 || st.Cost.CacheHits != 2 {
+		t.Fatalf("0.35, 0.10, 0.35: cost %+v, want 2 computed and the return to 0.35 cached", st.Cost)
+	}
+	if want := wantTables(t, 0.35, st.MaxN); !slices.EqualFunc(st.Tables, want, slices.Equal) {
+		t.Fatalf("cached tables %v, want %v", st.Tables, want)
+	}
+}
+
+// TestPlanBudget: once the planning budget is spent, due plans wait; a
+// plan over its time limit is cut off and pushes nothing.
+func TestPlanBudget(t *testing.T) {
+	base := []sched.Policy{{}, {}}
+	fakes := []*fakeTarget{{records: 8}, {records: 8}}
+	targets := []Target{fakes[0], fakes[1]}
+	tu, err := New(base, Options{Budget: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	runFor(tu, fakes, targets, &now, 35, 5*time.Second)
+	if c := tu.Status().Cost; c.Computed != 1 || c.CacheHits != 0 || c.Deferred == 0 {
+		t.Fatalf("1ns budget: cost %+v, want one plan, then the next deferred", c)
+	}
+	tu, err = New(base, Options{PlanTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakes[0].sets, fakes[1].sets = 0, 0
+	runFor(tu, fakes, targets, &now, 35, 3*time.Second)
+	if st := tu.Status(); st.Cost.TimedOut == 0 || st.Plans != 0 || fakes[1].sets != 0 {
+		t.Fatalf("1ns plan limit: %d plans, cost %+v, %d pushes", st.Plans, st.Cost, fakes[1].sets)
 	}
 }

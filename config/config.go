@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,6 +65,15 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultMaxWait         = 50 * time.Millisecond
 	DefaultAutoConcurrency = 16
+	// DefaultWriteTimeout is how long a response write may wait for a
+	// client that does not accept data before the client is disconnected.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultReadHeaderTimeout bounds reading a request's headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds reading a request's body.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a kept-alive connection idle this long.
+	DefaultIdleTimeout = 60 * time.Second
 )
 
 // Config is the whole serving configuration.
@@ -73,8 +83,12 @@ type Config struct {
 	Host string `yaml:"host"`
 	Port int    `yaml:"port"`
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on the
-	// API endpoints (/health and /metrics stay open).
+	// API endpoints and /metrics; /health stays open but then says only
+	// whether the server is up.
 	APIKey string `yaml:"api_key"`
+	// AllowNoKey lets the server listen on a non-loopback host without an
+	// APIKey (refused otherwise).
+	AllowNoKey bool `yaml:"allow_no_key"`
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// MaxInFlight bounds the generation requests admitted at once over all
@@ -86,6 +100,21 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests may run after a
 	// shutdown signal before they are cancelled.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// WriteTimeout is the longest a response write (a streamed event, a
+	// body) may wait for the client to accept data; a client that stalls
+	// longer is disconnected and its request cancelled.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds reading a request's body; slower bodies get 408.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// IdleTimeout closes a kept-alive connection that sends no request for
+	// this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections caps the connections served at once (0: derived from
+	// the process's descriptor limit). Past it, a small reserved lane still
+	// answers /health and gives every other request 503.
+	MaxConnections int `yaml:"max_connections"`
 	// Models are the model definitions presets refer to.
 	Models []Model `yaml:"models"`
 	// Presets are the names clients put in "model"; the first one also
@@ -267,6 +296,15 @@ func (c *Config) fillServer() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.WriteTimeout, DefaultWriteTimeout}, {&c.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{&c.BodyTimeout, DefaultBodyTimeout}, {&c.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
 }
 
 // FillDefaults sets every zero field that has a default (Default, Load and
@@ -380,6 +418,21 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout %v is negative", c.ShutdownTimeout)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"write_timeout", c.WriteTimeout}, {"read_header_timeout", c.ReadHeaderTimeout},
+		{"body_timeout", c.BodyTimeout}, {"idle_timeout", c.IdleTimeout}} {
+		if d.v < 0 {
+			bad("%s %v is negative", d.name, d.v)
+		}
+	}
+	if c.MaxConnections < 0 {
+		bad("max_connections %d is negative", c.MaxConnections)
+	}
+	if !c.AllowNoKey && c.APIKey == "" && !IsLoopback(c.Host) {
+		bad("host %q is reachable from other machines and no api_key is set: set one (--api-key, $TOKENROUTER_API_KEY) or allow it explicitly (--allow-no-key, allow_no_key: true)", c.Host)
+	}
 	if len(c.Models) == 0 {
 		bad("no models")
 	}
@@ -457,6 +510,17 @@ func (c *Config) Model(name string) (Model, bool) {
 		}
 	}
 	return Model{}, false
+}
+
+// IsLoopback reports whether host (a name or an address) is reachable from
+// this machine only: localhost or a loopback address.
+func IsLoopback(host string) bool {
+	h := strings.Trim(host, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the listen address host:port.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/tokenrouter/tokenrouter/config"
@@ -47,6 +48,9 @@ func cpuKind() Kind {
 // file when given, else the GGUF file's own. A llama2.c checkpoint carries
 // no tokenizer.
 func cpuText(m config.Model, vocab int) (Text, error) {
+	if _, err := os.Stat(m.Path); err != nil {
+		return Text{}, fmt.Errorf("model file: %w", err)
+	}
 	var t Text
 	isGGUF := gguf.IsFile(m.Path)
 	if isGGUF {

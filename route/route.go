@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -255,18 +256,27 @@ type Factory func(Spec) (Algorithm, error)
 // Registry maps algorithm names to factories. Build one with NewRegistry;
 // route/builtin returns the registry of built-in algorithms.
 type Registry struct {
-	f map[string]Factory
+	f      map[string]Factory
+	params map[string][]string
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{f: map[string]Factory{}} }
+func NewRegistry() *Registry {
+	return &Registry{f: map[string]Factory{}, params: map[string][]string{}}
+}
 
 // Register adds an algorithm; registering a name twice is an error.
-func (r *Registry) Register(name string, f Factory) error {
+// params, when given, are the parameter names the algorithm reads: New
+// then refuses any other, naming the known ones. With none, any parameter
+// is passed through.
+func (r *Registry) Register(name string, f Factory, params ...string) error {
 	if _, dup := r.f[name]; dup {
 		return fmt.Errorf("route: algorithm %q registered twice", name)
 	}
 	r.f[name] = f
+	if params != nil {
+		r.params[name] = slices.Sorted(slices.Values(params))
+	}
 	return nil
 }
 
@@ -276,11 +286,37 @@ func (r *Registry) New(name string, s Spec) (Algorithm, error) {
 	if !ok {
 		return nil, fmt.Errorf("route: unknown algorithm %q (have %s)", name, strings.Join(r.Names(), ", "))
 	}
+	if err := r.checkParams(name, s.Params); err != nil {
+		return nil, err
+	}
 	a, err := f(s)
 	if err != nil {
 		return nil, fmt.Errorf("route: algorithm %s: %w", name, err)
 	}
 	return a, nil
+}
+
+// checkParams refuses parameters the algorithm does not read.
+func (r *Registry) checkParams(name string, params map[string]string) error {
+	known, ok := r.params[name]
+	if !ok {
+		return nil
+	}
+	var unknown []string
+	for k := range params {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	have := "none"
+	if len(known) > 0 {
+		have = strings.Join(known, ", ")
+	}
+	return fmt.Errorf("route: algorithm %s: unknown parameter %s (known: %s)", name, strings.Join(unknown, ", "), have)
 }
 
 // Names lists the registered algorithms, sorted.

@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // Error types and codes, as OpenAI's API spells them.
@@ -59,11 +64,16 @@ func badRequest(param, code, format string, a ...any) *apiError {
 
 func errNotFoundModel(name string, have []string) *apiError {
 	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, param: "model", code: "model_not_found",
-		message: fmt.Sprintf("The model %q does not exist; this server serves %q", name, have)}
+		message: fmt.Sprintf("The model %s does not exist; this server serves %q", clip(name), have)}
 }
 
 func errUnauthorized(msg string) *apiError {
 	return &apiError{status: http.StatusUnauthorized, typ: typeInvalidRequest, code: "invalid_api_key", message: msg}
+}
+
+func errBodyTimeout(d time.Duration) *apiError {
+	return &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
+		message: fmt.Sprintf("The request body did not arrive within %v", d)}
 }
 
 func errTooLarge(limit int64) *apiError {
@@ -85,7 +95,7 @@ func errInternal(err error) *apiError {
 }
 
 func errNotFoundPath(path string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, code: "not_found", message: fmt.Sprintf("No route %s", path)}
+	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, code: "not_found", message: "No route " + clip(path)}
 }
 
 func errMethod(method, path string, allow string) *apiError {
@@ -114,26 +124,81 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// decodeJSON reads a JSON body of at most limit bytes into v.
-func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+// decodeJSON reads a JSON body of at most the configured size into v,
+// within the body timeout. The body must be declared JSON
+// (application/json, parameters such as charset allowed).
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	if aerr := checkJSONType(r.Header.Get("Content-Type")); aerr != nil {
+		return aerr
+	}
+	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
 		return errTooLarge(limit)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &tooBig):
-			return errTooLarge(limit)
-		case errors.As(err, &typeErr):
-			field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
-			return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
-		}
-		return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errMoreJSON
 	}
-	if dec.More() {
+	if err == nil {
+		_, err = io.Copy(io.Discard, body) // trailing space: the body ends within the timeout too
+	}
+	if err == nil {
+		// The server's own read now watches for the client leaving; it
+		// must not time out.
+		_ = rc.SetReadDeadline(time.Time{})
+		return nil
+	}
+	// The deadline stays: the server does not wait for the rest of a
+	// refused body.
+	w.Header().Set("Connection", "close")
+	var (
+		tooBig  *http.MaxBytesError
+		typeErr *json.UnmarshalTypeError
+		netErr  net.Error
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return errTooLarge(limit)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return errBodyTimeout(s.cfg.BodyTimeout)
+	case errors.Is(err, errMoreJSON):
 		return badRequest("", "invalid_json", "The request body holds more than one JSON value")
+	case errors.As(err, &typeErr):
+		field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
+		return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}
-	return nil
+	return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)
+}
+
+// errMoreJSON is a body holding more than one JSON value.
+var errMoreJSON = errors.New("more than one JSON value")
+
+// checkJSONType refuses a body not declared as JSON.
+func checkJSONType(ct string) *apiError {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalidRequest, code: "unsupported_media_type",
+		message: fmt.Sprintf("The request body must be JSON: send \"Content-Type: application/json\" (got %s)", clip(ct))}
+}
+
+// clip shortens a client-supplied string for an error message.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }

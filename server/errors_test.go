@@ -116,6 +116,7 @@ func TestOversizedBody(t *testing.T) {
 	// Without Content-Length (chunked), the limit holds while reading.
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/completions", strings.NewReader(big))
 	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -353,14 +353,18 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	return res, nil
 }
 
+// readGenerate decodes and validates a /generate body.
+func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (*genRequest, *apiError) {
+	var nr NativeRequest
+	if aerr := s.decodeJSON(w, r, &nr); aerr != nil {
+		return nil, aerr
+	}
+	return s.prepare(&nr, nil)
+}
+
 // handleGenerate is the native endpoint.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	var nr NativeRequest
-	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &nr); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	g, aerr := s.prepare(&nr, nil)
+	g, aerr := s.readGenerate(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return

@@ -32,6 +32,8 @@ type metrics struct {
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
 	steps, tokens, busy, restarts                             *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
+	conns, connLimit, connsDropped                            *prometheus.Desc
+	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
@@ -84,6 +86,12 @@ func newMetrics(s *Server) *metrics {
 	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
 	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
 	m.inFlight = d("tokenrouter_http_generation_in_flight", "Generation requests admitted and not finished.")
+	m.conns = d("tokenrouter_http_connections", "Open client connections: lane main (within the cap) or reserve (past it: /health, 503 for the rest).", "lane")
+	m.connLimit = d("tokenrouter_http_connection_limit", "Connections served at once before the reserve lane takes over (--max-connections).")
+	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
+	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before) or timed_out (cut off by the per-plan limit).", "preset", "result")
+	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
+	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Connections closed at once because the cap and the reserve lane were full.")
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tokenrouter_build_info", Help: "Always 1; the labels say what the server was built from.",
@@ -129,7 +137,8 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
-		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight} {
+		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred} {
 		ch <- d
 	}
 }
@@ -144,6 +153,12 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
 	g(m.inFlight, float64(m.s.inFlight.Load()))
+	if l := m.s.conns.Load(); l != nil {
+		g(m.conns, float64(l.open.Load()), "main")
+		g(m.conns, float64(len(l.slots)), "reserve")
+		g(m.connLimit, float64(l.max))
+		c(m.connsDropped, float64(l.dropped.Load()))
+	}
 	for _, dep := range m.s.deps {
 		var total, large uint64
 		for i, rs := range dep.stats() {
@@ -176,6 +191,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		g(m.active, float64(dep.r.Active()), dep.name)
+		if t := dep.r.Tuner(); t != nil {
+			cost := t.Status().Cost
+			c(m.tunerSeconds, cost.Seconds, dep.name)
+			c(m.tunerPlans, float64(cost.Computed), dep.name, "computed")
+			c(m.tunerPlans, float64(cost.CacheHits), dep.name, "cached")
+			c(m.tunerPlans, float64(cost.TimedOut), dep.name, "timed_out")
+			c(m.tunerDeferred, float64(cost.Deferred), dep.name)
+		}
 		ratio := 0.0
 		if total > 0 {
 			ratio = float64(large) / float64(total)

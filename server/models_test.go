@@ -56,6 +56,9 @@ func TestAutoThresholds(t *testing.T) {
 		e := start(t, func(c *config.Config) {
 			c.Presets[0].Algorithm = alg
 			c.Presets[0].Thresholds = "auto"
+			if alg == "single" {
+				c.Presets[0].Params = nil // p is r2r-random's
+			}
 		})
 		r := e.s.deps[0].r
 		if r.Tuner() == nil {

@@ -129,22 +129,26 @@ type completionResponse struct {
 	Routing *Routing           `json:"routing,omitempty"`
 }
 
-// handleCompletions converts /v1/completions to the native path.
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+// readCompletion decodes and validates a /v1/completions body.
+func (s *Server) readCompletion(w http.ResponseWriter, r *http.Request) (*CompletionRequest, *genRequest, *apiError) {
 	var req CompletionRequest
-	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); aerr != nil {
-		writeError(w, aerr)
-		return
+	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+		return nil, nil, aerr
 	}
 	nr, aerr := req.toNative()
 	if aerr == nil {
 		aerr = req.check(&nr)
 	}
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return nil, nil, aerr
 	}
 	g, aerr := s.prepare(&nr, completionNames)
+	return &req, g, aerr
+}
+
+// handleCompletions converts /v1/completions to the native path.
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	req, g, aerr := s.readCompletion(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -263,12 +267,11 @@ type chatResponse struct {
 	Routing *Routing     `json:"routing,omitempty"`
 }
 
-// handleChat converts /v1/chat/completions to the native path.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+// readChat decodes and validates a /v1/chat/completions body.
+func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest, *genRequest, *apiError) {
 	var req ChatRequest
-	if aerr := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req); aerr != nil {
-		writeError(w, aerr)
-		return
+	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+		return nil, nil, aerr
 	}
 	if req.MaxCompletionTokens != nil {
 		req.MaxTokens = req.MaxCompletionTokens
@@ -283,11 +286,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		d, aerr = s.deployment(req.Model)
 	}
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return nil, nil, aerr
 	}
 	nr.InputIDs = d.text.encodeChat(d.family.Render(msgs))
 	g, aerr := s.prepare(&nr, chatNames)
+	return &req, g, aerr
+}
+
+// handleChat converts /v1/chat/completions to the native path.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	req, g, aerr := s.readChat(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -369,7 +377,7 @@ func (req *ChatRequest) check() ([]chat.Message, *apiError) {
 		case "":
 			return nil, badRequest("messages", "missing_required_parameter", "messages[%d].role is missing", i)
 		default:
-			return nil, badRequest("messages", "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, m.Role)
+			return nil, badRequest("messages", "invalid_value", "messages[%d].role %s: want system, developer, user, assistant or tool", i, clip(m.Role))
 		}
 		role := m.Role
 		if role == "developer" {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -101,6 +102,8 @@ type Server struct {
 	nextID   atomic.Uint64
 	inFlight atomic.Int64
 	draining atomic.Bool
+	idle     chan struct{} // signalled when the last request in flight ends while draining
+	conns    atomic.Pointer[limitListener]
 	handlers sync.WaitGroup
 
 	closeOnce sync.Once
@@ -126,7 +129,8 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Server, error) 
 	if err := opts.Kinds.CheckAll(&cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
+	s := &Server{cfg: cfg, log: opts.Logger, byName: map[string]*deployment{}, epoch: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff),
+		idle: make(chan struct{}, 1)}
 	s.metrics = newMetrics(s)
 	for _, p := range cfg.Presets {
 		d, err := buildDeployment(ctx, &cfg, p, opts, s.metrics)
@@ -159,40 +163,87 @@ func (s *Server) Close() error {
 }
 
 // Serve answers requests on ln until ctx ends, then shuts down gracefully:
-// it stops accepting, lets requests in flight finish for up to the
-// configured shutdown timeout, cancels what is left and returns once every
-// handler has returned. It does not Close the server.
+// new requests get 503 while the requests in flight finish, for up to the
+// configured shutdown timeout; then it stops accepting, cancels what is
+// left and returns once every handler has returned. It does not Close the
+// server.
+//
+// Client-facing reads and writes are bounded (Config.ReadHeaderTimeout,
+// BodyTimeout, WriteTimeout, IdleTimeout) and at most the connection cap
+// (Config.MaxConnections) is served at once; past it a reserved lane
+// answers /health and gives other requests 503.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	base, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
+	limit := connCap(s.cfg.MaxConnections, fdLimit())
+	lln := newLimitListener(ln, limit)
+	s.conns.Store(lln)
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog:          s.errorLog(),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	reserve := s.reserveServer(base, limit)
+	errc, rerrc := make(chan error, 1), make(chan error, 1)
+	go func() { errc <- srv.Serve(lln) }()
+	go func() { rerrc <- reserve.Serve(lln.lane) }()
 	select {
 	case err := <-errc:
+		_ = reserve.Close()
+		<-rerrc
 		s.handlers.Wait()
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
-	s.log.Info("shutting down: draining requests in flight", "in_flight", s.inFlight.Load(), "timeout", s.cfg.ShutdownTimeout)
+	s.drain(srv)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	err := srv.Shutdown(sctx)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if !s.waitIdle(sctx) {
 		s.log.Warn("shutdown timeout reached: cancelling requests in flight", "in_flight", s.inFlight.Load())
 		hardStop()
+	}
+	// Every generation has ended: stop accepting, let the last responses
+	// go out (bounded by the write timeout), then close what is left.
+	fctx, fcancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+	err := errors.Join(srv.Shutdown(fctx), reserve.Shutdown(fctx))
+	fcancel()
+	if err != nil {
+		hardStop()
 		_ = srv.Close()
+		_ = reserve.Close()
 	}
 	<-errc // http.ErrServerClosed
+	<-rerrc
 	s.handlers.Wait()
 	return nil
+}
+
+// drain starts a graceful shutdown: new requests get 503 and connections
+// are no longer kept alive.
+func (s *Server) drain(srv *http.Server) {
+	s.draining.Store(true)
+	srv.SetKeepAlivesEnabled(false)
+	s.log.Info("shutting down: draining requests in flight", "in_flight", s.inFlight.Load(), "timeout", s.cfg.ShutdownTimeout)
+}
+
+// waitIdle waits until no generation request is in flight (true) or ctx
+// ends (false). Call it once draining is set.
+func (s *Server) waitIdle(ctx context.Context) bool {
+	for s.inFlight.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return s.inFlight.Load() == 0
+		}
+	}
+	return true
+}
+
+// errorLog is the http.Server's log: debug lines of the server's logger.
+func (s *Server) errorLog() *log.Logger {
+	return slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 }
 
 // deployment returns the preset a request names ("" is the first one).
@@ -219,7 +270,14 @@ func (s *Server) admit() (release func(), _ *apiError) {
 		s.inFlight.Add(-1)
 		return nil, errBusy(s.cfg.MaxInFlight)
 	}
-	return func() { s.inFlight.Add(-1) }, nil
+	return func() {
+		if s.inFlight.Add(-1) == 0 && s.draining.Load() {
+			select { // wake waitIdle
+			case s.idle <- struct{}{}:
+			default:
+			}
+		}
+	}, nil
 }
 
 // routes builds the mux with its middleware.
@@ -232,19 +290,24 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/chat/completions", api(http.MethodPost, s.handleChat))
 	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
 	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
+	mux.Handle("/metrics", api(http.MethodGet, s.metrics.handler().ServeHTTP))
 	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
 	mux.Handle("/ready", s.wrap(http.MethodGet, false, s.handleReady))
-	mux.Handle("/metrics", s.wrap(http.MethodGet, false, s.metrics.handler().ServeHTTP))
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
 	}))
 	return mux
 }
 
-// statusRecorder remembers the status code for metrics.
+// statusRecorder remembers the status code for metrics and bounds every
+// write: before each one the connection's write deadline moves to
+// timeout from now, so a client that accepts no data for that long fails
+// the write (and the handler, its request).
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	rc      *http.ResponseController
+	timeout time.Duration
+	code    int
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -258,18 +321,33 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.code == 0 {
 		r.code = http.StatusOK
 	}
+	r.extend()
 	return r.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach Flush.
+// FlushError sends what was written, within the write timeout.
+func (r *statusRecorder) FlushError() error {
+	r.extend()
+	return r.rc.Flush()
+}
+
+// extend moves the write deadline to timeout from now.
+func (r *statusRecorder) extend() {
+	_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout)) // unsupported only by test recorders
+}
+
+// Unwrap lets http.ResponseController reach the connection's deadlines.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// wrap adds handler tracking, method checks, authentication and metrics.
+// wrap adds handler tracking, method checks, authentication, the refusal
+// of API requests while draining, write deadlines and metrics. auth marks
+// the endpoints behind the API key.
 func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *http.Request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
 		defer s.handlers.Done()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+		rec.extend()
 		defer func() { s.metrics.http(r.URL.Path, rec.code) }()
 		switch {
 		case method != "" && r.Method != method:
@@ -277,17 +355,21 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 			writeError(rec, errMethod(r.Method, r.URL.Path, method))
 		case auth && s.cfg.APIKey != "" && !s.authorized(r):
 			writeError(rec, errUnauthorized(s.authMessage(r)))
+		case auth && s.draining.Load():
+			rec.Header().Set("Connection", "close")
+			writeError(rec, errUnavailable("The server is shutting down"))
 		default:
 			h(rec, r)
 		}
 	})
 }
 
-// authorized checks "Authorization: Bearer <key>" (or "api-key: <key>").
+// authorized checks "Authorization: Bearer <key>" (the scheme in any case)
+// or "api-key: <key>".
 func (s *Server) authorized(r *http.Request) bool {
 	key := r.Header.Get("Api-Key")
 	if v := r.Header.Get("Authorization"); v != "" {
-		if k, ok := strings.CutPrefix(v, "Bearer "); ok {
+		if scheme, k, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			key = strings.TrimSpace(k)
 		}
 	}
@@ -302,10 +384,15 @@ func (s *Server) authMessage(r *http.Request) string {
 }
 
 // handleHealth answers 200 while serving (status "degraded" while a model
-// is down, see /ready) and 503 while shutting down.
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+// is down, see /ready) and 503 while shutting down. When an API key is
+// set, only a client that sends it sees more than the status.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting_down"})
+		return
+	}
+	if s.cfg.APIKey != "" && !s.authorized(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": s.liveness()})
 		return
 	}
 	presets := map[string]int{}

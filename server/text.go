@@ -139,12 +139,13 @@ func (d *detok) flush() string {
 	return out
 }
 
-// stopper finds stop strings in streamed text. It holds back just enough
-// text that a stop string split across pieces is still found, and never
-// releases text past a stop.
+// stopper finds stop strings in streamed text. It holds back only the
+// text that could still be the start of a stop string (the longest end of
+// the text that is a beginning of one), so a stop string split across
+// pieces is still found, and never releases text past a stop.
 type stopper struct {
 	stops []string
-	hold  int // longest stop minus one byte
+	fail  [][]int // per stop, its failure function (longest proper border of each prefix)
 	buf   string
 }
 
@@ -155,9 +156,45 @@ func newStopper(stops []string) *stopper {
 			continue
 		}
 		s.stops = append(s.stops, x)
-		s.hold = max(s.hold, len(x)-1)
+		s.fail = append(s.fail, borders(x))
 	}
 	return s
+}
+
+// borders returns f with f[i] the length of the longest proper prefix of
+// x[:i+1] that is also its suffix.
+func borders(x string) []int {
+	f := make([]int, len(x))
+	k := 0
+	for i := 1; i < len(x); i++ {
+		for k > 0 && x[i] != x[k] {
+			k = f[k-1]
+		}
+		if x[i] == x[k] {
+			k++
+		}
+		f[i] = k
+	}
+	return f
+}
+
+// partial returns the length of the longest end of text that is a proper
+// beginning of stop k (a stop that may continue in the next piece).
+func (s *stopper) partial(k int, text string) int {
+	x, f := s.stops[k], s.fail[k]
+	m := 0
+	for i := 0; i < len(text); i++ {
+		for m > 0 && (m == len(x) || text[i] != x[m]) {
+			m = f[m-1]
+		}
+		if text[i] == x[m] {
+			m++
+		}
+	}
+	if m == len(x) { // a whole match: add looks for those first
+		m = f[m-1]
+	}
+	return m
 }
 
 // add appends text; it returns the text safe to release and whether a
@@ -178,7 +215,11 @@ func (s *stopper) add(text string) (string, bool) {
 		s.buf = ""
 		return out, true
 	}
-	keep := len(s.buf) - s.hold
+	hold := 0
+	for k := range s.stops {
+		hold = max(hold, s.partial(k, s.buf))
+	}
+	keep := len(s.buf) - hold
 	for keep > 0 && keep < len(s.buf) && !utf8.RuneStart(s.buf[keep]) {
 		keep--
 	}

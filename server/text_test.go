@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tokenrouter/tokenrouter/server/chat"
 )
@@ -113,4 +114,84 @@ func bytesOf(ids []int32) []byte {
 		}
 	}
 	return b
+}
+
+// TestStopperLongStopReleasesText: a long stop string holds back only the
+// text that could still begin it, not its length.
+func TestStopperLongStopReleasesText(t *testing.T) {
+	s := newStopper([]string{strings.Repeat("x", 1000)})
+	if o, h := s.add("Once upon a time"); o != "Once upon a time" || h {
+		t.Fatalf("got %q, %v: want the text at once", o, h)
+	}
+	if o, _ := s.add(" xx"); o != " " {
+		t.Fatalf("got %q: want only the possible start of the stop held", o)
+	}
+	if o, _ := s.add("y"); o != "xxy" {
+		t.Fatalf("got %q: want the held text once it cannot start the stop", o)
+	}
+}
+
+// naiveHold is the reference for what a stopper holds: the longest end of
+// text that is a proper beginning of a stop.
+func naiveHold(text string, stops []string) int {
+	hold := 0
+	for _, x := range stops {
+		for k := min(len(x)-1, len(text)); k > hold; k-- {
+			if strings.HasSuffix(text, x[:k]) {
+				hold = k
+				break
+			}
+		}
+	}
+	return hold
+}
+
+// FuzzStopper compares the stopper with the reference: text is cut into
+// pieces; after each piece the released text is everything before the
+// first stop, less exactly the held end, and a stop ends the output.
+func FuzzStopper(f *testing.F) {
+	f.Add("hello END world", "END", "\n\n", uint8(3))
+	f.Add("aaaaab aab", "aab", "ab", uint8(1))
+	f.Add("abababac", "ababac", "", uint8(2))
+	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, step uint8) {
+		if len(stop1) > 64 || len(stop2) > 64 || len(text) > 512 ||
+			!utf8.ValidString(text) || !utf8.ValidString(stop1) || !utf8.ValidString(stop2) {
+			return // the text a stopper sees is valid UTF-8, as JSON strings are
+		}
+		stops := []string{stop1, stop2}
+		var nonEmpty []string
+		for _, x := range stops {
+			if x != "" {
+				nonEmpty = append(nonEmpty, x)
+			}
+		}
+		end, found := len(text), false
+		for _, x := range nonEmpty {
+			if i := strings.Index(text, x); i >= 0 && i < end {
+				end, found = i, true
+			}
+		}
+		s := newStopper(stops)
+		n := int(step%16) + 1
+		var out strings.Builder
+		for i := 0; i < len(text); i += n {
+			seen := text[:min(i+n, len(text))]
+			o, hit := s.add(text[i:min(i+n, len(text))])
+			out.WriteString(o)
+			if hit {
+				if !found || out.String() != text[:end] {
+					t.Fatalf("stop reported: released %q, want %q (found %v)", out.String(), text[:end], found)
+				}
+				return
+			}
+			want := seen[:len(seen)-naiveHold(seen, nonEmpty)]
+			if !strings.HasPrefix(want, out.String()) || len(want)-out.Len() > utf8.UTFMax {
+				t.Fatalf("after %q: released %q, want %q", seen, out.String(), want)
+			}
+		}
+		out.WriteString(s.flush())
+		if found || out.String() != text {
+			t.Fatalf("end: released %q (stop found %v at %d)", out.String(), found, end)
+		}
+	})
 }

@@ -222,14 +222,15 @@ func newBenchCmd() *cobra.Command {
 	return cmd
 }
 
-// benchParams returns the algorithm parameters, with --p as p unless
-// --param p=... is given.
+// benchParams returns the algorithm parameters, with --p as p (for
+// r2r-random, the one algorithm that reads it) unless --param p=... is
+// given.
 func benchParams(f benchFlags) (map[string]string, error) {
 	params, err := parseParams(f.params)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := params["p"]; !ok {
+	if _, ok := params["p"]; !ok && f.algorithm == config.DefaultAlgorithm {
 		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
 	}
 	return params, nil

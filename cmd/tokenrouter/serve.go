@@ -28,6 +28,10 @@ type serveFlags struct {
 	p                                                                           float64
 	params, models, threads, cpus                                               []string
 	maxWait, shutdownTimeout                                                    time.Duration
+	// Client-facing limits: timeouts, the connection cap, open listening.
+	writeTimeout, readHeaderTimeout, bodyTimeout, idleTimeout time.Duration
+	maxConns                                                  int
+	allowNoKey                                                bool
 	// Scale out: --processes, --nats, --nats-prefix, --join-timeout.
 	processes       bool
 	natsURL, prefix string
@@ -105,6 +109,12 @@ func newServeCmd() *cobra.Command {
 	fl.Int64Var(&f.maxBody, "max-body-bytes", config.DefaultMaxBodyBytes, "largest request body; beyond it: 413")
 	fl.IntVar(&f.defaultMaxTokens, "default-max-tokens", config.DefaultMaxTokens, "output limit when a request gives none")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", config.DefaultShutdownTimeout, "how long requests in flight may finish after SIGTERM")
+	fl.DurationVar(&f.writeTimeout, "write-timeout", config.DefaultWriteTimeout, "disconnect a client that accepts no response data for this long (its request is cancelled)")
+	fl.DurationVar(&f.readHeaderTimeout, "read-header-timeout", config.DefaultReadHeaderTimeout, "longest time to read a request's headers")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", config.DefaultBodyTimeout, "longest time to read a request's body; beyond it: 408")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", config.DefaultIdleTimeout, "close a kept-alive connection idle this long")
+	fl.IntVar(&f.maxConns, "max-connections", 0, "connections served at once (0: the descriptor limit less a margin); past it /health still answers and other requests get 503")
+	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
 	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
 	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (tokenizer.bin or .model)")
@@ -116,7 +126,7 @@ func newServeCmd() *cobra.Command {
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
 	fl.StringVar(&f.thresholds, "thresholds", "auto", "batching thresholds B: \"auto\" (estimated at run time), one value, or one per model (\"1,3\")")
-	fl.DurationVar(&f.maxWait, "max-wait", config.DefaultMaxWait, "launch a step anyway after this wait")
+	fl.DurationVar(&f.maxWait, "max-wait", config.DefaultMaxWait, "launch a step anyway after this wait (0: launch only at the thresholds)")
 	fl.BoolVar(&f.processes, "processes", false, "run each model's sub-server in its own process over an embedded NATS server (loopback)")
 	fl.StringVar(&f.natsURL, "nats", "", "join this NATS server (nats://HOST:PORT); the sub-servers run elsewhere (tokenrouter subserver)")
 	fl.StringVar(&f.prefix, "nats-prefix", busnats.DefaultPrefix, "--nats: the deployment's subject prefix (the sub-servers' --prefix)")
@@ -170,6 +180,26 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if override("shutdown-timeout") {
 		cfg.ShutdownTimeout = f.shutdownTimeout
 	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		f    time.Duration
+	}{{"write-timeout", &cfg.WriteTimeout, f.writeTimeout}, {"read-header-timeout", &cfg.ReadHeaderTimeout, f.readHeaderTimeout},
+		{"body-timeout", &cfg.BodyTimeout, f.bodyTimeout}, {"idle-timeout", &cfg.IdleTimeout, f.idleTimeout}} {
+		if !override(d.name) {
+			continue
+		}
+		if d.f <= 0 {
+			return cfg, fmt.Errorf("--%s %v: must be positive", d.name, d.f)
+		}
+		*d.v = d.f
+	}
+	if override("max-connections") {
+		cfg.MaxConnections = f.maxConns
+	}
+	if changed("allow-no-key") {
+		cfg.AllowNoKey = f.allowNoKey
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -178,6 +208,9 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 // one preset.
 func flagsConfig(f serveFlags) (config.Config, error) {
 	cfg := config.Default()
+	if f.maxWait < 0 {
+		return cfg, fmt.Errorf("--max-wait %v is negative: give a wait, or 0 to launch only at the thresholds", f.maxWait)
+	}
 	params, err := parseParams(f.params)
 	if err != nil {
 		return cfg, err
@@ -255,6 +288,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		log.Info("preset", "model", p.Name, "algorithm", p.Algorithm, "models", p.Models, "thresholds", p.Thresholds, "placement", p.Placement)
 	}
 	log.Info("serving", "url", "http://"+ln.Addr().String(), "auth", cfg.APIKey != "")
+	if cfg.APIKey == "" && !config.IsLoopback(cfg.Host) {
+		log.Warn("listening beyond loopback without an API key (--allow-no-key): anyone who can reach this port can use it", "host", cfg.Host)
+	}
 	serr := srv.Serve(ctx, ln)
 	cerr := srv.Close()
 	log.Info("stopped")

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tokenrouter/tokenrouter/server"
 )
 
 func TestServeDefaults(t *testing.T) {
@@ -91,8 +95,81 @@ func flagsOf(t *testing.T, cmd *cobra.Command) serveFlags {
 	get(e)
 	f.maxWait, e = fl.GetDuration("max-wait")
 	get(e)
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"write-timeout", &f.writeTimeout}, {"read-header-timeout", &f.readHeaderTimeout},
+		{"body-timeout", &f.bodyTimeout}, {"idle-timeout", &f.idleTimeout}} {
+		*d.v, e = fl.GetDuration(d.name)
+		get(e)
+	}
+	f.maxConns, e = fl.GetInt("max-connections")
+	get(e)
+	f.allowNoKey, e = fl.GetBool("allow-no-key")
+	get(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestServeRefuses: flag values that would be ignored or unsafe are
+// refused with a message that says what to do.
+func TestServeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-wait", "-1s"}, "--max-wait -1s is negative"},
+		{[]string{"--write-timeout", "0s"}, "--write-timeout 0s: must be positive"},
+		{[]string{"--host", "0.0.0.0"}, "no api_key is set"},
+		{[]string{"--max-connections", "-1"}, "max_connections -1 is negative"},
+	} {
+		cmd := newServeCmd()
+		if err := cmd.ParseFlags(c.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := serveConfig(cmd, flagsOf(t, cmd))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	for _, args := range [][]string{{"--host", "0.0.0.0", "--api-key", "k"}, {"--host", "0.0.0.0", "--allow-no-key"}, {"--host", "::1"}} {
+		cmd := newServeCmd()
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := serveConfig(cmd, flagsOf(t, cmd)); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
+// TestServeStartErrors: an unknown algorithm parameter names the known
+// ones; a missing model file says so.
+func TestServeStartErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--param", "q=1"}, []string{"unknown parameter q", "known: p, p-after, switch-at"}},
+		{[]string{"--model", "x=" + filepath.Join(t.TempDir(), "nope.gguf")}, []string{"nope.gguf", "no such file"}},
+	} {
+		cmd := newServeCmd()
+		if err := cmd.ParseFlags(c.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := serveConfig(cmd, flagsOf(t, cmd))
+		if err == nil {
+			var s *server.Server
+			if s, err = server.New(context.Background(), cfg, server.Options{}); err == nil {
+				s.Close()
+			}
+		}
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v, want %q", c.args, err, w)
+			}
+		}
+	}
 }

@@ -19,20 +19,21 @@ import (
 func Registry() *route.Registry {
 	r := route.NewRegistry()
 	for _, a := range []struct {
-		name string
-		f    route.Factory
+		name   string
+		f      route.Factory
+		params []string // the parameters its New reads
 	}{
-		{r2rrandom.Name, r2rrandom.New},
-		{single.Name, single.New},
-		{r2r.Name, r2r.New},
-		{citer.Name, citer.New},
-		{colm.Name, colm.New},
-		{rstitch.Name, rstitch.New},
-		{ensemble.Name, ensemble.New},
-		{speculative.Name, speculative.New},
-		{querylevel.Name, querylevel.New},
+		{r2rrandom.Name, r2rrandom.New, []string{"p", "p-after", "switch-at"}},
+		{single.Name, single.New, []string{"model"}},
+		{r2r.Name, r2r.New, []string{"threshold", "weights"}},
+		{citer.Name, citer.New, []string{"tau", "weights"}},
+		{colm.Name, colm.New, []string{"eta", "weights"}},
+		{rstitch.Name, rstitch.New, []string{"tau"}},
+		{ensemble.Name, ensemble.New, []string{"weights"}},
+		{speculative.Name, speculative.New, []string{"k"}},
+		{querylevel.Name, querylevel.New, []string{"score", "strong", "threshold"}},
 	} {
-		if err := r.Register(a.name, a.f); err != nil {
+		if err := r.Register(a.name, a.f, a.params...); err != nil {
 			panic(err) // duplicate built-in names are a programming error
 		}
 	}
