@@ -518,3 +518,16 @@ func sampleValue(body, name, label string) float64 {
 	}
 	return -1
 }
+
+// TestSubserverRefusesNegativeMaxWait: a negative --max-wait is refused
+// before the sub-server opens its model or joins the bus.
+func TestSubserverRefusesNegativeMaxWait(t *testing.T) {
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"subserver", "--nats", "nats://127.0.0.1:1", "--index", "0", "--models", "slm,llm", "--engine", "sim",
+		"--profile", "paper-r2r/slm", "--thresholds", "1", "--max-wait", "-1s"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--max-wait -1s is negative") {
+		t.Fatalf("got %v, want the negative --max-wait refused", err)
+	}
+}

@@ -191,6 +191,9 @@ func subserverModel(cmd *cobra.Command, f subserverFlags) (config.Model, error) 
 // --thresholds and --max-wait say for model --index.
 func subserverPolicy(cmd *cobra.Command, f subserverFlags) (sched.Policy, error) {
 	var p sched.Policy
+	if f.maxWait < 0 {
+		return p, fmt.Errorf("--max-wait %v is negative: give a wait, or 0 to launch only at the thresholds", f.maxWait)
+	}
 	if f.policy == "" {
 		l, err := config.ParseLaunch(f.thresholds, len(f.models), f.maxWait)
 		if err != nil {
