@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,15 +15,17 @@ import (
 // descriptor limit less fdHeadroom and the reserve), a connection goes to a
 // reserved lane of reserveConns connections served one request each with
 // short timeouts: /health answers there as usual, every other request gets
-// 503. Past the reserve too, a connection is closed at once. The listener
-// keeps accepting either way, so the kernel's backlog never fills and the
-// process never runs out of descriptors.
+// 503. When the lane is full, its oldest connection is closed to make room:
+// a probe sends its request at once and is answered in milliseconds, so the
+// connections that linger there are the slow ones, and a new probe always
+// gets in. The listener keeps accepting either way, so the kernel's backlog
+// never fills and the process never runs out of descriptors.
 const (
-	reserveConns   = 16
+	reserveConns   = 32
 	fdHeadroom     = 64
 	maxAutoConns   = 16384
 	minAutoConns   = 16
-	reserveTimeout = time.Second
+	reserveTimeout = 250 * time.Millisecond
 	sendBuffer     = 64 << 10
 )
 
@@ -40,20 +43,62 @@ func connCap(configured int, nofile uint64) int {
 }
 
 // limitListener accepts connections, hands up to max of them at once to
-// the main server and the next reserveConns to the reserved lane, and
-// closes the rest.
+// the main server and the ones past the cap to the reserved lane (at most
+// reserveConns open there: the oldest makes room for the newest).
 type limitListener struct {
 	net.Listener
 	max     int64
 	open    atomic.Int64
-	slots   chan struct{} // one per reserved-lane connection
 	lane    *laneListener
 	dropped atomic.Int64
+
+	laneMu    sync.Mutex
+	laneConns []*countedConn // open on the reserved lane, oldest first
 }
 
 func newLimitListener(ln net.Listener, max int) *limitListener {
-	return &limitListener{Listener: ln, max: int64(max), slots: make(chan struct{}, reserveConns),
-		lane: &laneListener{addr: ln.Addr(), ch: make(chan net.Conn, reserveConns), done: make(chan struct{})}}
+	return &limitListener{Listener: ln, max: int64(max),
+		lane: &laneListener{addr: ln.Addr(), ch: make(chan net.Conn, laneQueue), done: make(chan struct{})}}
+}
+
+// laneQueue bounds the reserved lane's connections accepted but not yet
+// taken by its server (evicted ones may still wait there).
+const laneQueue = 4 * reserveConns
+
+// toLane registers c on the reserved lane, closing the oldest lane
+// connection when the lane is full, and returns c counted.
+func (l *limitListener) toLane(c net.Conn) *countedConn {
+	lc := &countedConn{Conn: c}
+	lc.release = func() { l.leaveLane(lc) }
+	l.laneMu.Lock()
+	var evict *countedConn
+	if len(l.laneConns) >= reserveConns {
+		evict = l.laneConns[0]
+		l.laneConns = slices.Delete(l.laneConns, 0, 1)
+	}
+	l.laneConns = append(l.laneConns, lc)
+	l.laneMu.Unlock()
+	if evict != nil {
+		l.dropped.Add(1)
+		_ = evict.Close()
+	}
+	return lc
+}
+
+// leaveLane forgets a closed lane connection.
+func (l *limitListener) leaveLane(lc *countedConn) {
+	l.laneMu.Lock()
+	defer l.laneMu.Unlock()
+	if i := slices.Index(l.laneConns, lc); i >= 0 {
+		l.laneConns = slices.Delete(l.laneConns, i, i+1)
+	}
+}
+
+// laneOpen is the number of connections open on the reserved lane.
+func (l *limitListener) laneOpen() int {
+	l.laneMu.Lock()
+	defer l.laneMu.Unlock()
+	return len(l.laneConns)
 }
 
 // Accept returns the next connection within the cap.
@@ -77,11 +122,15 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		select {
 		case <-l.lane.done:
 			_ = c.Close()
-		case l.slots <- struct{}{}:
-			l.lane.ch <- &countedConn{Conn: c, release: func() { <-l.slots }} // never blocks: ch holds reserveConns
+			continue
 		default:
+		}
+		lc := l.toLane(c)
+		select {
+		case l.lane.ch <- lc:
+		default: // the lane's server is behind: this one goes too
 			l.dropped.Add(1)
-			_ = c.Close()
+			_ = lc.Close()
 		}
 	}
 }

@@ -133,6 +133,33 @@ func TestConnectionCap(t *testing.T) {
 	}
 }
 
+// TestReserveLaneNewestWins: connections that fill the reserved lane and
+// send nothing do not keep a probe out: the oldest make room, and /health
+// answers.
+func TestReserveLaneNewestWins(t *testing.T) {
+	e := start(t, func(c *config.Config) { c.MaxConnections = 1 })
+	rawRequest(t, e, postHead("/v1/completions", 1000)+`{"prompt":"held"`)
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l := e.s.conns.Load()
+		return l != nil && l.open.Load() == 1
+	}, "the main lane's one connection held")
+	for range reserveConns + 8 {
+		rawRequest(t, e, "") // silent: no request at all
+	}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := fresh.Get(e.url + "/health")
+	if err != nil {
+		t.Fatalf("/health with the reserved lane full of silent connections: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health: %d", resp.StatusCode)
+	}
+	if d := e.s.conns.Load().dropped.Load(); d < 1 {
+		t.Fatalf("no lane connection made room (dropped %d)", d)
+	}
+}
+
 // TestDrainAnswers503: after the shutdown signal a stream in flight
 // completes while new API requests get 503 and /health says shutting
 // down; then Serve returns.

@@ -91,7 +91,7 @@ func newMetrics(s *Server) *metrics {
 	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
 	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before) or timed_out (cut off by the per-plan limit).", "preset", "result")
 	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
-	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Connections closed at once because the cap and the reserve lane were full.")
+	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tokenrouter_build_info", Help: "Always 1; the labels say what the server was built from.",
@@ -155,7 +155,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	g(m.inFlight, float64(m.s.inFlight.Load()))
 	if l := m.s.conns.Load(); l != nil {
 		g(m.conns, float64(l.open.Load()), "main")
-		g(m.conns, float64(len(l.slots)), "reserve")
+		g(m.conns, float64(l.laneOpen()), "reserve")
 		g(m.connLimit, float64(l.max))
 		c(m.connsDropped, float64(l.dropped.Load()))
 	}
