@@ -196,8 +196,8 @@ type Row struct {
 	Result
 	// PerRound holds each round's tokens per second, in round order.
 	PerRound []float64
-	// Steps tallies the steps of every round (a system run in this
-	// process; empty for a server given by URL).
+	// Steps tallies the steps of every round, warm-ups included (a system
+	// run in this process; empty for a server given by URL).
 	Steps *StepTally
 }
 
@@ -223,9 +223,8 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		}
 		for round := range rounds {
 			for i, name := range systems {
-				tally := &StepTally{}
 				st := setup
-				st.Observer = stepObservers{setup.Observer, tally}
+				st.Observer = stepObservers{setup.Observer, rows[base+i].Steps}
 				sys, err := st.Build(ctx, name)
 				if err != nil {
 					return nil, err
@@ -243,7 +242,6 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				}
 				rows[base+i].Add(res)
 				rows[base+i].PerRound = append(rows[base+i].PerRound, res.TokensPerSecond)
-				rows[base+i].Steps.Add(tally)
 				done++
 				if progress != nil {
 					progress(done, total, rows[base+i])

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-
 	"time"
 
 	"gonum.org/v1/gonum/stat"
