@@ -89,7 +89,7 @@ func newMetrics(s *Server) *metrics {
 	m.conns = d("tokenrouter_http_connections", "Open client connections: lane main (within the cap) or reserve (past it: /health, 503 for the rest).", "lane")
 	m.connLimit = d("tokenrouter_http_connection_limit", "Connections served at once before the reserve lane takes over (--max-connections).")
 	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
-	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before) or timed_out (cut off by the per-plan limit).", "preset", "result")
+	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before), timed_out (cut off by the per-plan limit) or abandoned (every sub-server went idle while it ran).", "preset", "result")
 	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
 	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
@@ -197,6 +197,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.tunerPlans, float64(cost.Computed), dep.name, "computed")
 			c(m.tunerPlans, float64(cost.CacheHits), dep.name, "cached")
 			c(m.tunerPlans, float64(cost.TimedOut), dep.name, "timed_out")
+			c(m.tunerPlans, float64(cost.Abandoned), dep.name, "abandoned")
 			c(m.tunerDeferred, float64(cost.Deferred), dep.name)
 		}
 		ratio := 0.0
