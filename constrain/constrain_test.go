@@ -68,12 +68,12 @@ func TestExamples(t *testing.T) {
 	}{
 		{"person", `{"name":"Ann","age":30,"ok":true}`, true},
 		{"person", `{"name":"Ann","age":30,"email":null,"tags":["a","b"],"ok":false}`, true},
-		{"person", `{"age":30,"name":"Ann","ok":true}`, false},              // schema order
-		{"person", `{"name":"Ann","age":30}`, false},                        // ok required
-		{"person", `{"name":"","age":30,"ok":true}`, false},                 // minLength
-		{"person", `{"name":"Ann","age":3.5,"ok":true}`, false},             // integer
-		{"person", `{"name":"Ann","age":30,"ok":true,}`, false},             // trailing comma
-		{"person", `{"name": "Ann","age":30,"ok":true}`, false},             // no whitespace
+		{"person", `{"age":30,"name":"Ann","ok":true}`, false},                          // schema order
+		{"person", `{"name":"Ann","age":30}`, false},                                    // ok required
+		{"person", `{"name":"","age":30,"ok":true}`, false},                             // minLength
+		{"person", `{"name":"Ann","age":3.5,"ok":true}`, false},                         // integer
+		{"person", `{"name":"Ann","age":30,"ok":true,}`, false},                         // trailing comma
+		{"person", `{"name": "Ann","age":30,"ok":true}`, false},                         // no whitespace
 		{"person", `{"name":"Ann","age":30,"tags":["a","b","c","d"],"ok":true}`, false}, // maxItems
 		{"person", `{"name":"A\u00e9\n","age":-0,"ok":true}`, true},
 		{"person", `{"name":"A\ud800","age":1,"ok":true}`, false}, // lone surrogate escape
@@ -107,13 +107,13 @@ func TestExamples(t *testing.T) {
 
 func TestCompileRefuses(t *testing.T) {
 	for schema, word := range map[string]string{
-		`{"type":"string","pattern":"a+"}`:                          "pattern",
-		`{"type":"integer","minimum":3}`:                            "minimum",
-		`{"oneOf":[{"type":"string"}]}`:                             "oneOf",
+		`{"type":"string","pattern":"a+"}`:                           "pattern",
+		`{"type":"integer","minimum":3}`:                             "minimum",
+		`{"oneOf":[{"type":"string"}]}`:                              "oneOf",
 		`{"type":"object","additionalProperties":{"type":"string"}}`: "additionalProperties",
-		`{"anyOf":[{"type":"string"},{"enum":["a"]}]}`:              "same character",
-		`{"$ref":"http://example.com/s.json"}`:                      "$ref",
-		`{"type":"object","properties":{"a":{}},"required":["b"]}`:  "not among",
+		`{"anyOf":[{"type":"string"},{"enum":["a"]}]}`:               "same character",
+		`{"$ref":"http://example.com/s.json"}`:                       "$ref",
+		`{"type":"object","properties":{"a":{}},"required":["b"]}`:   "not among",
 		`false`: "accepts nothing",
 	} {
 		_, err := Compile([]byte(schema))
