@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 )
 
 // SeqID names one sequence (one request's KV state) inside an engine.
@@ -55,6 +56,44 @@ type Input struct {
 	Want Want
 	// Sampling selects how the next token is drawn.
 	Sampling Sampling
+	// Allow, if set, restricts what may be sampled: the token drawn after
+	// appended position i must have its bit set in Allow[i] (bit id%64 of
+	// word id/64). A nil Allow[i], or i ≥ len(Allow), leaves that draw
+	// free. The caller keeps every set non-empty.
+	Allow [][]uint64
+}
+
+// Allowed reports whether id's bit is set in allow.
+func Allowed(allow []uint64, id int32) bool {
+	return int(id/64) < len(allow) && allow[id/64]&(1<<(id%64)) != 0
+}
+
+// Restrict sets the logits of the tokens not in allow to −∞, so that the
+// greedy and sampled draws both keep to allow.
+func Restrict(logits []float32, allow []uint64) {
+	for w := 0; w*64 < len(logits); w++ {
+		var bits uint64
+		if w < len(allow) {
+			bits = allow[w]
+		}
+		if bits == ^uint64(0) {
+			continue
+		}
+		for k := w * 64; k < min(len(logits), w*64+64); k++ {
+			if bits&(1<<(k%64)) == 0 {
+				logits[k] = float32(math.Inf(-1))
+			}
+		}
+	}
+}
+
+// AllowFor returns the mask of the draw after appended position i of in
+// (nil: free).
+func (in *Input) AllowFor(i int) []uint64 {
+	if i < len(in.Allow) {
+		return in.Allow[i]
+	}
+	return nil
 }
 
 // Output is one sequence's result of a step. Slices are owned by the engine

@@ -92,6 +92,7 @@ func Run(t *testing.T, o Options) {
 		{"ContextFull", testContextFull},
 		{"SeededSampling", testSeededSampling},
 		{"SamplingFollowsLogits", testSamplingFollowsLogits},
+		{"AllowRestricts", testAllowRestricts},
 		{"Cancelled", testCancelled},
 		{"CancelledMidStep", testCancelledMidStep},
 		{"Embedder", testEmbedder},
@@ -643,6 +644,35 @@ func testSeededSampling(t *testing.T, o Options) {
 	hot := func(seed uint64) engine.Sampling { return engine.Sampling{Temperature: 8, Seed: seed} }
 	if a, c := run(20, hot(42), false), run(30, hot(43), false); slices.Equal(a, c) {
 		t.Errorf("seeds 42 and 43 sampled the same %v", a)
+	}
+}
+
+// TestAllowRestricts: a token drawn under an Allow set is in the set, at
+// the last position and at every position of an extend, greedy or seeded.
+func testAllowRestricts(t *testing.T, o Options) {
+	h := newHarness(t, o)
+	v := h.info.VocabSize
+	set := func(ids ...int32) []uint64 {
+		m := make([]uint64, (v+63)/64)
+		for _, id := range ids {
+			m[id/64] |= 1 << (id % 64)
+		}
+		return m
+	}
+	for k, sp := range []engine.Sampling{{}, seeded(5), {Temperature: 8, Seed: 9}} {
+		seq := engine.SeqID(100 + k)
+		toks := h.tokens(4)
+		one, two := int32(v-1-k), []int32{int32(v / 3), int32(v/3 + 7)}
+		allow := [][]uint64{set(two...), nil, set(one), set(two...)}
+		out := h.step(engine.Input{Seq: seq, Tokens: toks, Want: engine.WantAllTokens, Sampling: sp, Allow: allow})
+		got := out[0].Tokens
+		if len(got) != 4 || got[2] != one || !slices.Contains(two, got[0]) || !slices.Contains(two, got[3]) || out[0].Token != got[3] {
+			t.Fatalf("sampling %+v: extend drew %v (token %d); want positions 0 and 3 in %v, 2 = %d", sp, got, out[0].Token, two, one)
+		}
+		out = h.step(engine.Input{Seq: seq, Tokens: []int32{got[3]}, Sampling: sp, Allow: [][]uint64{set(one)}})
+		if out[0].Token != one {
+			t.Fatalf("sampling %+v: decode drew %d, the only allowed token is %d", sp, out[0].Token, one)
+		}
 	}
 }
 

@@ -72,10 +72,10 @@ func (f *Fake) Step(ctx context.Context, in []engine.Input, out []engine.Output)
 		old := len(f.seqs[ip.Seq])
 		s := append(f.seqs[ip.Seq], ip.Tokens...)
 		f.seqs[ip.Seq] = s
-		o := engine.Output{Token: f.token(s, ip.Sampling)}
+		o := engine.Output{Token: allowed(f.token(s, ip.Sampling), ip.AllowFor(len(ip.Tokens)-1))}
 		if ip.Want&engine.WantAllTokens != 0 {
 			for j := range ip.Tokens {
-				o.Tokens = append(o.Tokens, f.token(s[:old+j+1], ip.Sampling))
+				o.Tokens = append(o.Tokens, allowed(f.token(s[:old+j+1], ip.Sampling), ip.AllowFor(j)))
 			}
 		}
 		if ip.Want&engine.WantLogits != 0 {
@@ -115,6 +115,22 @@ func (f *Fake) check(in []engine.Input) error {
 		}
 	}
 	return nil
+}
+
+// allowed returns tok if allow permits it (or is nil), else the lowest
+// allowed token.
+func allowed(tok int32, allow []uint64) int32 {
+	if allow == nil || engine.Allowed(allow, tok) {
+		return tok
+	}
+	for w, bits := range allow {
+		for k := range 64 {
+			if bits&(1<<k) != 0 {
+				return int32(w*64 + k)
+			}
+		}
+	}
+	return tok
 }
 
 // token is the token sampled after s.

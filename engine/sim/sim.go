@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"runtime"
 	"slices"
@@ -279,11 +280,11 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 			h := mix(prev ^ mix(uint64(uint32(t))+0x9e3779b97f4a7c15))
 			s.h = append(s.h, h)
 			if all {
-				o.Tokens[j] = e.token(h, in[i].Sampling, len(s.h))
+				o.Tokens[j] = e.allowed(e.token(h, in[i].Sampling, len(s.h)), in[i].AllowFor(j), h)
 			}
 		}
 		last := s.h[len(s.h)-1]
-		o.Token = e.token(last, in[i].Sampling, len(s.h))
+		o.Token = e.allowed(e.token(last, in[i].Sampling, len(s.h)), in[i].AllowFor(len(in[i].Tokens)-1), last)
 		if in[i].Want&engine.WantLogits != 0 {
 			o.Logits = e.logit[tl : tl+e.cfg.VocabSize : tl+e.cfg.VocabSize]
 			tl += e.cfg.VocabSize
@@ -371,6 +372,33 @@ func (e *Engine) token(h uint64, s engine.Sampling, pos int) int32 {
 		x = mix(x ^ mix(s.Seed+uint64(pos)))
 	}
 	return int32(3 + x%uint64(e.cfg.VocabSize-3))
+}
+
+// allowed returns tok if allow permits it (or is nil), otherwise an
+// allowed token chosen by the prefix hash h: the k-th of the allowed set.
+func (e *Engine) allowed(tok int32, allow []uint64, h uint64) int32 {
+	if allow == nil || engine.Allowed(allow, tok) {
+		return tok
+	}
+	n := 0
+	for _, w := range allow {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		return tok
+	}
+	k := int(mix(h^0x51ed) % uint64(n))
+	for wi, w := range allow {
+		if c := bits.OnesCount64(w); k >= c {
+			k -= c
+			continue
+		}
+		for ; k > 0; k-- {
+			w &= w - 1
+		}
+		return int32(wi*64 + bits.TrailingZeros64(w))
+	}
+	return tok
 }
 
 // fillLogits writes a synthetic distribution whose argmax is tok and whose
