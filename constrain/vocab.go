@@ -8,9 +8,11 @@ import "unicode/utf8"
 // their length in characters, for the common case of a string being
 // written. Build it once per tokenizer; it is read-only after.
 type Vocab struct {
-	n     int
-	all   trie // every token with a piece
-	other trie // the tokens that are not plain, or longer than maxPlainChars
+	n      int
+	pieces []byte  // every token's bytes, back to back
+	offs   []int32 // token id's bytes are pieces[offs[id]:offs[id+1]]
+	all    trie    // every token with a piece
+	other  trie    // the tokens that are not plain, or longer than maxPlainChars
 	// plainUpTo[c] is the set of plain tokens of at most c characters,
 	// c ≤ maxPlainChars (longer plain tokens, rare, are in other).
 	plainUpTo [][]uint64
@@ -25,17 +27,20 @@ const maxPlainChars = 16
 type trie struct {
 	first, next []int32
 	edge        []byte
-	ends        [][]int32
+	end         []int32           // the token ending at a node (-1: none)
+	more        map[int32][]int32 // further tokens with the same bytes (rare)
 }
 
 // NewVocab prepares n tokens whose bytes piece returns; tokens for which
 // it returns nil (control tokens, the end of generation) are never
 // allowed by a mask.
 func NewVocab(n int, piece func(id int) []byte) *Vocab {
-	v := &Vocab{n: n, all: newTrie(), other: newTrie()}
+	v := &Vocab{n: n, all: newTrie(), other: newTrie(), offs: make([]int32, 1, n+1)}
 	byChars := make([][]int32, maxPlainChars+1)
 	for id := range n {
 		p := piece(id)
+		v.pieces = append(v.pieces, p...)
+		v.offs = append(v.offs, int32(len(v.pieces)))
 		if len(p) == 0 {
 			continue
 		}
@@ -60,6 +65,22 @@ func NewVocab(n int, piece func(id int) []byte) *Vocab {
 // Size is the number of tokens.
 func (v *Vocab) Size() int { return v.n }
 
+// Piece returns token id's bytes (empty for a token never allowed or an id
+// out of range).
+func (v *Vocab) Piece(id int32) []byte {
+	if id < 0 || int(id) >= v.n {
+		return nil
+	}
+	return v.pieces[v.offs[id]:v.offs[id+1]]
+}
+
+// AdvanceToken feeds token id's bytes; false (and no change) if the
+// automaton refuses them or the token has none.
+func (m *Matcher) AdvanceToken(v *Vocab, id int32) bool {
+	p := v.Piece(id)
+	return len(p) > 0 && m.Advance(p)
+}
+
 // plainChars returns a piece's length in characters if it is plain.
 func plainChars(p []byte) (int, bool) {
 	if !utf8.Valid(p) {
@@ -74,7 +95,7 @@ func plainChars(p []byte) (int, bool) {
 }
 
 func newTrie() trie {
-	return trie{first: []int32{-1}, next: []int32{-1}, edge: []byte{0}, ends: [][]int32{nil}}
+	return trie{first: []int32{-1}, next: []int32{-1}, edge: []byte{0}, end: []int32{-1}, more: map[int32][]int32{}}
 }
 
 // add inserts a token's bytes.
@@ -91,7 +112,7 @@ func (t *trie) add(p []byte, id int32) {
 			t.edge = append(t.edge, b)
 			t.first = append(t.first, -1)
 			t.next = append(t.next, c)
-			t.ends = append(t.ends, nil)
+			t.end = append(t.end, -1)
 			if prev < 0 {
 				t.first[at] = k
 			} else {
@@ -101,7 +122,11 @@ func (t *trie) add(p []byte, id int32) {
 		}
 		at = c
 	}
-	t.ends[at] = append(t.ends[at], id)
+	if t.end[at] < 0 {
+		t.end[at] = id
+	} else {
+		t.more[at] = append(t.more[at], id)
+	}
 }
 
 // snapshot is what one byte can change in a Matcher: the top frames (a
@@ -154,8 +179,11 @@ func (m *Matcher) walk(t *trie, at int32, dst []uint64) {
 	for c := t.first[at]; c >= 0; c = t.next[c] {
 		m.save(&s)
 		if m.feed(t.edge[c]) {
-			for _, id := range t.ends[c] {
+			if id := t.end[c]; id >= 0 {
 				dst[id/64] |= 1 << (id % 64)
+				for _, id := range t.more[c] {
+					dst[id/64] |= 1 << (id % 64)
+				}
 			}
 			if t.first[c] >= 0 {
 				m.walk(t, c, dst)

@@ -39,6 +39,10 @@ type Params struct {
 	IgnoreEOS bool
 	// Seed seeds the algorithm's random decisions for this request.
 	Seed uint64
+	// Schema, if set, is the JSON schema the output must match
+	// (constrain.Compile: `{"type":"object"}` for any JSON object); every
+	// model the request visits masks its draws to it.
+	Schema string
 }
 
 // State is an algorithm's per-request state. It must survive a binary

@@ -135,6 +135,7 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		texts := make([]loader.Text, len(opened))
 		for i, o := range opened {
 			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
+			rc.Models[i].Vocab = textOf(o.Text).vocab(o.Engine.Info().VocabSize)
 		}
 		if d.r, err = deploy.New(rc); err != nil {
 			for _, o := range opened {

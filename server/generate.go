@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
@@ -46,6 +49,10 @@ type SamplingParams struct {
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// Stop ends the output before the first occurrence of any string.
 	Stop []string `json:"stop,omitempty"`
+	// JSONSchema constrains the output to JSON matching this schema (an
+	// object, or a string holding one); every model the request visits
+	// masks its draws to it. {"type":"object"} asks for any JSON object.
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
 }
 
 // Routing is the extension object every response carries.
@@ -241,7 +248,31 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
 	}
 	g.stop = sp.Stop
+	if aerr := g.setSchema(sp.JSONSchema, names.name("sampling_params.json_schema")); aerr != nil {
+		return nil, aerr
+	}
 	return g, nil
+}
+
+// setSchema checks a request's output schema and puts it in its
+// parameters. A schema in a JSON string is taken from the string.
+func (g *genRequest) setSchema(raw json.RawMessage, pn string) *apiError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		raw = []byte(text)
+	}
+	if _, err := constrain.Compile(raw); err != nil {
+		return badRequest(pn, "invalid_value", "%s: %v", pn, err)
+	}
+	if g.params.IgnoreEOS {
+		return badRequest(pn, "invalid_value", "%s and ignore_eos cannot be combined: the output ends where the JSON does", pn)
+	}
+	g.params.Schema = string(raw)
+	return nil
 }
 
 // generate runs g and calls emit with each piece of released output. It is

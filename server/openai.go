@@ -33,6 +33,38 @@ type commonParams struct {
 	Stop          json.RawMessage `json:"stop"`
 	Seed          *uint64         `json:"seed"`
 	IgnoreEOS     bool            `json:"ignore_eos"`
+	// ResponseFormat is {"type": "text"}, {"type": "json_object"} or
+	// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
+	ResponseFormat *responseFormat `json:"response_format"`
+}
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// schema returns the native json_schema for a response_format.
+func (f *responseFormat) schema() (json.RawMessage, *apiError) {
+	if f == nil {
+		return nil, nil
+	}
+	switch f.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"object"}`), nil
+	case "json_schema":
+		if f.JSONSchema == nil || len(bytes.TrimSpace(f.JSONSchema.Schema)) == 0 {
+			return nil, badRequest("response_format.json_schema.schema", "missing_required_parameter", "response_format json_schema needs json_schema.schema")
+		}
+		return f.JSONSchema.Schema, nil
+	}
+	return nil, badRequest("response_format.type", "invalid_value", "response_format type %q: want text, json_object or json_schema", f.Type)
 }
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -76,6 +108,9 @@ func (c *commonParams) toNative() (NativeRequest, *apiError) {
 		return nr, aerr
 	}
 	sp.Stop = stop
+	if sp.JSONSchema, aerr = c.ResponseFormat.schema(); aerr != nil {
+		return nr, aerr
+	}
 	return nr, nil
 }
 
@@ -102,11 +137,13 @@ var (
 		"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
 		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
 		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
+		"sampling_params.json_schema": "response_format",
 	}
 	chatNames = paramNames{
 		"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
 		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
 		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
+		"sampling_params.json_schema": "response_format",
 	}
 )
 

@@ -2,8 +2,10 @@ package server
 
 import (
 	"strings"
+	"sync"
 	"unicode/utf8"
 
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 	"github.com/tokenrouter/tokenrouter/server/simtok"
@@ -23,6 +25,30 @@ type textModel struct {
 	stripFirstSpace bool
 	sim             bool
 	kind            string
+	// control reports the tokens that are not text.
+	control func(int32) bool
+}
+
+// vocab returns, built on first use, the vocabulary of size tokens for
+// structured output: each token's bytes as the text model prints them,
+// none for control tokens (which a mask never allows) and ids it does not
+// know.
+func (t *textModel) vocab(size int) func() *constrain.Vocab {
+	return sync.OnceValue(func() *constrain.Vocab {
+		return constrain.NewVocab(size, func(id int) []byte {
+			if t.control(int32(id)) {
+				return nil
+			}
+			return t.piece(nil, int32(id))
+		})
+	})
+}
+
+// OutputVocab returns, built on first use, the structured-output
+// vocabulary of a model with text side t and size tokens, for a
+// sub-server that runs apart from the server (subserver.Config.Vocab).
+func OutputVocab(t loader.Text, size int) func() *constrain.Vocab {
+	return textOf(t).vocab(size)
 }
 
 // textOf is the text model of a model's text side: its tokenizer, or the
@@ -40,6 +66,7 @@ func simText() *textModel {
 	return &textModel{
 		encode: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
 		special: func(string) (int32, bool) { return 0, false },
+		control: func(id int32) bool { return id < simtok.ByteBase },
 	}
 }
 
@@ -59,7 +86,8 @@ func realText(t *tokenizer.Tokenizer) *textModel {
 			}
 			return id, true
 		},
-		bos: t.BOS, addBOS: t.AddBOS && t.BOS >= 0,
+		control: t.IsControl,
+		bos:     t.BOS, addBOS: t.AddBOS && t.BOS >= 0,
 		stripFirstSpace: t.Kind() == tokenizer.SPM && t.AddSpacePrefix,
 		kind:            kind,
 	}

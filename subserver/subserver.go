@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -47,6 +48,10 @@ type Config struct {
 	// Observer, if set, is told about every step and every hand-off. It is
 	// called from the loop goroutine and must be quick.
 	Observer Observer
+	// Vocab returns the model's vocabulary prepared for structured output
+	// (route.Params.Schema), built on the first request that has a schema;
+	// nil refuses such requests.
+	Vocab func() *constrain.Vocab
 }
 
 // Observer watches a sub-server's steps, for automatic thresholds and
@@ -77,6 +82,7 @@ type rec struct {
 	at      where
 	readyAt time.Duration
 	hasKV   bool
+	cons    *constraint // the output schema's state (nil: none)
 }
 
 // Stats is a snapshot of a sub-server's counters.
@@ -381,11 +387,25 @@ func (s *Server) step(ctx context.Context) {
 			want = s.wanter.Want(self, &r.req)
 		}
 		toks := r.req.Tokens[r.seen[self]:]
+		allow, err := s.allow(r, r.seen[self], want)
+		if err != nil {
+			s.fail(ctx, r, err)
+			continue
+		}
 		appended += len(toks)
 		r.req.Appended = len(toks)
-		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.Params.Sampling})
+		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.Params.Sampling, Allow: allow})
+		s.batch[len(s.in)-1] = r
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
+	}
+	if len(s.in) < n { // requests whose schema could not be applied left the batch
+		clear(s.batch[len(s.in):])
+		s.batch, n = s.batch[:len(s.in)], len(s.in)
+		s.out = s.out[:n]
+		if n == 0 {
+			return
+		}
 	}
 	t0 := time.Now()
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)

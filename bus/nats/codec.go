@@ -13,7 +13,7 @@ import (
 
 // Version is the event encoding's version, the first byte of every
 // encoded event. A decoder rejects any other version.
-const Version = 1
+const Version = 2
 
 // Hard limits of the decoder: a hostile or corrupt message fails with an
 // error before it can force an allocation beyond them.
@@ -24,6 +24,8 @@ const (
 	MaxModels = 128
 	// MaxState bounds an encoded algorithm state in bytes.
 	MaxState = 1 << 24
+	// MaxSchema bounds a request's output schema in bytes.
+	MaxSchema = 1 << 20
 	// MaxText bounds a finish reason or error text in bytes.
 	MaxText = 1 << 16
 )
@@ -89,6 +91,8 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		}
 		b = append(b, ign)
 		b = binary.LittleEndian.AppendUint64(b, p.Seed)
+		b = binary.AppendUvarint(b, uint64(len(p.Schema)))
+		b = append(b, p.Schema...)
 		if m.State != nil {
 			var err error
 			if b, err = appendState(b, m.State); err != nil {
@@ -219,6 +223,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 			d.fail("ignore-eos flag")
 		}
 		p.Seed = d.u64()
+		p.Schema = string(d.bytes(MaxSchema))
 		m.Finished = flags&hasFinish != 0
 		m.State = nil
 		if flags&hasState != 0 {
