@@ -71,8 +71,9 @@ type Engine struct {
 	pool *pool
 	kv   *kvPool
 
-	invFreq []float64 // per rotary pair
-	scale   float32   // 1/sqrt(headDim)
+	ropes [][]float64 // per rotary table, the angular frequency of each pair
+	mscale []float64  // per rotary table, the factor of cos and sin
+	scale  float32    // 1/sqrt(headDim)
 
 	seqs    map[engine.SeqID]*sequence
 	spare   []*sequence
@@ -94,7 +95,7 @@ type Engine struct {
 	set               *kernels.Set
 	scores            kernels.ScoresFunc
 	values            kernels.ValuesFunc
-	swiglu            kernels.SwiGLUFunc
+	glu               kernels.SwiGLUFunc // the FFN's gated activation
 	expShift          kernels.ExpShiftFunc
 	at                attnTask
 	qt                qkvTask
@@ -187,15 +188,17 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	if e.kv.maxBlocks < 1 {
 		return nil, fmt.Errorf("cpu: KV budget of %d bytes holds less than one block of %d tokens: %w", budget, blockTokens, engine.ErrOutOfMemory)
 	}
-	e.invFreq = make([]float64, c.ropeDim/2)
-	for j := range e.invFreq {
-		e.invFreq[j] = math.Pow(c.ropeBase, -2*float64(j)/float64(c.ropeDim))
-		if w.ropeFreqs != nil && w.ropeFreqs[j] != 0 {
-			e.invFreq[j] /= float64(w.ropeFreqs[j])
-		}
+	e.ropes = [][]float64{c.rope.invFreq(c.ropeDim, c.ctx)}
+	e.mscale = []float64{c.rope.mscale}
+	if c.localRope {
+		e.ropes = append(e.ropes, c.ropeLocal.invFreq(c.ropeDim, c.ctx))
+		e.mscale = append(e.mscale, c.ropeLocal.mscale)
 	}
 	e.scores, e.values = set.Attention()
-	e.swiglu = set.SwiGLU()
+	e.glu = set.SwiGLU()
+	if c.gelu {
+		e.glu = set.GeGLU()
+	}
 	e.expShift = set.ExpShift()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
