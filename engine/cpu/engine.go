@@ -71,9 +71,9 @@ type Engine struct {
 	pool *pool
 	kv   *kvPool
 
-	ropes [][]float64 // per rotary table, the angular frequency of each pair
-	mscale []float64  // per rotary table, the factor of cos and sin
-	scale  float32    // 1/sqrt(headDim)
+	ropes  [][]float64 // per rotary table, the angular frequency of each pair
+	mscale []float64   // per rotary table, the factor of cos and sin
+	scale  float32     // 1/sqrt(headDim)
 
 	seqs    map[engine.SeqID]*sequence
 	spare   []*sequence

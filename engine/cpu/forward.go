@@ -70,13 +70,13 @@ func (in *mmInput) rows() []float32 {
 // prepTask readies rows of a multiplication's input (see mmInput) and
 // quantises them into form act.
 type prepTask struct {
-	in     mmInput
-	eps    float32
-	glu    kernels.SwiGLUFunc
-	act    kernels.Act
-	buf    []byte
-	rb     int
-	parts  int
+	in    mmInput
+	eps   float32
+	glu   kernels.SwiGLUFunc
+	act   kernels.Act
+	buf   []byte
+	rb    int
+	parts int
 }
 
 func (t *prepTask) do(_, part int) {

@@ -69,11 +69,11 @@ type layer struct {
 }
 
 type weights struct {
-	embd      matrix
-	outNorm   []float32
-	output    matrix
-	layers    []layer
-	file      *gguf.File // the mapped file the weights are in, if the engine opened it
+	embd    matrix
+	outNorm []float32
+	output  matrix
+	layers  []layer
+	file    *gguf.File // the mapped file the weights are in, if the engine opened it
 }
 
 // matrices lists the matrices that multiply activations (all but the
