@@ -82,27 +82,6 @@ func (r *ropeSpec) invFreq(ropeDim, ctx int) []float64 {
 	return out
 }
 
-// llama3Factors returns Llama 3.1's per-pair frequency divisors: 1 for
-// wavelengths below origCtx/high, factor above origCtx/low, and a smooth
-// blend between.
-func llama3Factors(base float64, ropeDim int, factor, low, high float64, origCtx int) []float32 {
-	out := make([]float32, ropeDim/2)
-	lowWave, highWave := float64(origCtx)/low, float64(origCtx)/high
-	for j := range out {
-		wave := 2 * math.Pi * math.Pow(base, 2*float64(j)/float64(ropeDim))
-		switch {
-		case wave < highWave:
-			out[j] = 1
-		case wave > lowWave:
-			out[j] = float32(factor)
-		default:
-			s := (float64(origCtx)/wave - low) / (high - low)
-			out[j] = float32(1 / ((1-s)/factor + s))
-		}
-	}
-	return out
-}
-
 // meta reads an architecture's hyperparameters from a GGUF file.
 type meta struct {
 	f    *gguf.File
@@ -165,7 +144,7 @@ func (c *config) readRope(m meta, vec func(name string, n int) []float32) error 
 			if !(high > low) || !(low > 0) || orig <= 0 {
 				return fmt.Errorf("cpu: bad llama3 rope scaling (low %v, high %v, original context %d)", low, high, orig)
 			}
-			c.rope.factors = llama3Factors(c.ropeBase, c.ropeDim, factor, low, high, orig)
+			c.rope.factors = gguf.Llama3RopeFactors(c.ropeBase, c.ropeDim, factor, low, high, orig)
 		}
 	case "longrope", "su":
 	default:
