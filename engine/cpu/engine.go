@@ -1,12 +1,16 @@
-// Package cpu is a pure-Go transformer engine for llama-family weights:
-// llama (llama2.c checkpoints and GGUF), qwen2 (q/k/v biases) and qwen3
-// (q/k RMSNorm), with grouped-query attention, rotary embeddings in each
-// architecture's GGUF layout, F32/F16/BF16/Q8_0/Q4_0 weights, a paged
-// per-sequence KV cache with truncate, release and a memory budget, and one
-// batched step over many sequences mixing extends and decodes in which every
-// weight matrix is read once for the whole batch. Kernels run on a fixed
-// worker pool owned by the engine and stopped by Close; a step in steady
-// state allocates nothing.
+// Package cpu is a pure-Go transformer engine for the GGUF architectures
+// llama (also llama2.c checkpoints; Llama 3.x rope scaling, sliding windows
+// where the file declares one), qwen2 (q/k/v biases), qwen3 (q/k RMSNorm),
+// gemma2 and gemma3 (scaled embeddings, post-attention and post-FFN norms,
+// GELU gates, soft-capping, sliding-window layers interleaved with global
+// ones) and phi3 (fused QKV and gate-up, longrope scaling), with
+// grouped-query attention, rotary embeddings in each architecture's GGUF
+// layout, F32/F16/BF16, legacy and K-quant weights, a paged per-sequence
+// KV cache with truncate, release and a memory budget, and one batched step
+// over many sequences mixing extends and decodes in which every weight
+// matrix is read once for the whole batch. Kernels run on a fixed worker
+// pool owned by the engine and stopped by Close; a step in steady state
+// allocates nothing.
 package cpu
 
 import (

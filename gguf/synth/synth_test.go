@@ -198,14 +198,14 @@ func TestRealShapesHeaders(t *testing.T) {
 // TestVocabularies checks every shape's vocabulary for what BPE loaders
 // require: distinct tokens, merges of existing tokens into existing tokens.
 func TestVocabularies(t *testing.T) {
-	done := map[[2]int]bool{}
+	done := map[[3]int]bool{}
 	for _, s := range Shapes() {
-		key := [2]int{s.Vocab, b2i(s.SpecialsFirst)}
+		key := [3]int{s.Vocab, b2i(s.SpecialsFirst), len(s.extraTokens())}
 		if done[key] {
 			continue
 		}
 		done[key] = true
-		v := buildVocab(s.Vocab, s.SpecialsFirst)
+		v := buildVocab(s.Vocab, s.SpecialsFirst, s.extraTokens()...)
 		if len(v.tokens) != s.Vocab || len(v.types) != s.Vocab || !v.check() {
 			t.Errorf("%s: %d tokens, %d types, check %v", s.Name, len(v.tokens), len(v.types), v.check())
 		}

@@ -27,7 +27,7 @@ type Options struct {
 // Metadata returns the file's metadata for mix m: general.*, the
 // architecture's hyperparameters, and the tokenizer.
 func (s Shape) Metadata(m quantize.Mix) []gguf.KV {
-	v := buildVocab(s.Vocab, s.SpecialsFirst)
+	v := buildVocab(s.Vocab, s.SpecialsFirst, s.extraTokens()...)
 	var kvs []gguf.KV
 	add := func(key string, val any) {
 		kvs = append(kvs, gguf.KV{Key: key, Value: value(val)})
@@ -79,6 +79,15 @@ func (s Shape) Metadata(m quantize.Mix) []gguf.KV {
 	add("tokenizer.ggml.add_bos_token", false)
 	add("tokenizer.chat_template", chatTemplate)
 	return kvs
+}
+
+// extraTokens are control tokens llama.cpp expects of the architecture:
+// it looks up <unk>, <s> and </s> in models named phi3.
+func (s Shape) extraTokens() []string {
+	if s.Arch == "phi3" {
+		return []string{"<unk>", "<s>", "</s>"}
+	}
+	return nil
 }
 
 // value wraps a Go value of the types Metadata uses.
