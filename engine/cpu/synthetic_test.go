@@ -629,6 +629,11 @@ func FuzzLoadGGUF(f *testing.F) {
 	f.Add(buildTiny(f, s, 1))
 	s.arch, s.typ = "qwen3", gguf.F16
 	f.Add(buildTiny(f, s, 2))
+	for i, arch := range []string{"gemma3", "phi3"} {
+		a := archShape(arch, gguf.Q8_0)
+		a.dim, a.hidden, a.layers, a.vocab, a.heads, a.kvHeads, a.headDim, a.ropeDim = 32, 32, 2, 8, 2, 1, 16, 16
+		f.Add(buildTiny(f, a, uint64(3+i)))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		file, err := gguf.Parse(b)
 		if err != nil {
