@@ -137,3 +137,24 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestChatTemplatePaths: a chat_template file is relative to the
+// configuration file; a built-in name stays a name.
+func TestChatTemplatePaths(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "presets: [{name: x, algorithm: r2r-random, models: [slm, llm]}]\n" +
+		"models: [{name: slm, profile: paper-r2r/slm, chat_template: t/chat.jinja}, {name: llm, profile: paper-r2r/llm, chat_template: chatml}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models[0].ChatTemplate; got != filepath.Join(dir, "t", "chat.jinja") {
+		t.Fatalf("file: %q", got)
+	}
+	if got := c.Models[1].ChatTemplate; got != "chatml" {
+		t.Fatalf("built-in name: %q", got)
+	}
+}
