@@ -71,22 +71,24 @@ func writeFile(t *testing.T, name, body string) string {
 	return p
 }
 
-func renderOne(t *testing.T, tx Text) string {
+// renderOne renders one user message with tx and returns the text and
+// the control tokens it wrote.
+func renderOne(t *testing.T, tx Text) (string, []string) {
 	t.Helper()
 	segs, err := tx.Template.Render([]chat.Message{{Role: "user", Content: "hi"}},
 		chat.Options{AddGenerationPrompt: true, Specials: tx.Tokenizer.ControlTexts()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
+	var text strings.Builder
+	var specials []string
 	for _, s := range segs {
+		text.WriteString(s.Text)
 		if s.Special {
-			b.WriteString("{" + s.Text + "}")
-		} else {
-			b.WriteString(s.Text)
+			specials = append(specials, s.Text)
 		}
 	}
-	return b.String()
+	return text.String(), specials
 }
 
 // TestChatTemplateSources: the GGUF file's template, --chat-template as a
@@ -101,8 +103,8 @@ func TestChatTemplateSources(t *testing.T) {
 	if err != nil || shipped.Template.Name() != "jinja" || shipped.TemplateErr != nil {
 		t.Fatalf("shipped: %v %v", shipped.Template, err)
 	}
-	if got := renderOne(t, shipped); got != "{<|im_start|>}user\nhi{<|im_end|>}\n{<|im_start|>}assistant\n" {
-		t.Fatalf("shipped renders %q", got)
+	if got, sp := renderOne(t, shipped); got != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" || len(sp) != 3 {
+		t.Fatalf("shipped renders %q with control tokens %q", got, sp)
 	}
 	none, err := open(config.Model{Path: metaGGUF(t, "")})
 	if err != nil || none.Template.Name() != "plain" {
@@ -117,8 +119,11 @@ func TestChatTemplateSources(t *testing.T) {
 		t.Fatalf("built-in name: %v %v", named.Template, err)
 	}
 	file, err := open(config.Model{Path: metaGGUF(t, ""), ChatTemplate: writeFile(t, "t.jinja", "{{ messages[0].content }}!")})
-	if err != nil || renderOne(t, file) != "hi!" {
+	if err != nil {
 		t.Fatalf("template file: %v", err)
+	}
+	if got, _ := renderOne(t, file); got != "hi!" {
+		t.Fatalf("template file renders %q", got)
 	}
 	for _, c := range []struct{ tmpl, want string }{
 		{"nope", `chat_template "nope": want a template file or one of plain, chatml, llama2, llama3`},
@@ -171,7 +176,7 @@ func TestHFTokenizerTemplate(t *testing.T) {
 	if tx.Template.Name() != "jinja" || tx.Tokenizer.EOS != 511 || !tx.Tokenizer.IsEOG(511) {
 		t.Fatalf("template %v, EOS %d", tx.Template.Name(), tx.Tokenizer.EOS)
 	}
-	if got := renderOne(t, tx); !strings.HasPrefix(got, "{<|im_start|>}user\nhi{<|im_end|>}") {
-		t.Fatalf("renders %q", got)
+	if got, sp := renderOne(t, tx); !strings.HasPrefix(got, "<|im_start|>user\nhi<|im_end|>") || len(sp) != 3 {
+		t.Fatalf("renders %q with control tokens %q", got, sp)
 	}
 }
