@@ -43,7 +43,9 @@ type hfStep struct {
 	Replacement   string    `json:"replacement"`
 	PrependScheme string    `json:"prepend_scheme"`
 	AddPrefix     *bool     `json:"add_prefix_space"`
-	Pattern       struct {
+	// IndividualDigits (Digits) splits every digit apart.
+	IndividualDigits bool `json:"individual_digits"`
+	Pattern          struct {
 		String string `json:"String"`
 		Regex  string `json:"Regex"`
 	} `json:"pattern"`
@@ -213,7 +215,7 @@ func fromHF(f *hfFile, cfg *hfConfig) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var byteLevel, metaspace, prepend, nfc bool
+	var byteLevel, metaspace, prepend, nfc, digits bool
 	pattern := ""
 	for _, s := range []*hfStep{f.Normalizer, f.PreTokenizer} {
 		s.walk(func(s *hfStep) {
@@ -224,6 +226,8 @@ func fromHF(f *hfFile, cfg *hfConfig) (*Tokenizer, error) {
 				pattern += s.Pattern.Regex
 			case "NFC":
 				nfc = true
+			case "Digits":
+				digits = s.IndividualDigits
 			case "Prepend":
 				prepend = prepend || s.Prepend == spaceSymbol
 			case "Replace":
@@ -241,7 +245,7 @@ func fromHF(f *hfFile, cfg *hfConfig) (*Tokenizer, error) {
 			return nil, err
 		}
 		t.setMerges(merges)
-		t.pre = hfPre(pattern)
+		t.pre = hfPre(pattern, digits)
 	case metaspace || f.Model.ByteFallback:
 		for i, s := range tokens {
 			if types[i] == TypeNormal && len(s) == 6 && strings.HasPrefix(s, "<0x") && s[5] == '>' {
@@ -383,9 +387,11 @@ func mergeScores(tokens []string, merges []string) []float32 {
 }
 
 // hfPre picks the pre-tokenization pattern a Split regex spells (GPT-2's
-// when there is none).
-func hfPre(pattern string) preKind {
+// when there is none, with a Digits step splitting single digits first).
+func hfPre(pattern string, digits bool) preKind {
 	switch {
+	case pattern == "" && digits:
+		return preDigits
 	case strings.Contains(pattern, `\p{N}{1,3}`):
 		return preLlama3
 	case strings.Contains(pattern, `[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}`):

@@ -17,6 +17,7 @@ type hfSpec struct {
 	merges    []string
 	byteLevel bool
 	pattern   string // Split regex before ByteLevel ("" for none)
+	digits    bool   // a Digits step (individual digits) before ByteLevel
 	nfc       bool
 	bos, eos  string
 	genEOS    []int // generation_config.json eos_token_id
@@ -45,6 +46,9 @@ func writeHF(t testing.TB, spec hfSpec) string {
 		pre := []any{map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": spec.pattern == ""}}
 		if spec.pattern != "" {
 			pre = append([]any{map[string]any{"type": "Split", "pattern": map[string]any{"Regex": spec.pattern}, "behavior": "Isolated"}}, pre...)
+		}
+		if spec.digits {
+			pre = append([]any{map[string]any{"type": "Digits", "individual_digits": true}}, pre...)
 		}
 		f["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": pre}
 	} else {
@@ -183,6 +187,26 @@ func TestHFByteLevelMatchesGGUF(t *testing.T) {
 	}
 	if got := tk.EncodeSpecial("<|im_start|>the", false); got[0] != int32(n) {
 		t.Fatalf("EncodeSpecial: %v", got)
+	}
+}
+
+// TestHFDigits: a Digits step before GPT-2's pattern (SmolLM2) splits
+// digits as GGUF's "smollm" pre-tokenizer does.
+func TestHFDigits(t *testing.T) {
+	gg := tinyGPT2(t, "smollm")
+	n := len(gg.tokens)
+	tk, err := Open(writeHF(t, hfSpec{tokens: gg.tokens, added: map[int]bool{n - 1: true}, merges: mergesOf(gg),
+		byteLevel: true, digits: true, eos: "<|endoftext|>"}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.pre != preDigits {
+		t.Fatalf("pre %v", tk.pre)
+	}
+	for _, s := range []string{"the cat 123", "x12 y", "a  1\n\n2"} {
+		if got, want := tk.Encode(s, false), gg.Encode(s, false); !slices.Equal(got, want) || slices.Contains(got, gg.index["12"]) {
+			t.Fatalf("%q: got %v, want %v (digits one by one)", s, got, want)
+		}
 	}
 }
 
