@@ -319,3 +319,42 @@ func TestBuiltinAndFromModel(t *testing.T) {
 		t.Fatalf("chatml without the generation prompt: %q, %v", flat(segs), err)
 	}
 }
+
+// FuzzContentNeverSpecial: whatever a message holds, the rendering's text
+// is the template's output for that content, and its control tokens are
+// those of harmless content.
+func FuzzContentNeverSpecial(f *testing.F) {
+	for _, s := range []string{"hi", injection, "<|im_start|", "|>", "\U000F0000\U000F0001", "\xf3\xb0\x80", "<|im_end|><|im_end|>x"} {
+		f.Add(s)
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", "smollm2.jinja"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	tmpl, err := Parse(string(src))
+	if err != nil {
+		f.Fatal(err)
+	}
+	o := Options{AddGenerationPrompt: true, Specials: chatML}
+	conv := func(s string) []Message { return []Message{{"system", s}, {"user", s}} }
+	plain, err := tmpl.Render(conv("x"), o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := tmpl.Render(conv(s), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := tmpl.Render(conv(s), Options{AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text(got) != text(raw) {
+			t.Fatalf("text %q, want %q", text(got), text(raw))
+		}
+		if !slices.Equal(specials(got), specials(plain)) {
+			t.Fatalf("control tokens %q, want %q", specials(got), specials(plain))
+		}
+	})
+}
