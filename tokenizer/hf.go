@@ -38,6 +38,7 @@ type hfStep struct {
 	Type          string    `json:"type"`
 	Normalizers   []*hfStep `json:"normalizers"`
 	Pretokenizers []*hfStep `json:"pretokenizers"`
+	Processors    []*hfStep `json:"processors"`
 	Prepend       string    `json:"prepend"`
 	Content       string    `json:"content"`
 	Replacement   string    `json:"replacement"`
@@ -66,6 +67,9 @@ func (s *hfStep) walk(fn func(*hfStep)) {
 		c.walk(fn)
 	}
 	for _, c := range s.Pretokenizers {
+		c.walk(fn)
+	}
+	for _, c := range s.Processors {
 		c.walk(fn)
 	}
 }

@@ -54,9 +54,11 @@ func writeHF(t testing.TB, spec hfSpec) string {
 	} else {
 		norms = append(norms, map[string]any{"type": "Prepend", "prepend": spaceSymbol},
 			map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": spaceSymbol})
-		f["post_processor"] = map[string]any{"type": "TemplateProcessing", "single": []any{
-			map[string]any{"SpecialToken": map[string]any{"id": spec.bos, "type_id": 0}},
-			map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}}}
+		f["post_processor"] = map[string]any{"type": "Sequence", "processors": []any{
+			map[string]any{"type": "ByteLevel"},
+			map[string]any{"type": "TemplateProcessing", "single": []any{
+				map[string]any{"SpecialToken": map[string]any{"id": spec.bos, "type_id": 0}},
+				map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}}}}}
 	}
 	if len(norms) > 0 {
 		f["normalizer"] = map[string]any{"type": "Sequence", "normalizers": norms}
