@@ -219,6 +219,12 @@ func fromHF(f *hfFile, cfg *hfConfig) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	unk := int32(-1)
+	if f.Model.UnkToken != nil {
+		if id, ok := f.Model.Vocab[*f.Model.UnkToken]; ok {
+			unk, types[id] = int32(id), TypeUnknown
+		}
+	}
 	var byteLevel, metaspace, prepend, nfc, digits bool
 	pattern := ""
 	for _, s := range []*hfStep{f.Normalizer, f.PreTokenizer} {
@@ -268,12 +274,7 @@ func fromHF(f *hfFile, cfg *hfConfig) (*Tokenizer, error) {
 	default:
 		return nil, fmt.Errorf("%w: BPE without a ByteLevel pre-tokenizer, byte fallback or U+2581 spaces is not supported", ErrFormat)
 	}
-	t.nfc = nfc
-	if f.Model.UnkToken != nil {
-		if id, ok := t.index[*f.Model.UnkToken]; ok {
-			t.UNK = id
-		}
-	}
+	t.nfc, t.UNK = nfc, unk
 	t.hfSpecials(f, cfg)
 	return t, nil
 }
@@ -320,8 +321,8 @@ func hfVocab(f *hfFile) ([]string, []int32, error) {
 	for _, a := range f.AddedTokens {
 		n = max(n, a.ID+1)
 	}
-	if n == 0 || n > 1<<24 {
-		return nil, nil, fmt.Errorf("%w: %d tokens", ErrFormat, n)
+	if named := int64(len(f.Model.Vocab) + len(f.AddedTokens)); n == 0 || n > 1<<24 || n > 2*named+256 {
+		return nil, nil, fmt.Errorf("%w: ids up to %d for %d tokens", ErrFormat, n-1, named)
 	}
 	tokens := make([]string, n)
 	types := make([]int32, n)

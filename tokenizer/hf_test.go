@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ type hfSpec struct {
 	digits    bool   // a Digits step (individual digits) before ByteLevel
 	nfc       bool
 	bos, eos  string
+	unk       string
 	genEOS    []int // generation_config.json eos_token_id
 	template  string
 }
@@ -37,6 +39,9 @@ func writeHF(t testing.TB, spec hfSpec) string {
 		vocab[s] = i
 	}
 	model := map[string]any{"type": "BPE", "vocab": vocab, "merges": spec.merges, "byte_fallback": !spec.byteLevel}
+	if spec.unk != "" {
+		model["unk_token"] = spec.unk
+	}
 	f := map[string]any{"version": "1.0", "added_tokens": added, "model": model}
 	var norms []any
 	if spec.nfc {
@@ -119,13 +124,13 @@ func spmMerges(tk *Tokenizer) []string {
 // encodes like the GGUF file's own tokenizer.
 func TestHFByteFallbackMatchesGGUF(t *testing.T) {
 	_, _, gg := loadAll(t)
-	spec := hfSpec{tokens: gg.tokens, added: map[int]bool{1: true, 2: true}, merges: spmMerges(gg), bos: "<s>", eos: "</s>"}
+	spec := hfSpec{tokens: gg.tokens, added: map[int]bool{1: true, 2: true}, merges: spmMerges(gg), bos: "<s>", eos: "</s>", unk: "<unk>"}
 	tk, err := Open(writeHF(t, spec), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Kind() != SPM || !tk.AddBOS || !tk.AddSpacePrefix || tk.BOS != 1 || tk.EOS != 2 {
-		t.Fatalf("kind %v addBOS %v prefix %v BOS %d EOS %d", tk.Kind(), tk.AddBOS, tk.AddSpacePrefix, tk.BOS, tk.EOS)
+	if tk.Kind() != SPM || !tk.AddBOS || !tk.AddSpacePrefix || tk.BOS != 1 || tk.EOS != 2 || tk.UNK != 0 || tk.types[0] != TypeUnknown {
+		t.Fatalf("kind %v addBOS %v prefix %v BOS %d EOS %d UNK %d", tk.Kind(), tk.AddBOS, tk.AddSpacePrefix, tk.BOS, tk.EOS, tk.UNK)
 	}
 	if got := tk.Encode(refText, true); !slices.Equal(got, gg.Encode(refText, true)) {
 		t.Fatalf("reference text:\n got %v\nwant %v", got, gg.Encode(refText, true))
@@ -247,4 +252,32 @@ func TestHFRefusals(t *testing.T) {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
+}
+
+// FuzzHFTokenizer: any tokenizer.json is refused with ErrFormat or gives a
+// tokenizer that encodes to ids of its vocabulary and decodes them.
+func FuzzHFTokenizer(f *testing.F) {
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "pre_tokenizer": {"type": "ByteLevel"}}`))
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"<0x61>": 0, "▁": 1}, "merges": [], "byte_fallback": true}, "normalizer": {"type": "NFC"}}`))
+	f.Add([]byte(`{"added_tokens": [{"id": 3, "content": "<s>", "special": true}], "model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", "a"]]}, "pre_tokenizer": {"type": "Metaspace"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var file hfFile
+		if json.Unmarshal(b, &file) != nil {
+			return
+		}
+		tk, err := fromHF(&file, &hfConfig{})
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error %v is not ErrFormat", err)
+			}
+			return
+		}
+		ids := tk.Encode("ab a", true)
+		for _, id := range ids {
+			if id < 0 || int(id) >= tk.VocabSize() {
+				t.Fatalf("id %d outside %d tokens", id, tk.VocabSize())
+			}
+		}
+		_ = tk.Decode(ids)
+	})
 }
