@@ -358,3 +358,28 @@ func FuzzContentNeverSpecial(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRender renders a four-turn conversation with each official
+// template (one request's prompt).
+func BenchmarkRender(b *testing.B) {
+	c := conversations()[3]
+	for _, o := range officials() {
+		src, err := os.ReadFile(filepath.Join("testdata", "templates", o.file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tmpl, err := Parse(string(src))
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts := Options{AddGenerationPrompt: true, BOS: o.bos, EOS: o.eos, Specials: o.specials}
+		b.Run(strings.TrimSuffix(o.file, ".jinja"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tmpl.Render(c.messages(), opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
