@@ -151,8 +151,15 @@ type Model struct {
 	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
 	Path string `yaml:"path,omitempty"`
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
-	// SentencePiece .model or GGUF); default: the GGUF's own.
+	// SentencePiece .model, GGUF, or a Hugging Face tokenizer.json or the
+	// folder holding one); default: the GGUF's own.
 	Tokenizer string `yaml:"tokenizer,omitempty"`
+	// ChatTemplate overrides the model's chat template: a Jinja template
+	// file (a path holding a "/" or a ".") or the name of a built-in
+	// layout (plain, chatml, llama2, llama3). Default: the template the
+	// GGUF file (or a Hugging Face tokenizer's tokenizer_config.json)
+	// ships, else plain.
+	ChatTemplate string `yaml:"chat_template,omitempty"`
 	// Threads (cpu) is the kernel thread count (0: the preset's placement
 	// decides: all cores when time-shared, an even share when partitioned).
 	Threads int `yaml:"threads,omitempty"`
@@ -163,6 +170,10 @@ type Model struct {
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
 	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
 }
+
+// IsTemplateFile reports whether a ChatTemplate value names a file
+// (it holds a "/" or a ".") rather than a built-in layout.
+func IsTemplateFile(v string) bool { return strings.ContainsAny(v, "/.") }
 
 // Latency is an explicit sim latency profile: a step over b sequences
 // appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t,
@@ -355,6 +366,9 @@ func Load(path string) (Config, error) {
 	for i := range c.Models {
 		m := &c.Models[i]
 		m.Path, m.Tokenizer = rel(m.Path), rel(m.Tokenizer)
+		if IsTemplateFile(m.ChatTemplate) {
+			m.ChatTemplate = rel(m.ChatTemplate)
+		}
 	}
 	for i := range c.Presets {
 		if f, ok := strings.CutPrefix(strings.TrimSpace(c.Presets[i].Thresholds), "@"); ok {

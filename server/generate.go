@@ -45,7 +45,8 @@ type SamplingParams struct {
 	TopK *int `json:"top_k,omitempty"`
 	// Seed seeds sampling and the algorithm's random decisions.
 	Seed *uint64 `json:"seed,omitempty"`
-	// IgnoreEOS keeps generating past the end-of-sequence token.
+	// IgnoreEOS keeps generating past the end-of-generation tokens (EOS
+	// and the vocabulary's and chat template's ends of turn).
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// Stop ends the output before the first occurrence of any string.
 	Stop []string `json:"stop,omitempty"`
@@ -337,7 +338,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 		now := time.Now()
 		n0 := len(res.ids)
 		for i, id := range chunk.Tokens {
-			if slices.Contains(g.dep.stopIDs, id) {
+			if !g.params.IgnoreEOS && slices.Contains(g.dep.stopIDs, id) {
 				ended, reason = true, stream.Stop
 				break
 			}

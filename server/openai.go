@@ -325,7 +325,11 @@ func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest,
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	nr.InputIDs = d.text.encodeChat(d.family.Render(msgs))
+	segs, err := d.template.Render(msgs, d.text.chat)
+	if err != nil {
+		return nil, nil, badRequest("messages", "invalid_value", "%v", err)
+	}
+	nr.InputIDs = d.text.encodeChat(segs)
 	g, aerr := s.prepare(&nr, chatNames)
 	return &req, g, aerr
 }
@@ -488,7 +492,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	cards := make([]modelCard, 0, len(s.deps))
 	for _, d := range s.deps {
 		c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
-			Algorithm: d.algorithm, Params: d.params, ChatFormat: d.family.String(), ContextLen: d.ctxLen}
+			Algorithm: d.algorithm, Params: d.params, ChatFormat: d.template.Name(), ContextLen: d.ctxLen}
 		var sims, reals []string
 		for _, m := range d.models {
 			c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,

@@ -16,10 +16,14 @@ import (
 // and special tokens) and decoding output incrementally.
 type textModel struct {
 	encode  func(string) []int32
+	content func(string) []int32 // message text: control tokens never parsed
 	piece   func([]byte, int32) []byte
 	special func(string) (int32, bool)
-	bos     int32
-	addBOS  bool
+	// chat are the tokenizer's texts a chat template renders with.
+	chat   chat.Options
+	eog    []int32 // the vocabulary's end-of-generation tokens
+	bos    int32
+	addBOS bool
 	// stripFirstSpace removes the dummy-prefix space SentencePiece puts
 	// before the first output piece.
 	stripFirstSpace bool
@@ -64,7 +68,8 @@ func textOf(t loader.Text) *textModel {
 func simText() *textModel {
 	var t simtok.Tokenizer
 	return &textModel{
-		encode: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
+		encode: t.Encode, content: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
+		chat:    chat.Options{AddGenerationPrompt: true},
 		special: func(string) (int32, bool) { return 0, false },
 		control: func(id int32) bool { return id < simtok.ByteBase },
 	}
@@ -77,8 +82,11 @@ func realText(t *tokenizer.Tokenizer) *textModel {
 		kind = "bpe"
 	}
 	return &textModel{
-		encode: func(s string) []int32 { return t.Encode(s, false) },
-		piece:  t.AppendPiece,
+		encode:  func(s string) []int32 { return t.Encode(s, false) },
+		content: t.EncodeContent,
+		piece:   t.AppendPiece,
+		chat:    chat.Options{AddGenerationPrompt: true, BOS: t.Token(t.BOS), EOS: t.Token(t.EOS), Specials: t.ControlTexts()},
+		eog:     t.EOG(),
 		special: func(name string) (int32, bool) {
 			id, ok := t.Lookup(name)
 			if !ok || !(t.IsControl(id) || name == "<s>" || name == "</s>" || strings.HasPrefix(name, "<|")) {
@@ -104,7 +112,8 @@ func (t *textModel) encodeText(s string) []int32 {
 }
 
 // encodeChat encodes rendered chat segments: special segments become their
-// token ids (or text when the vocabulary lacks them).
+// token ids (or text when the vocabulary lacks them), text segments are
+// encoded without parsing control tokens.
 func (t *textModel) encodeChat(segs []chat.Segment) []int32 {
 	var ids []int32
 	for _, s := range segs {
@@ -114,7 +123,7 @@ func (t *textModel) encodeChat(segs []chat.Segment) []int32 {
 				continue
 			}
 		}
-		ids = append(ids, t.encode(s.Text)...)
+		ids = append(ids, t.content(s.Text)...)
 	}
 	if t.addBOS && (len(ids) == 0 || ids[0] != t.bos) {
 		ids = append([]int32{t.bos}, ids...)

@@ -22,7 +22,7 @@ import (
 // serveFlags are the serve command's flags.
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
-	placement                                                                   string
+	placement, chatTemplate                                                     string
 	port, maxInFlight, defaultMaxTokens                                         int
 	maxBody                                                                     int64
 	p                                                                           float64
@@ -52,6 +52,10 @@ Real models run on the CPU engine: --model NAME=PATH (GGUF, or a llama2.c
 checkpoint with --tokenizer), in routing order (small model first):
 
   tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin
+
+Chat requests are laid out by the model's own chat template (GGUF
+tokenizer.chat_template, run as Jinja); --chat-template FILE, or a built-in
+layout (plain, chatml, llama2, llama3), overrides it.
 
 --placement says how a deployment's models share the cores: partitioned (each
 model on threads of its own, an even share of the cores unless --threads says;
@@ -117,7 +121,8 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
 	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
-	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (tokenizer.bin or .model)")
+	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file: for llama2.c checkpoints (tokenizer.bin or .model), or a Hugging Face tokenizer.json (or its folder)")
+	fl.StringVar(&f.chatTemplate, "chat-template", "", "chat template of every model: a Jinja file, or a built-in layout (plain, chatml, llama2, llama3); default: the one the model file ships")
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
@@ -143,7 +148,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 		err error
 	)
 	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
+		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
@@ -231,6 +236,9 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 		for i, n := range preset.Models {
 			cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
 		}
+	}
+	for i := range cfg.Models {
+		cfg.Models[i].ChatTemplate = f.chatTemplate
 	}
 	if err := applyPlacementFlags(cfg.Models, f.threads, f.cpus); err != nil {
 		return cfg, err

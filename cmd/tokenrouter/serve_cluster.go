@@ -96,7 +96,11 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 // the model's description as one YAML value and the policy as one JSON
 // value.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	for _, p := range []*string{&m.Path, &m.Tokenizer} {
+	paths := []*string{&m.Path, &m.Tokenizer}
+	if config.IsTemplateFile(m.ChatTemplate) {
+		paths = append(paths, &m.ChatTemplate)
+	}
+	for _, p := range paths {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
 			if err != nil {
