@@ -53,9 +53,9 @@ type PresetFrame struct {
 type Percentiles struct {
 	N       uint64  `json:"n"`
 	WindowS float64 `json:"window_s"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
 }
 
 // ModelFrame is one model in a Frame. Rates and means are over the
