@@ -59,6 +59,7 @@ function askKey(retry) {
       form.hidden = true;
       $("key").value = "";
     } catch (e) {
+      $("key").value = "";
       $("keyerr").textContent = e instanceof Unauthorized ? "The server refused this key: " + e.message : e.message;
     }
   };

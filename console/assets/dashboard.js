@@ -104,7 +104,7 @@ export class Dashboard {
     c.health.textContent = m.up ? (m.simulated ? "up, simulated" : "up") : "DOWN";
     c.health.className = "health " + (m.up ? "up" : "down");
     c.card.classList.toggle("is-down", !m.up);
-    const b = m.b.length ? m.b.join(", ") : "1";
+    const b = m.b.length === 0 ? "1" : m.b.slice(0, 12).join(", ") + (m.b.length > 12 ? ", … (" + m.b.length + " entries)" : "");
     c.th.textContent = "Launch threshold B(n): " + b + " (now " + m.b_now + ")" +
       (m.max_wait_ms ? ", max wait " + fmt(m.max_wait_ms) + " ms" : ", no max wait") +
       (m.b_since ? "; in force since " + new Date(m.b_since).toLocaleTimeString() : "") +
@@ -143,8 +143,12 @@ class Chart {
     const max = Math.max(...this.values);
     const min = Math.min(...this.values);
     const top = max > 0 ? max : 1;
-    const x0 = HISTORY - this.values.length;
-    this.line.setAttribute("points", this.values.map((y, i) => (x0 + i) + "," + (38 - 36 * y / top).toFixed(1)).join(" "));
+    // The line fills the chart from the right; until a minute is seen it
+    // spreads over a minute's width.
+    const slots = Math.max(this.values.length, 60);
+    const dx = HISTORY / (slots - 1);
+    const x0 = HISTORY - dx * (this.values.length - 1);
+    this.line.setAttribute("points", this.values.map((y, i) => (x0 + i * dx).toFixed(1) + "," + (38 - 36 * y / top).toFixed(1)).join(" "));
     this.value.textContent = v.toFixed(this.digits) + this.unit;
     this.range.textContent = " (range " + min.toFixed(this.digits) + " to " + max.toFixed(this.digits) + this.unit + ")";
     this.fig.dataset.last = String(v);

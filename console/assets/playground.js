@@ -42,6 +42,7 @@ class Pane {
     this.summary = q(".summary");
     this.err = q(".err");
     this.legend = q(".legend");
+    this.transcript = q(".transcript");
     this.stopBtn = q(".stop");
     this.select = this.form.elements.preset;
     q(".pane-title").textContent = "Answer " + name;
@@ -136,6 +137,8 @@ class Pane {
     const p = this.preset();
     this.models = p ? p.models.map((m) => m.name) : [];
     this.out.replaceChildren();
+    this.transcript.replaceChildren(...(body.messages || [{ role: "prompt", content: body.text }]).map((m) =>
+      el("p", "msg", m.role[0].toUpperCase() + m.role.slice(1) + ": " + m.content)));
     this.summary.replaceChildren();
     this.err.textContent = "";
     this.info.textContent = "";
