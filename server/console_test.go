@@ -122,3 +122,19 @@ func TestConsoleEvents(t *testing.T) {
 		t.Fatal("the events stream outlived the shutdown")
 	}
 }
+
+// BenchmarkConsoleSnapshot is what one open dashboard costs the server
+// per frame (one a second) before the console turns it into JSON: the
+// default deployment's counters, policies and latency histograms.
+func BenchmarkConsoleSnapshot(b *testing.B) {
+	s, err := New(context.Background(), config.Default(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	src := consoleSource{s}
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Snapshot()
+	}
+}
