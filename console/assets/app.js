@@ -72,6 +72,7 @@ async function boot() {
     const list = await presets();
     play.setPresets(list);
     status(list.length + " preset" + (list.length === 1 ? "" : "s") + " served");
+    if (!$("dash").hidden) dash.start(); // the dashboard was waiting for the key
   };
   onUnauthorized(() => askKey(load));
   tabs(dash);
