@@ -259,7 +259,8 @@ class Pane {
 // logprobs returns one log-probability (or undefined) per output token of
 // a streamed event, from whichever field the server reports them in.
 function logprobs(ev) {
-  const raw = ev.output_token_logprobs ?? ev.logprobs ?? (ev.meta_info && ev.meta_info.output_token_logprobs);
+  let raw = ev.output_token_logprobs ?? ev.logprobs ?? (ev.meta_info && ev.meta_info.output_token_logprobs);
+  if (raw && Array.isArray(raw.content)) raw = raw.content; // OpenAI's {content: [{token, logprob}]}
   if (!Array.isArray(raw)) return [];
   return raw.map((x) => {
     if (typeof x === "number") return x;
