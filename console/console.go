@@ -79,8 +79,9 @@ type Model struct {
 	// Stats are its counters (as of the last heartbeat when remote).
 	Stats subserver.Stats
 	// Policy is the launch policy in force: the threshold table B(n) and
-	// the max-wait guard.
-	Policy sched.Policy
+	// the max-wait guard; nil when not known here (a sub-server started
+	// elsewhere owns its policy).
+	Policy *sched.Policy
 	// PolicySince is when that policy took effect (the start, or the
 	// automatic tuner's last plan).
 	PolicySince time.Time

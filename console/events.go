@@ -83,9 +83,10 @@ type ModelFrame struct {
 	StepsS float64 `json:"steps_s"`
 	// Routed is the fraction of stepped requests handed to another model.
 	Routed float64 `json:"routed"`
-	// B is the threshold table B(n); BNow its value at the preset's
-	// current active count; MaxWaitMS the max-wait guard; BSince when the
-	// policy took effect (Unix milliseconds).
+	// B is the threshold table B(n) (null when not known here: a
+	// sub-server started elsewhere owns its policy); BNow its value at the
+	// preset's current active count; MaxWaitMS the max-wait guard; BSince
+	// when the policy took effect (Unix milliseconds).
 	B         []int   `json:"b"`
 	BNow      int     `json:"b_now"`
 	MaxWaitMS float64 `json:"max_wait_ms"`

@@ -70,13 +70,15 @@ func modelFrame(m Model, before *Model, dt float64, active int) ModelFrame {
 	st := m.Stats
 	mf := ModelFrame{Name: m.Name, Simulated: m.Simulated, Up: m.Up, Restarts: m.Restarts,
 		Runnable: st.Runnable, Pending: st.Pending, Known: st.Records, KV: st.KVSequences,
-		LastBatch: st.LastBatch, LastStepMS: ms(st.LastStep),
-		B: m.Policy.B, BNow: m.Policy.B.At(active), MaxWaitMS: ms(m.Policy.MaxWait)}
-	if mf.B == nil {
-		mf.B = []int{}
-	}
-	if !m.PolicySince.IsZero() {
-		mf.BSince = m.PolicySince.UnixMilli()
+		LastBatch: st.LastBatch, LastStepMS: ms(st.LastStep)}
+	if p := m.Policy; p != nil {
+		mf.B, mf.BNow, mf.MaxWaitMS = p.B, p.B.At(active), ms(p.MaxWait)
+		if mf.B == nil {
+			mf.B = []int{}
+		}
+		if !m.PolicySince.IsZero() {
+			mf.BSince = m.PolicySince.UnixMilli()
+		}
 	}
 	if before == nil || dt <= 0 {
 		return mf

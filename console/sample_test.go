@@ -43,7 +43,7 @@ func TestQuantile(t *testing.T) {
 // steps a second of 4 requests each on model 0, one in four handed off.
 func state(k uint64) State {
 	m := func(name string, i uint64) Model {
-		return Model{Name: name, Up: true, Policy: sched.Policy{B: sched.Table{1, 1, 2}, MaxWait: 50 * time.Millisecond},
+		return Model{Name: name, Up: true, Policy: &sched.Policy{B: sched.Table{1, 1, 2}, MaxWait: 50 * time.Millisecond},
 			Stats: subserver.Stats{Steps: 10 * k, Stepped: 40 * k, HandedOff: 10 * k * (1 - i), Tokens: 30 * k,
 				BusyTime: time.Duration(k) * 100 * time.Millisecond, Runnable: 3, LastBatch: 4}}
 	}

@@ -38,8 +38,8 @@ func (c consoleSource) Snapshot() console.State {
 			cm := console.Model{Name: m.name, Simulated: m.simulated, Up: true}
 			if j < len(stats) {
 				cm.Up, cm.Restarts, cm.Stats = stats[j].Up, stats[j].Restarts, stats[j].Stats
+				cm.Policy, cm.PolicySince = d.policy(j, stats[j].Policy)
 			}
-			cm.Policy, cm.PolicySince = d.policy(j)
 			p.Models[j] = cm
 		}
 		st.Presets[i] = p
@@ -49,18 +49,21 @@ func (c consoleSource) Snapshot() console.State {
 
 // policy returns model i's launch policy in force and since when: an
 // in-process sub-server's own (set by the automatic tuner's last plan, or
-// at the start), else the one the deployment was started with.
-func (d *deployment) policy(i int) (pol sched.Policy, since time.Time) {
-	since = time.Unix(d.created, 0)
-	if subs := d.r.SubServers(); i < len(subs) {
-		if t := d.r.Tuner(); t != nil {
-			if last := t.Status().LastPlan; !last.IsZero() {
-				since = last
-			}
-		}
-		return subs[i].Policy(), since
+// at the start), else remote, what a sub-server elsewhere was given (nil
+// when it owns its policy).
+func (d *deployment) policy(i int, remote *sched.Policy) (*sched.Policy, time.Time) {
+	since := time.Unix(d.created, 0)
+	subs := d.r.SubServers()
+	if i >= len(subs) {
+		return remote, since
 	}
-	return d.launch.Policy(i), since
+	if t := d.r.Tuner(); t != nil {
+		if last := t.Status().LastPlan; !last.IsZero() {
+			since = last
+		}
+	}
+	p := subs[i].Policy()
+	return &p, since
 }
 
 // histogram reads the cumulative buckets of preset's series of v.

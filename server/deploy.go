@@ -41,8 +41,7 @@ type deployment struct {
 	ctxLen    int     // the smallest context length of the models
 	created   int64
 	obs       *observer
-	closer    io.Closer    // what a Deployer returned to close after r, or nil
-	launch    sched.Launch // the launch policy started with (what a Deployer was given)
+	closer    io.Closer // what a Deployer returned to close after r, or nil
 }
 
 // stats returns every model's counters in index order: the in-process
@@ -120,7 +119,6 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 	for i := range mcs {
 		rc.Models[i].Name = p.Models[i]
 	}
-	d.launch = launch
 	if opts.Deploy == nil {
 		placed, err := opts.Kinds.Place(ctx, mcs, p.Placement, loader.PlaceOptions{})
 		if err != nil {
@@ -151,7 +149,6 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		if rc.Launch, err = autoLaunch(ctx, p, launch, opts, mcs); err != nil {
 			return nil, err
 		}
-		d.launch = rc.Launch
 	}
 	if d.r, d.closer, err = opts.Deploy(ctx, p.Name, rc, mcs); err != nil {
 		return nil, err

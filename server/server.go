@@ -40,6 +40,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
@@ -88,6 +89,9 @@ type RemoteStat struct {
 	Restarts int
 	// Stats are its counters as of its last heartbeat.
 	Stats subserver.Stats
+	// Policy is the launch policy it runs when the front end gave it
+	// (nil: a sub-server started elsewhere owns its policy).
+	Policy *sched.Policy
 }
 
 // Server serves the HTTP API over one deployment per preset.

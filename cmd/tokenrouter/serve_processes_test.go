@@ -282,9 +282,13 @@ func TestServeProcesses(t *testing.T) {
 		}
 		return true
 	})
-	// So does the console's dashboard.
+	// So does the console's dashboard, with the thresholds the children
+	// were given.
 	for _, m := range []string{"slm", "llm"} {
 		dash.waitSeen(t, m, "working", working)
+		if !dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil && m.MaxWaitMS > 0 }) {
+			t.Errorf("the console does not show %s's thresholds", m)
+		}
 	}
 
 	// Load: streaming and non-streaming requests far longer than the test.
@@ -401,6 +405,9 @@ func TestServeJoinsNATS(t *testing.T) {
 	bothModels(t, "streaming over joined sub-servers", res, err)
 	for _, m := range []string{"slm", "llm"} {
 		dash.waitSeen(t, m, "working", working)
+		if dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil }) {
+			t.Errorf("the console claims to know the thresholds of %s, which owns them", m)
+		}
 	}
 	// A sub-server that stops (nobody restarts it here) shows as down.
 	if err := children[1].Process.Kill(); err != nil {

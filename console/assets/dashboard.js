@@ -104,11 +104,14 @@ export class Dashboard {
     c.health.textContent = m.up ? (m.simulated ? "up, simulated" : "up") : "DOWN";
     c.health.className = "health " + (m.up ? "up" : "down");
     c.card.classList.toggle("is-down", !m.up);
-    const b = m.b.length === 0 ? "1" : m.b.slice(0, 12).join(", ") + (m.b.length > 12 ? ", … (" + m.b.length + " entries)" : "");
-    c.th.textContent = "Launch threshold B(n): " + b + " (now " + m.b_now + ")" +
-      (m.max_wait_ms ? ", max wait " + fmt(m.max_wait_ms) + " ms" : ", no max wait") +
-      (m.b_since ? "; in force since " + new Date(m.b_since).toLocaleTimeString() : "") +
-      "; batch of the last step " + m.last_batch + (m.restarts ? "; restarted " + m.restarts + "×" : "") + ".";
+    let th = "Launch thresholds: the sub-server's own (started elsewhere; not reported here)";
+    if (m.b) {
+      const b = m.b.length === 0 ? "1" : m.b.slice(0, 12).join(", ") + (m.b.length > 12 ? ", … (" + m.b.length + " entries)" : "");
+      th = "Launch threshold B(n): " + b + " (now " + m.b_now + ")" +
+        (m.max_wait_ms ? ", max wait " + fmt(m.max_wait_ms) + " ms" : ", no max wait") +
+        (m.b_since ? "; in force since " + new Date(m.b_since).toLocaleTimeString() : "");
+    }
+    c.th.textContent = th + "; batch of the last step " + m.last_batch + (m.restarts ? "; restarted " + m.restarts + "×" : "") + ".";
     for (const ch of c.charts) ch.push(ch.key === "routed" ? 100 * m.routed : m[ch.key]);
   }
 }
