@@ -18,7 +18,8 @@ import (
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
-// NativeRequest is the body of POST /generate. Give Text or InputIDs.
+// NativeRequest is the body of POST /generate. Give Text, InputIDs or
+// Messages.
 type NativeRequest struct {
 	// Model names a preset ("" is the first preset).
 	Model string `json:"model"`
@@ -26,6 +27,9 @@ type NativeRequest struct {
 	Text *string `json:"text,omitempty"`
 	// InputIDs is the prompt as token ids, used as given.
 	InputIDs []int32 `json:"input_ids,omitempty"`
+	// Messages, instead of Text or InputIDs, is a chat rendered with the
+	// preset's chat template, as /v1/chat/completions renders it.
+	Messages []chatMessage `json:"messages,omitempty"`
 	// SamplingParams controls generation.
 	SamplingParams SamplingParams `json:"sampling_params"`
 	// Stream answers with server-sent events.
@@ -389,6 +393,9 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (*genRequest, *apiError) {
 	var nr NativeRequest
 	if aerr := s.decodeJSON(w, r, &nr); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.renderMessages(&nr); aerr != nil {
 		return nil, aerr
 	}
 	return s.prepare(&nr, nil)

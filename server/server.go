@@ -6,7 +6,8 @@
 // as server-sent events ending with "data: [DONE]", or not), GET /v1/models,
 // the native POST /generate (text or input_ids in; output ids, the model
 // that produced each token and per-model counts out), GET /health and
-// GET /metrics (Prometheus). The generation path is written once, for
+// GET /metrics (Prometheus), and the web console at GET / (package
+// console; its events stream at GET /console/events). The generation path is written once, for
 // /generate; the OpenAI handlers only convert their requests into native
 // ones and native results into OpenAI's shapes. Every response carries the
 // standard usage and an extension object routing: {tokens_by_model,
@@ -39,6 +40,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
@@ -87,6 +89,9 @@ type RemoteStat struct {
 	Restarts int
 	// Stats are its counters as of its last heartbeat.
 	Stats subserver.Stats
+	// Policy is the launch policy it runs when the front end gave it
+	// (nil: a sub-server started elsewhere owns its policy).
+	Policy *sched.Policy
 }
 
 // Server serves the HTTP API over one deployment per preset.
@@ -293,6 +298,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/metrics", api(http.MethodGet, s.metrics.handler().ServeHTTP))
 	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
 	mux.Handle("/ready", s.wrap(http.MethodGet, false, s.handleReady))
+	s.mountConsole(mux)
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
 	}))

@@ -101,6 +101,13 @@ type Stats struct {
 	LastStep time.Duration
 	// BusyTime is the total time spent in engine steps.
 	BusyTime time.Duration
+	// Stepped sums the steps' batch sizes: the mean batch over an interval
+	// is its change over the change of Steps.
+	Stepped uint64
+	// HandedOff counts the requests this model's steps sent to another
+	// model: its routed fraction over an interval is the change of
+	// HandedOff over the change of Stepped.
+	HandedOff uint64
 }
 
 // Server is one model's sub-server.
@@ -133,7 +140,7 @@ type Server struct {
 
 	stats struct {
 		records, runnable, pending, kv, batch atomic.Int64
-		steps, tokens                         atomic.Uint64
+		steps, tokens, stepped, handed        atomic.Uint64
 		last, busy                            atomic.Int64
 	}
 }
@@ -184,6 +191,7 @@ func (s *Server) Stats() Stats {
 		Steps: s.stats.steps.Load(), Tokens: s.stats.tokens.Load(),
 		LastBatch: int(s.stats.batch.Load()), LastStep: time.Duration(s.stats.last.Load()),
 		BusyTime: time.Duration(s.stats.busy.Load()),
+		Stepped:  s.stats.stepped.Load(), HandedOff: s.stats.handed.Load(),
 	}
 }
 
@@ -411,6 +419,7 @@ func (s *Server) step(ctx context.Context) {
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)
 	d := time.Since(t0)
 	s.stats.steps.Add(1)
+	s.stats.stepped.Add(uint64(n))
 	s.stats.batch.Store(int64(n))
 	s.stats.last.Store(int64(d))
 	s.stats.busy.Add(int64(d))
@@ -486,6 +495,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 		s.run = append(s.run, r)
 		return
 	}
+	s.stats.handed.Add(1)
 	s.send(ctx, r, d.Next)
 }
 

@@ -66,7 +66,9 @@ models on the cpu engine, and logged).
 --config FILE reads a YAML configuration (models, presets, thresholds, limits);
 the listener and limit flags override it. Endpoints: POST /v1/completions,
 POST /v1/chat/completions, GET /v1/models, POST /generate, GET /health,
-GET /metrics. SIGTERM or Ctrl-C drains requests in flight (up to
+GET /metrics, and the web console at GET / (http://127.0.0.1:30000/: a
+playground that colours each token by its model, and a live dashboard).
+SIGTERM or Ctrl-C drains requests in flight (up to
 --shutdown-timeout) before exiting.
 
 Scale out: --processes runs each model's sub-server in its own OS process

@@ -28,6 +28,7 @@ import (
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/console"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -261,6 +262,7 @@ func TestServeProcesses(t *testing.T) {
 	f := startFront(t, clusterDeploy{processes: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	dash := watchConsole(t, f)
 
 	res, err := f.chat(ctx, false, 64, nil)
 	bothModels(t, "non-streaming", res, err)
@@ -295,6 +297,14 @@ func TestServeProcesses(t *testing.T) {
 		}
 		return true
 	})
+	// So does the console's dashboard, with the thresholds the children
+	// were given.
+	for _, m := range []string{"slm", "llm"} {
+		dash.waitSeen(t, m, "working", working)
+		if !dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil && m.MaxWaitMS > 0 }) {
+			t.Errorf("the console does not show %s's thresholds", m)
+		}
+	}
 
 	// Load: streaming and non-streaming requests far longer than the test.
 	const streams, plain = 6, 2
@@ -356,6 +366,7 @@ func TestServeProcesses(t *testing.T) {
 	}
 	res, err = f.chat(ctx, true, 64, nil)
 	bothModels(t, "streaming after restart", res, err)
+	dash.waitSeen(t, "llm", "back up after a restart", func(m console.ModelFrame) bool { return m.Up && m.Restarts > 0 })
 
 	// Shutdown stops every child.
 	f.shutdown(t)
@@ -404,8 +415,23 @@ func TestServeJoinsNATS(t *testing.T) {
 	defer f.shutdown(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	dash := watchConsole(t, f)
 	res, err := f.chat(ctx, true, 64, nil)
 	bothModels(t, "streaming over joined sub-servers", res, err)
+	for _, m := range []string{"slm", "llm"} {
+		dash.waitSeen(t, m, "working", working)
+		if dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil }) {
+			t.Errorf("the console claims to know the thresholds of %s, which owns them", m)
+		}
+	}
+	// A sub-server that stops (nobody restarts it here) shows as down.
+	if err := children[1].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	dash.waitSeen(t, "llm", "down", func(m console.ModelFrame) bool { return !m.Up })
+	if !dash.seen("slm", func(m console.ModelFrame) bool { return m.Up }) {
+		t.Fatal("slm not up")
+	}
 	if logs.String() != "" {
 		t.Logf("sub-servers:\n%s", logs)
 	}
