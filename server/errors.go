@@ -156,9 +156,8 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiE
 	// refused body.
 	w.Header().Set("Connection", "close")
 	var (
-		tooBig  *http.MaxBytesError
-		typeErr *json.UnmarshalTypeError
-		netErr  net.Error
+		tooBig *http.MaxBytesError
+		netErr net.Error
 	)
 	switch {
 	case errors.As(err, &tooBig):
@@ -167,7 +166,31 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiE
 		return errBodyTimeout(s.cfg.BodyTimeout)
 	case errors.Is(err, errMoreJSON):
 		return badRequest("", "invalid_json", "The request body holds more than one JSON value")
-	case errors.As(err, &typeErr):
+	}
+	return jsonError(err)
+}
+
+// decodeFields is decodeJSON for an endpoint whose fields are in t: a
+// field t does not know, or refuses with the value given, is a 400 naming
+// it.
+func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, t fieldTable, v any) *apiError {
+	var raw json.RawMessage
+	if aerr := s.decodeJSON(w, r, &raw); aerr != nil {
+		return aerr
+	}
+	if aerr := t.check(raw, ""); aerr != nil {
+		return aerr
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError words a JSON decoding error.
+func jsonError(err error) *apiError {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
 		field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
 		return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}

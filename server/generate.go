@@ -356,7 +356,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 // readGenerate decodes and validates a /generate body.
 func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (*genRequest, *apiError) {
 	var nr NativeRequest
-	if aerr := s.decodeJSON(w, r, &nr); aerr != nil {
+	if aerr := s.decodeFields(w, r, generateFields, &nr); aerr != nil {
 		return nil, aerr
 	}
 	return s.prepare(&nr, nil)

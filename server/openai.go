@@ -27,7 +27,6 @@ type commonParams struct {
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
 	TopK          *int            `json:"top_k"`
-	N             *int            `json:"n"`
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	Stop          json.RawMessage `json:"stop"`
@@ -40,10 +39,6 @@ type CompletionRequest struct {
 	commonParams
 	// Prompt is a string, a one-element list of strings, or token ids.
 	Prompt json.RawMessage `json:"prompt"`
-	// Echo, Logprobs and BestOf are refused unless off (false, 0, 1).
-	Echo     bool `json:"echo"`
-	Logprobs *int `json:"logprobs"`
-	BestOf   *int `json:"best_of"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -53,9 +48,6 @@ type ChatRequest struct {
 	Messages []chatMessage `json:"messages"`
 	// MaxCompletionTokens overrides max_tokens when given.
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
-	// Logprobs and Tools are refused unless off or empty.
-	Logprobs bool            `json:"logprobs"`
-	Tools    json.RawMessage `json:"tools"`
 }
 
 type chatMessage struct {
@@ -68,9 +60,6 @@ func (c *commonParams) toNative() (NativeRequest, *apiError) {
 	nr := NativeRequest{Model: c.Model, Stream: c.Stream}
 	sp := &nr.SamplingParams
 	sp.MaxNewTokens, sp.Temperature, sp.TopP, sp.TopK, sp.Seed, sp.IgnoreEOS = c.MaxTokens, c.Temperature, c.TopP, c.TopK, c.Seed, c.IgnoreEOS
-	if c.N != nil && *c.N != 1 {
-		return nr, badRequest("n", "unsupported_value", "n = %d is not supported: this server returns one choice per request (n = 1)", *c.N)
-	}
 	stop, aerr := parseStop(c.Stop)
 	if aerr != nil {
 		return nr, aerr
@@ -132,7 +121,7 @@ type completionResponse struct {
 // readCompletion decodes and validates a /v1/completions body.
 func (s *Server) readCompletion(w http.ResponseWriter, r *http.Request) (*CompletionRequest, *genRequest, *apiError) {
 	var req CompletionRequest
-	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+	if aerr := s.decodeFields(w, r, completionFields, &req); aerr != nil {
 		return nil, nil, aerr
 	}
 	nr, aerr := req.toNative()
@@ -198,16 +187,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// check converts the prompt and refuses what this server does not do.
+// check converts the prompt.
 func (req *CompletionRequest) check(nr *NativeRequest) *apiError {
-	switch {
-	case req.Echo:
-		return badRequest("echo", "unsupported_value", "echo is not supported")
-	case req.Logprobs != nil && *req.Logprobs > 0:
-		return badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-	case req.BestOf != nil && *req.BestOf != 1:
-		return badRequest("best_of", "unsupported_value", "best_of = %d is not supported (only 1)", *req.BestOf)
-	}
 	raw := bytes.TrimSpace(req.Prompt)
 	if len(raw) == 0 || string(raw) == "null" {
 		return badRequest("prompt", "missing_required_parameter", "Missing required parameter: prompt")
@@ -270,7 +251,7 @@ type chatResponse struct {
 // readChat decodes and validates a /v1/chat/completions body.
 func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest, *genRequest, *apiError) {
 	var req ChatRequest
-	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+	if aerr := s.decodeFields(w, r, chatFields, &req); aerr != nil {
 		return nil, nil, aerr
 	}
 	if req.MaxCompletionTokens != nil {
@@ -360,14 +341,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	_ = ev.done()
 }
 
-// check validates the messages and refuses what this server does not do.
+// check validates the messages.
 func (req *ChatRequest) check() ([]chat.Message, *apiError) {
-	switch {
-	case req.Logprobs:
-		return nil, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-	case len(bytes.TrimSpace(req.Tools)) > 0 && string(bytes.TrimSpace(req.Tools)) != "null" && string(bytes.TrimSpace(req.Tools)) != "[]":
-		return nil, badRequest("tools", "unsupported_value", "tools are not supported")
-	case len(req.Messages) == 0:
+	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "missing_required_parameter", "Missing required parameter: messages (a non-empty list)")
 	}
 	out := make([]chat.Message, len(req.Messages))

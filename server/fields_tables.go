@@ -1,0 +1,117 @@
+package server
+
+// The request fields of each endpoint (see fields.go). Fields shared by
+// chat and completions come first in both tables, in the same order.
+
+// Default values of refused fields.
+var (
+	isFalse     = []string{"false"}
+	isZero      = []string{"0"}
+	isOne       = []string{"1"}
+	isEmptyList = []string{"[]"}
+)
+
+// streamOptionFields are the fields of stream_options.
+var streamOptionFields = []field{
+	{name: "include_usage", use: honoured, note: "a last chunk with usage (and routing), no choices"},
+	{name: "include_obfuscation", use: noOp, note: "no obfuscation padding is ever sent"},
+}
+
+// sharedOpenAIFields are the fields chat and completions share.
+func sharedOpenAIFields() []field {
+	return []field{
+		{name: "model", use: honoured, note: "a preset name; absent: the first preset"},
+		{name: "max_tokens", use: honoured, note: "clamped to the context left when absent"},
+		{name: "temperature", use: honoured, note: "0 to 100; 0 is greedy"},
+		{name: "top_p", use: honoured, note: "(0, 1]"},
+		{name: "n", use: refused, idle: isOne, note: "one choice per request (n = 1)"},
+		{name: "stream", use: honoured},
+		{name: "stream_options", use: honoured, sub: streamOptionFields},
+		{name: "stop", use: honoured, note: "a string or up to 4 strings; the output ends before the first"},
+		{name: "seed", use: honoured, note: "seeds sampling and the routing algorithm's draws"},
+		{name: "frequency_penalty", use: refused, idle: isZero},
+		{name: "presence_penalty", use: refused, idle: isZero},
+		{name: "logit_bias", use: refused, idle: []string{"{}"}},
+		{name: "user", use: noOp, note: "not recorded"},
+		{name: "top_k", use: honoured, note: "extension: keep the k most likely tokens (0 disables)"},
+		{name: "ignore_eos", use: honoured, note: "extension: generate past the end-of-sequence token"},
+		{name: "min_p", use: refused, idle: isZero, note: "extension"},
+		{name: "repetition_penalty", use: refused, idle: isOne, note: "extension"},
+		{name: "stop_token_ids", use: refused, idle: isEmptyList, note: "extension"},
+	}
+}
+
+// messageFields are the fields of one chat message.
+var messageFields = []field{
+	{name: "role", use: honoured, note: "system, developer (as system), user, assistant or tool"},
+	{name: "content", use: honoured, note: "a string, null, or a list of text parts"},
+	{name: "name", use: noOp, note: "the chat templates have no place for it"},
+	{name: "tool_call_id", use: noOp, note: "tool results are rendered as their content"},
+	{name: "refusal", use: noOp},
+	{name: "tool_calls", use: refused, idle: isEmptyList, note: "tool calling is not implemented"},
+	{name: "function_call", use: refused, note: "function calling is not implemented"},
+	{name: "audio", use: refused, note: "text only"},
+}
+
+// chatFields is the body of /v1/chat/completions.
+var chatFields = fieldTable{what: "POST /v1/chat/completions", fields: append(sharedOpenAIFields(),
+	field{name: "messages", use: honoured, sub: messageFields, list: true, note: "rendered with the model's chat template"},
+	field{name: "max_completion_tokens", use: honoured, note: "overrides max_tokens"},
+	field{name: "logprobs", use: refused, idle: isFalse},
+	field{name: "top_logprobs", use: refused, idle: isZero},
+	field{name: "response_format", use: refused, idle: []string{`{"type":"text"}`}, note: "only {\"type\": \"text\"}"},
+	field{name: "tools", use: refused, idle: isEmptyList, note: "tool calling is not implemented"},
+	field{name: "tool_choice", use: refused, idle: []string{`"none"`}, note: "tool calling is not implemented"},
+	field{name: "parallel_tool_calls", use: noOp, note: "no tools are ever called"},
+	field{name: "functions", use: refused, idle: isEmptyList, note: "function calling is not implemented"},
+	field{name: "function_call", use: refused, idle: []string{`"none"`}, note: "function calling is not implemented"},
+	field{name: "audio", use: refused, note: "text only"},
+	field{name: "modalities", use: refused, idle: []string{`["text"]`}, note: "text only"},
+	field{name: "prediction", use: refused, note: "predicted outputs are not implemented"},
+	field{name: "reasoning_effort", use: refused, note: "no reasoning models"},
+	field{name: "verbosity", use: refused, note: "no verbosity control"},
+	field{name: "web_search_options", use: refused, note: "no web search"},
+	field{name: "store", use: refused, idle: isFalse, note: "completions are not stored"},
+	field{name: "metadata", use: noOp, note: "only meaningful with store"},
+	field{name: "service_tier", use: noOp, note: "one tier"},
+	field{name: "prompt_cache_key", use: noOp},
+	field{name: "prompt_cache_retention", use: noOp},
+	field{name: "safety_identifier", use: noOp, note: "not recorded"},
+)}
+
+// completionFields is the body of /v1/completions.
+var completionFields = fieldTable{what: "POST /v1/completions", fields: append(sharedOpenAIFields(),
+	field{name: "prompt", use: honoured, note: "a string, a list of one string, token ids, or a list of one list of token ids"},
+	field{name: "logprobs", use: refused, idle: isZero},
+	field{name: "echo", use: refused, idle: isFalse},
+	field{name: "best_of", use: refused, idle: isOne, note: "only 1"},
+	field{name: "suffix", use: refused, idle: []string{`""`}, note: "no insertion mode"},
+)}
+
+// samplingParamFields are the fields of /generate's sampling_params.
+var samplingParamFields = []field{
+	{name: "max_new_tokens", use: honoured, note: "clamped to the context left when absent"},
+	{name: "temperature", use: honoured},
+	{name: "top_p", use: honoured},
+	{name: "top_k", use: honoured},
+	{name: "seed", use: honoured},
+	{name: "ignore_eos", use: honoured},
+	{name: "stop", use: honoured, note: "up to 4 strings"},
+	{name: "frequency_penalty", use: refused, idle: isZero},
+	{name: "presence_penalty", use: refused, idle: isZero},
+	{name: "repetition_penalty", use: refused, idle: isOne},
+	{name: "min_p", use: refused, idle: isZero},
+	{name: "stop_token_ids", use: refused, idle: isEmptyList},
+	{name: "n", use: refused, idle: isOne},
+}
+
+// generateFields is the body of /generate.
+var generateFields = fieldTable{what: "POST /generate", fields: []field{
+	{name: "model", use: honoured, note: "a preset name; absent: the first preset"},
+	{name: "text", use: honoured, note: "the prompt, tokenized with BOS when the model asks"},
+	{name: "input_ids", use: honoured, note: "the prompt as token ids"},
+	{name: "sampling_params", use: honoured, sub: samplingParamFields},
+	{name: "stream", use: honoured},
+	{name: "return_logprob", use: refused, idle: isFalse},
+	{name: "top_logprobs_num", use: refused, idle: isZero},
+}}
