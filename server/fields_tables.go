@@ -115,3 +115,17 @@ var generateFields = fieldTable{what: "POST /generate", fields: []field{
 	{name: "return_logprob", use: refused, idle: isFalse},
 	{name: "top_logprobs_num", use: refused, idle: isZero},
 }}
+
+// tokenizeFields is the body of /tokenize.
+var tokenizeFields = fieldTable{what: "POST /tokenize", fields: []field{
+	{name: "model", use: honoured, note: "a preset name; absent: the first preset"},
+	{name: "prompt", use: honoured, note: "text to encode"},
+	{name: "messages", use: honoured, sub: messageFields, list: true, note: "a chat, rendered with the preset's chat template"},
+	{name: "add_special_tokens", use: honoured, note: "BOS before a prompt when the tokenizer asks (default true)"},
+}}
+
+// detokenizeFields is the body of /detokenize.
+var detokenizeFields = fieldTable{what: "POST /detokenize", fields: []field{
+	{name: "model", use: honoured, note: "a preset name; absent: the first preset"},
+	{name: "tokens", use: honoured, note: "token ids"},
+}}

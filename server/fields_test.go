@@ -27,7 +27,7 @@ func TestFieldDocs(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s lacks the table markers", fieldDocs)
 	}
-	want := markdown(chatFields, completionFields, generateFields)
+	want := markdown(chatFields, completionFields, generateFields, tokenizeFields, detokenizeFields)
 	got := doc[i+len(tableBegin) : j]
 	if got == want {
 		return

@@ -174,11 +174,8 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 	case nr.Text != nil:
 		g.prompt = d.text.encodeText(*nr.Text)
 	case len(nr.InputIDs) > 0:
-		vocab := d.models[0].info.VocabSize
-		for i, id := range nr.InputIDs {
-			if id < 0 || int(id) >= vocab {
-				return nil, badRequest(names.name("input_ids"), "invalid_value", "Token id %d at position %d is outside the vocabulary of %d tokens", id, i, vocab)
-			}
+		if aerr := d.checkIDs(nr.InputIDs, names.name("input_ids")); aerr != nil {
+			return nil, aerr
 		}
 		g.prompt = slices.Clone(nr.InputIDs)
 	default:

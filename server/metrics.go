@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,8 +111,11 @@ func (m *metrics) handler() http.Handler {
 
 // http counts one HTTP request.
 func (m *metrics) http(path string, code int) {
-	switch path {
-	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/ready", "/metrics":
+	switch {
+	case path == "/v1/completions", path == "/v1/chat/completions", path == "/v1/models", path == "/generate",
+		path == "/tokenize", path == "/detokenize", path == "/version", path == "/health", path == "/ready", path == "/metrics":
+	case strings.HasPrefix(path, "/v1/models/"):
+		path = "/v1/models/{id}"
 	default:
 		path = "other"
 	}

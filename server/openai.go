@@ -426,29 +426,34 @@ type modelEntry struct {
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	cards := make([]modelCard, 0, len(s.deps))
 	for _, d := range s.deps {
-		c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
-			Algorithm: d.algorithm, Params: d.params, ChatFormat: d.family.String(), ContextLen: d.ctxLen}
-		var sims, reals []string
-		for _, m := range d.models {
-			c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
-				ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
-			if m.simulated {
-				sims = append(sims, m.name)
-			} else {
-				reals = append(reals, m.name)
-			}
-		}
-		desc := d.algorithm + " routing over " + strings.Join(d.names(), ", ")
-		switch {
-		case len(reals) == 0:
-			desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
-		case len(sims) > 0:
-			desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
-		default:
-			desc += " (real weights on the CPU engine)."
-		}
-		c.Description = desc
-		cards = append(cards, c)
+		cards = append(cards, d.card())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+}
+
+// card is d's entry of /v1/models.
+func (d *deployment) card() modelCard {
+	c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
+		Algorithm: d.algorithm, Params: d.params, ChatFormat: d.family.String(), ContextLen: d.ctxLen}
+	var sims, reals []string
+	for _, m := range d.models {
+		c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
+			ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
+		if m.simulated {
+			sims = append(sims, m.name)
+		} else {
+			reals = append(reals, m.name)
+		}
+	}
+	desc := d.algorithm + " routing over " + strings.Join(d.names(), ", ")
+	switch {
+	case len(reals) == 0:
+		desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
+	case len(sims) > 0:
+		desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
+	default:
+		desc += " (real weights on the CPU engine)."
+	}
+	c.Description = desc
+	return c
 }

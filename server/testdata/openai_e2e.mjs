@@ -31,6 +31,10 @@ const model = models[0].id;
 check(models[0].simulated === true, 'the default preset says it is simulated');
 summary.models = models.map((m) => m.id);
 
+// models.retrieve
+const card = await client.models.retrieve(model);
+check(card.id === model && card.object === 'model', 'models.retrieve returns the preset');
+
 // chat completion
 const chat = await client.chat.completions.create({
   model,
