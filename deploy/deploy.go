@@ -237,6 +237,16 @@ func (o observers) Routed(model int, moved []int) {
 	}
 }
 
+// Waited forwards a wait to every observer that watches them
+// (subserver.WaitObserver).
+func (o observers) Waited(model int, entry bool, d time.Duration) {
+	for _, x := range o {
+		if w, ok := x.(subserver.WaitObserver); ok {
+			w.Waited(model, entry, d)
+		}
+	}
+}
+
 // timeShare puts the local engines of ms behind one gate.
 func timeShare(ms []Model) []Model {
 	g := timeshare.New()

@@ -128,6 +128,14 @@ type Turner interface {
 	Turn(ctx context.Context) (end func(), err error)
 }
 
+// KVPager is an optional Engine capability: an engine whose KV cache is
+// held in fixed-size blocks (pages) reports how many sequences hold now,
+// for metrics. Like Step, it is called from the goroutine that owns the
+// engine.
+type KVPager interface {
+	KVBlocksInUse() int
+}
+
 // Errors shared by engines; wrap them with %w so callers can match.
 var (
 	// ErrContextFull reports a sequence that would exceed the context length.

@@ -29,6 +29,7 @@ type apiError struct {
 	typ     string
 	param   string
 	code    string
+	cause   string // why an admitted request ended, for metrics (abort reasons)
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.message) }
@@ -87,7 +88,13 @@ func errBusy(limit int) *apiError {
 }
 
 func errUnavailable(msg string) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "service_unavailable", message: msg}
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "service_unavailable", message: msg, cause: abortUnavailable}
+}
+
+func errShuttingDown(msg string) *apiError {
+	e := errUnavailable(msg)
+	e.cause = abortShutdown
+	return e
 }
 
 func errInternal(err error) *apiError {

@@ -256,23 +256,35 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	case errors.Is(err, deploy.ErrBadRequest):
 		return nil, badRequest("", "invalid_value", "%v", strings.TrimPrefix(err.Error(), "bad request: "))
 	case errors.Is(err, deploy.ErrClosed):
-		return nil, errUnavailable("The server is shutting down")
+		return nil, errShuttingDown("The server is shutting down")
 	case errors.Is(err, deploy.ErrUnavailable):
 		return nil, errUnavailable(unavailableMessage(err))
 	case err != nil:
 		return nil, err
 	}
 	defer st.Close()
+	s.metrics.req.promptTokens.WithLabelValues(g.dep.name).Add(float64(g.promptN))
 	res := &genResult{id: fmt.Sprintf("%s-%d", s.epoch, st.ID)}
-	if err := emit(delta{start: true, id: res.id}); err != nil {
+	first, err := s.relay(ctx, g, st, res, emit)
+	if err != nil {
+		s.ended(ctx, g, res.id, nil, first, err)
 		return nil, err
+	}
+	s.ended(ctx, g, res.id, res, first, nil)
+	return res, nil
+}
+
+// relay reads st into res, calling emit with each piece of released
+// output, and returns the time of the first output token.
+func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, res *genResult, emit func(delta) error) (first time.Time, _ error) {
+	if err := emit(delta{start: true, id: res.id}); err != nil {
+		return first, err
 	}
 	dt := detok{t: g.dep.text}
 	stops := newStopper(g.stop)
 	var (
 		text   strings.Builder
 		chunk  stream.Chunk
-		first  time.Time
 		last   time.Time
 		ended  bool
 		reason string
@@ -280,25 +292,25 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	for !ended {
 		rerr := st.Recv(ctx, &chunk)
 		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, deploy.ErrUnavailable) {
-			return nil, errUnavailable(unavailableMessage(rerr))
+			return first, errUnavailable(unavailableMessage(rerr))
 		}
 		if rerr != nil && !chunk.Done {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return first, ctx.Err()
 			}
 			if errors.Is(rerr, stream.ErrCancelled) {
-				return nil, errUnavailable("The request was cancelled: the server is shutting down")
+				return first, errShuttingDown("The request was cancelled: the server is shutting down")
 			}
-			return nil, fmt.Errorf("generate: %w", rerr)
+			return first, fmt.Errorf("generate: %w", rerr)
 		}
 		if rerr != nil && chunk.Reason == stream.Error {
-			return nil, fmt.Errorf("generate: %w", rerr)
+			return first, fmt.Errorf("generate: %w", rerr)
 		}
 		if chunk.Reason == stream.Cancelled {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return first, ctx.Err()
 			}
-			return nil, errUnavailable("The request was cancelled: the server is shutting down")
+			return first, errShuttingDown("The request was cancelled: the server is shutting down")
 		}
 		now := time.Now()
 		n0 := len(res.ids)
@@ -312,7 +324,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			out, hit := stops.add(dt.add(id))
 			text.WriteString(out)
 			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:]}); err != nil {
-				return nil, err
+				return first, err
 			}
 			if hit {
 				ended, reason = true, stream.Stop
@@ -330,7 +342,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			if out != "" {
 				text.WriteString(out)
 				if err := emit(delta{text: out}); err != nil {
-					return nil, err
+					return first, err
 				}
 			}
 		}
@@ -341,13 +353,13 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			last = now
 		}
 		if err := emit(delta{flush: true}); err != nil {
-			return nil, err
+			return first, err
 		}
 	}
 	st.Close() // a stop before the end cancels the rest everywhere
 	res.text, res.reason = text.String(), reason
 	s.metrics.finished(g, first, last, len(res.ids), reason)
-	return res, nil
+	return first, nil
 }
 
 // readGenerate decodes and validates a /generate body.

@@ -260,7 +260,7 @@ func (s *Server) deployment(name string) (*deployment, *apiError) {
 // admit counts a generation request in flight, or refuses it.
 func (s *Server) admit() (release func(), _ *apiError) {
 	if s.draining.Load() {
-		return nil, errUnavailable("The server is shutting down")
+		return nil, errShuttingDown("The server is shutting down")
 	}
 	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
@@ -357,7 +357,7 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 			writeError(rec, errUnauthorized(s.authMessage(r)))
 		case auth && s.draining.Load():
 			rec.Header().Set("Connection", "close")
-			writeError(rec, errUnavailable("The server is shutting down"))
+			writeError(rec, errShuttingDown("The server is shutting down"))
 		default:
 			h(rec, r)
 		}

@@ -60,6 +60,14 @@ type Observer interface {
 	Routed(model int, moved []int)
 }
 
+// WaitObserver is an optional Observer capability: how long each request
+// that arrived on a model (new from the front end, or handed over by a
+// peer) waited, runnable, before the step that ran it (the batch admission
+// delay). entry is set for a new request's first step.
+type WaitObserver interface {
+	Waited(model int, entry bool, d time.Duration)
+}
+
 // where a request is, seen from one sub-server.
 type where uint8
 
@@ -77,7 +85,17 @@ type rec struct {
 	at      where
 	readyAt time.Duration
 	hasKV   bool
+	arrived arrival // how it became runnable, until its next step
 }
+
+// arrival says how a request became runnable on a sub-server.
+type arrival uint8
+
+const (
+	stayed  arrival = iota // it stepped here last
+	entered                // new from the front end
+	handed                 // handed over by a peer
+)
 
 // Stats is a snapshot of a sub-server's counters.
 type Stats struct {
@@ -95,6 +113,12 @@ type Stats struct {
 	LastStep time.Duration
 	// BusyTime is the total time spent in engine steps.
 	BusyTime time.Duration
+	// KVBlocks is the number of KV cache blocks (pages) in use, or -1
+	// when the engine does not report them (engine.KVPager).
+	KVBlocks int
+	// Threshold is the launch threshold in force: the batch size the
+	// policy waits for at the current number of active requests.
+	Threshold int
 }
 
 // Server is one model's sub-server.
@@ -122,11 +146,14 @@ type Server struct {
 	embed    engine.Embedder
 	wanter   route.Wanter
 	turner   engine.Turner // the engine, if it takes turns with others
+	pager    engine.KVPager
+	waits    WaitObserver
 	sender   route.Sender
 	receiver route.Receiver
 
 	stats struct {
 		records, runnable, pending, kv, batch atomic.Int64
+		kvBlocks, threshold                   atomic.Int64
 		steps, tokens                         atomic.Uint64
 		last, busy                            atomic.Int64
 	}
@@ -150,6 +177,8 @@ func New(cfg Config) (*Server, error) {
 	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.turner, _ = cfg.Engine.(engine.Turner)
+	s.pager, _ = cfg.Engine.(engine.KVPager)
+	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
@@ -178,6 +207,7 @@ func (s *Server) Stats() Stats {
 		Steps: s.stats.steps.Load(), Tokens: s.stats.tokens.Load(),
 		LastBatch: int(s.stats.batch.Load()), LastStep: time.Duration(s.stats.last.Load()),
 		BusyTime: time.Duration(s.stats.busy.Load()),
+		KVBlocks: int(s.stats.kvBlocks.Load()), Threshold: int(s.stats.threshold.Load()),
 	}
 }
 
@@ -262,6 +292,12 @@ func (s *Server) publish() {
 	s.stats.runnable.Store(int64(len(s.run)))
 	s.stats.pending.Store(int64(pend))
 	s.stats.kv.Store(int64(kv))
+	blocks := -1
+	if s.pager != nil {
+		blocks = s.pager.KVBlocksInUse()
+	}
+	s.stats.kvBlocks.Store(int64(blocks))
+	s.stats.threshold.Store(int64(s.policy.Load().B.At(len(s.recs))))
 }
 
 // receive drains the inbox and applies every event.
@@ -352,7 +388,10 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
 	copy(r.seen, m.Seen)
 	r.seen[self] = m.Anchor
-	r.at, r.readyAt = runnable, s.now()
+	r.at, r.readyAt, r.arrived = runnable, s.now(), handed
+	if e.From == bus.Frontend {
+		r.arrived = entered
+	}
 	s.run = append(s.run, r)
 }
 
@@ -387,6 +426,7 @@ func (s *Server) step(ctx context.Context) {
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
 	}
+	s.observeWaits()
 	t0 := time.Now()
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)
 	d := time.Since(t0)
@@ -427,6 +467,18 @@ func (s *Server) step(ctx context.Context) {
 	}
 	clear(s.batch)
 	clear(s.reqs)
+}
+
+// observeWaits reports the wait of each request of the batch that arrived
+// since its last step.
+func (s *Server) observeWaits() {
+	now := s.now()
+	for _, r := range s.batch {
+		if r.arrived != stayed && s.waits != nil {
+			s.waits.Waited(s.cfg.Index, r.arrived == entered, now-r.readyAt)
+		}
+		r.arrived = stayed
+	}
 }
 
 // apply carries out one decision.

@@ -276,7 +276,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			}
 		}
 		lvl, _ := cmd.Flags().GetString("log-level")
-		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl,
+		format, _ := cmd.Flags().GetString("log-format")
+		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl, logFormat: format,
 			joinTimeout: f.joinTimeout, secrets: secrets, log: log}.deploy
 		log.Info("scale out", "processes", f.processes, "nats", f.natsURL)
 	}
