@@ -100,6 +100,15 @@ func (r *Request) Draw(pos int) float64 {
 	return Uniform(0, r.ID, pos)
 }
 
+// StepSampling is the Sampling of r's next engine step: its parameters
+// with the sequence as the penalties' history. Every serving loop passes
+// it, so penalties apply alike on every model.
+func (r *Request) StepSampling() engine.Sampling {
+	sp := r.Params.Sampling
+	sp.History, sp.PromptLen = r.Tokens, r.PromptLen
+	return sp
+}
+
 // Output returns the number of output tokens (committed or not) in Tokens.
 func (r *Request) Output() int { return len(r.Tokens) - r.PromptLen }
 

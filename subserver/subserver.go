@@ -422,7 +422,7 @@ func (s *Server) step(ctx context.Context) {
 		toks := r.req.Tokens[r.seen[self]:]
 		appended += len(toks)
 		r.req.Appended = len(toks)
-		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.Params.Sampling})
+		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.StepSampling()})
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
 	}

@@ -8,12 +8,13 @@ import (
 	"math"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
 // Version is the event encoding's version, the first byte of every
 // encoded event. A decoder rejects any other version.
-const Version = 1
+const Version = 2
 
 // Hard limits of the decoder: a hostile or corrupt message fails with an
 // error before it can force an allocation beyond them.
@@ -24,6 +25,8 @@ const (
 	MaxModels = 128
 	// MaxState bounds an encoded algorithm state in bytes.
 	MaxState = 1 << 24
+	// MaxBias bounds the logit biases of a request.
+	MaxBias = 1 << 20
 	// MaxText bounds a finish reason or error text in bytes.
 	MaxText = 1 << 16
 )
@@ -83,6 +86,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(p.Sampling.TopK))
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.TopP))
 		b = binary.LittleEndian.AppendUint64(b, p.Sampling.Seed)
+		b = appendPenalties(b, &p.Sampling)
 		ign := byte(0)
 		if p.IgnoreEOS {
 			ign = 1
@@ -111,7 +115,46 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 // msgZero reports whether m is the zero message (nothing to carry).
 func msgZero(m *route.Message) bool {
 	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
-		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && m.Params == (route.Params{}) && m.State == nil
+		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil
+}
+
+// paramsZero reports whether p is the zero Params.
+func paramsZero(p *route.Params) bool {
+	sp := &p.Sampling
+	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
+		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0
+}
+
+// appendPenalties encodes min-p and the penalties (not the per-step
+// history, which every model has).
+func appendPenalties(b []byte, sp *engine.Sampling) []byte {
+	p := &sp.Penalties
+	for _, f := range []float32{sp.MinP, p.Frequency, p.Presence, p.Repetition} {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.Bias)))
+	for _, x := range p.Bias {
+		b = binary.AppendVarint(b, int64(x.Token))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x.Bias))
+	}
+	return b
+}
+
+// penalties decodes what appendPenalties wrote into sp.
+func (d *decoder) penalties(sp *engine.Sampling) {
+	p := &sp.Penalties
+	for _, f := range []*float32{&sp.MinP, &p.Frequency, &p.Presence, &p.Repetition} {
+		*f = math.Float32frombits(d.u32())
+	}
+	n := d.length(MaxBias, 5)
+	p.Bias = nil // never reused: a copied event may share the old list
+	if n > 0 {
+		p.Bias = make([]engine.TokenBias, n)
+	}
+	for i := range p.Bias {
+		p.Bias[i].Token = int32(d.int(0, math.MaxInt32))
+		p.Bias[i].Bias = math.Float32frombits(d.u32())
+	}
 }
 
 func appendTokens(b []byte, t []int32) []byte {
@@ -210,6 +253,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 		p.Sampling.TopK = d.int(math.MinInt32, math.MaxInt32)
 		p.Sampling.TopP = math.Float32frombits(d.u32())
 		p.Sampling.Seed = d.u64()
+		d.penalties(&p.Sampling)
 		switch d.byte() {
 		case 0:
 			p.IgnoreEOS = false

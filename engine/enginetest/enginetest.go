@@ -92,6 +92,7 @@ func Run(t *testing.T, o Options) {
 		{"ContextFull", testContextFull},
 		{"SeededSampling", testSeededSampling},
 		{"SamplingFollowsLogits", testSamplingFollowsLogits},
+		{"PenaltiesAsShared", testPenalties},
 		{"Cancelled", testCancelled},
 		{"CancelledMidStep", testCancelledMidStep},
 		{"Embedder", testEmbedder},
@@ -643,6 +644,39 @@ func testSeededSampling(t *testing.T, o Options) {
 	hot := func(seed uint64) engine.Sampling { return engine.Sampling{Temperature: 8, Seed: seed} }
 	if a, c := run(20, hot(42), false), run(30, hot(43), false); slices.Equal(a, c) {
 		t.Errorf("seeds 42 and 43 sampled the same %v", a)
+	}
+}
+
+// TestPenalties: with penalties, biases or min-p, the sampled token is the
+// shared sampler's (engine.Sampler) over the step's own logits and the
+// sequence's history, in every engine; a bias against the greedy token
+// moves it.
+func testPenalties(t *testing.T, o Options) {
+	h := newHarness(t, o)
+	prompt := h.tokens(6)
+	prompt = append(prompt, prompt[:3]...)
+	free := h.step(engine.Input{Seq: 1, Tokens: prompt, Want: engine.WantLogits})[0]
+	against := engine.Sampling{Penalties: engine.Penalties{Bias: []engine.TokenBias{{Token: free.Token, Bias: -1e4}}},
+		History: prompt, PromptLen: len(prompt)}
+	if b := h.step(engine.Input{Seq: 2, Tokens: prompt, Want: engine.WantLogits, Sampling: against})[0]; b.Token == free.Token {
+		t.Fatalf("a bias of -1e4 against token %d left it sampled", free.Token)
+	}
+	pen := engine.Penalties{Frequency: 0.7, Presence: 0.4, Repetition: 1.3, Bias: []engine.TokenBias{{Token: prompt[0], Bias: 2}}}
+	for n, base := range []engine.Sampling{{Penalties: pen}, {Temperature: 1.5, MinP: 0.05, Seed: 11, Penalties: pen}} {
+		seq := engine.SeqID(10 + n)
+		var held []int32
+		toks := prompt
+		for range 12 {
+			full := append(slices.Clone(held), toks...)
+			sp := base
+			sp.History, sp.PromptLen = full, len(prompt)
+			out := h.step(engine.Input{Seq: seq, Tokens: toks, Want: engine.WantLogits, Sampling: sp})[0]
+			var s engine.Sampler
+			if want := s.Sample(out.Logits, &sp, len(full)); out.Token != want {
+				t.Fatalf("sampling %d: token %d after %d tokens, the shared sampler draws %d from the step's logits", n, out.Token, len(full), want)
+			}
+			held, toks = full, []int32{out.Token}
+		}
 	}
 }
 

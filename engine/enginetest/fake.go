@@ -72,15 +72,15 @@ func (f *Fake) Step(ctx context.Context, in []engine.Input, out []engine.Output)
 		old := len(f.seqs[ip.Seq])
 		s := append(f.seqs[ip.Seq], ip.Tokens...)
 		f.seqs[ip.Seq] = s
-		o := engine.Output{Token: f.token(s, ip.Sampling)}
+		raw := f.token(s, ip.Sampling)
+		o := engine.Output{Token: f.sampled(raw, &ip.Sampling, len(s))}
 		if ip.Want&engine.WantAllTokens != 0 {
 			for j := range ip.Tokens {
-				o.Tokens = append(o.Tokens, f.token(s[:old+j+1], ip.Sampling))
+				o.Tokens = append(o.Tokens, f.sampled(f.token(s[:old+j+1], ip.Sampling), &ip.Sampling, old+j+1))
 			}
 		}
 		if ip.Want&engine.WantLogits != 0 {
-			o.Logits = make([]float32, f.info.VocabSize)
-			o.Logits[o.Token] = 1 // the greedy token is the largest logit
+			o.Logits = f.logits(raw)
 		}
 		if ip.Want&engine.WantHidden != 0 {
 			o.Hidden = make([]float32, f.info.HiddenSize)
@@ -115,6 +115,23 @@ func (f *Fake) check(in []engine.Input) error {
 		}
 	}
 	return nil
+}
+
+// logits are the fake's logits when raw is its token: raw's is the largest.
+func (f *Fake) logits(raw int32) []float32 {
+	l := make([]float32, f.info.VocabSize)
+	l[raw] = 1
+	return l
+}
+
+// sampled is the token drawn at pos when the fake's own is raw: raw, or
+// with penalties or min-p the shared sampler's draw over its logits.
+func (f *Fake) sampled(raw int32, sp *engine.Sampling, pos int) int32 {
+	if !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0) {
+		return raw
+	}
+	var s engine.Sampler
+	return s.Sample(f.logits(raw), sp, pos)
 }
 
 // token is the token sampled after s.
