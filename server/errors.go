@@ -198,7 +198,8 @@ func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, t fieldTab
 func jsonError(err error) *apiError {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
+		// Embedded structs' names are no part of the JSON path.
+		field := strings.ReplaceAll(strings.ReplaceAll(typeErr.Field, "commonParams.", ""), "penaltyParams.", "")
 		return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}
 	return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)

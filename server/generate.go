@@ -46,6 +46,7 @@ type SamplingParams struct {
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// Stop ends the output before the first occurrence of any string.
 	Stop []string `json:"stop,omitempty"`
+	penaltyParams
 }
 
 // Routing is the extension object every response carries.
@@ -74,6 +75,8 @@ type Usage struct {
 type NativeResponse struct {
 	// ID names the request.
 	ID string `json:"id"`
+	// Index is the choice (0 unless sampling_params.n > 1).
+	Index int `json:"index"`
 	// Model is the preset that served it.
 	Model string `json:"model"`
 	// Text is the output text (the new text in a streamed event).
@@ -97,6 +100,8 @@ type genRequest struct {
 	prompt  []int32
 	params  route.Params
 	stop    []string
+	stopIDs []int32 // tokens that end the output: the chat template's and the request's
+	n       int     // independent choices
 	start   time.Time
 	stream  bool
 	promptN int
@@ -124,28 +129,36 @@ type genResult struct {
 	reason string
 }
 
-// usage returns the token accounting of r for g.
-func (g *genRequest) usage(r *genResult) *Usage {
-	return &Usage{PromptTokens: g.promptN, CompletionTokens: len(r.ids), TotalTokens: g.promptN + len(r.ids)}
+// usage returns the token accounting of rs, the choices of g: the prompt
+// counted once, the output of every choice.
+func (g *genRequest) usage(rs ...*genResult) *Usage {
+	n := 0
+	for _, r := range rs {
+		n += len(r.ids)
+	}
+	return &Usage{PromptTokens: g.promptN, CompletionTokens: n, TotalTokens: g.promptN + n}
 }
 
-// routing returns the per-model counts of r.
-func (g *genRequest) routing(r *genResult) *Routing {
+// routing returns the per-model counts of rs, the choices of g.
+func (g *genRequest) routing(rs ...*genResult) *Routing {
 	rt := &Routing{Algorithm: g.dep.algorithm, TokensByModel: map[string]int{}}
 	for _, m := range g.dep.models {
 		rt.TokensByModel[m.name] = 0
 	}
-	large := 0
-	for _, b := range r.by {
-		if int(b) >= 0 && int(b) < len(g.dep.models) {
-			rt.TokensByModel[g.dep.models[b].name]++
+	large, all := 0, 0
+	for _, r := range rs {
+		for _, b := range r.by {
+			if int(b) >= 0 && int(b) < len(g.dep.models) {
+				rt.TokensByModel[g.dep.models[b].name]++
+			}
+			if b > 0 {
+				large++
+			}
 		}
-		if b > 0 {
-			large++
-		}
+		all += len(r.by)
 	}
-	if len(r.by) > 0 {
-		rt.LargeModelRatio = float64(large) / float64(len(r.by))
+	if all > 0 {
+		rt.LargeModelRatio = float64(large) / float64(all)
 	}
 	return rt
 }
@@ -153,9 +166,14 @@ func (g *genRequest) routing(r *genResult) *Routing {
 // paramNames maps native parameter names to the names a client used.
 type paramNames map[string]string
 
+// name is the client's name of a native parameter: renamed by p, or,
+// when p is set, without the sampling_params prefix.
 func (p paramNames) name(native string) string {
 	if n, ok := p[native]; ok {
 		return n
+	}
+	if s, ok := strings.CutPrefix(native, "sampling_params."); ok && p != nil {
+		return s
 	}
 	return native
 }
@@ -238,6 +256,9 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
 	}
 	g.stop = sp.Stop
+	if aerr := g.applyPenalties(&sp.penaltyParams, names); aerr != nil {
+		return nil, aerr
+	}
 	return g, nil
 }
 
@@ -315,7 +336,7 @@ func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, re
 		now := time.Now()
 		n0 := len(res.ids)
 		for i, id := range chunk.Tokens {
-			if slices.Contains(g.dep.stopIDs, id) {
+			if slices.Contains(g.stopIDs, id) {
 				ended, reason = true, stream.Stop
 				break
 			}
@@ -371,7 +392,9 @@ func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (*genReque
 	return s.prepare(&nr, nil)
 }
 
-// handleGenerate is the native endpoint.
+// handleGenerate is the native endpoint. With n > 1 it answers a list of
+// responses (one per choice, each with its index); streamed events carry
+// their choice's index.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	g, aerr := s.readGenerate(w, r)
 	if aerr != nil {
@@ -379,45 +402,57 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.nativeResponse(g, res))
+		if g.n == 1 {
+			writeJSON(w, http.StatusOK, s.nativeResponse(g, 0, rs[0]))
+			return
+		}
+		out := make([]NativeResponse, len(rs))
+		for i, res := range rs {
+			out[i] = s.nativeResponse(g, i, res)
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
-	id := ""
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	ids := make([]string, g.n)
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start:
-			id = "gen-" + d.id
+			ids[i] = "gen-" + d.id
 			return ev.open()
 		case d.flush:
 			return ev.flush()
 		}
-		return ev.send(NativeResponse{ID: id, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
+		return ev.send(NativeResponse{ID: ids[i], Index: i, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	final := s.nativeResponse(g, res)
-	final.Text, final.OutputIDs, final.ProducedBy = "", []int32{}, []int8{}
-	if ev.send(final) == nil {
-		_ = ev.done()
+	for i, res := range rs {
+		final := s.nativeResponse(g, i, res)
+		final.Text, final.OutputIDs, final.ProducedBy = "", []int32{}, []int8{}
+		if ev.send(final) != nil {
+			return
+		}
 	}
+	_ = ev.done()
 }
 
-func (s *Server) nativeResponse(g *genRequest, res *genResult) NativeResponse {
+// nativeResponse is choice i of g's native answer.
+func (s *Server) nativeResponse(g *genRequest, i int, res *genResult) NativeResponse {
 	reason := res.reason
 	ids, by := res.ids, res.by
 	if ids == nil {
 		ids, by = []int32{}, []int8{}
 	}
 	return NativeResponse{
-		ID: "gen-" + res.id, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
+		ID: "gen-" + res.id, Index: i, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
 		Models: g.dep.names(), FinishReason: &reason, Usage: g.usage(res), Routing: g.routing(res),
 	}
 }

@@ -32,6 +32,7 @@ type commonParams struct {
 	Stop          json.RawMessage `json:"stop"`
 	Seed          *uint64         `json:"seed"`
 	IgnoreEOS     bool            `json:"ignore_eos"`
+	penaltyParams
 }
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -60,6 +61,7 @@ func (c *commonParams) toNative() (NativeRequest, *apiError) {
 	nr := NativeRequest{Model: c.Model, Stream: c.Stream}
 	sp := &nr.SamplingParams
 	sp.MaxNewTokens, sp.Temperature, sp.TopP, sp.TopK, sp.Seed, sp.IgnoreEOS = c.MaxTokens, c.Temperature, c.TopP, c.TopK, c.Seed, c.IgnoreEOS
+	sp.penaltyParams = c.penaltyParams
 	stop, aerr := parseStop(c.Stop)
 	if aerr != nil {
 		return nr, aerr
@@ -87,16 +89,8 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 
 // openAI param names for native ones.
 var (
-	completionNames = paramNames{
-		"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
-		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
-		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
-	}
-	chatNames = paramNames{
-		"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
-		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
-		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
-	}
+	completionNames = paramNames{"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens"}
+	chatNames       = paramNames{"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens"}
 )
 
 // completionChoice is a choice of a text completion (or one of its chunks).
@@ -143,25 +137,28 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := time.Now().Unix()
+	resp := func(id string, choices []completionChoice) completionResponse {
+		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name, Choices: choices}
+	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		reason := res.reason
-		writeJSON(w, http.StatusOK, completionResponse{
-			ID: "cmpl-" + res.id, Object: "text_completion", Created: created, Model: g.dep.name,
-			Choices: []completionChoice{{Text: res.text, FinishReason: &reason}},
-			Usage:   g.usage(res), Routing: g.routing(res),
-		})
+		out := resp("cmpl-"+rs[0].id, make([]completionChoice, len(rs)))
+		for i, res := range rs {
+			out.Choices[i] = completionChoice{Index: i, Text: res.text, FinishReason: &res.reason}
+		}
+		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
 	id := ""
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
-		case d.start:
+		case d.start && id == "":
 			id = "cmpl-" + d.id
 			return ev.open()
 		case d.flush:
@@ -169,22 +166,25 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		case d.text == "":
 			return nil
 		}
-		return ev.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
-			Choices: []completionChoice{{Text: d.text}}})
+		return ev.send(resp(id, []completionChoice{{Index: i, Text: d.text}}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	reason := res.reason
-	final := completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
-		Choices: []completionChoice{{FinishReason: &reason}}, Routing: g.routing(res)}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		final.Usage = g.usage(res)
+	for i, res := range rs {
+		final := resp(id, []completionChoice{{Index: i, FinishReason: &res.reason}})
+		if i == len(rs)-1 {
+			final.Routing = g.routing(rs...)
+			if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+				final.Usage = g.usage(rs...)
+			}
+		}
+		if ev.send(final) != nil {
+			return
+		}
 	}
-	if ev.send(final) == nil {
-		_ = ev.done()
-	}
+	_ = ev.done()
 }
 
 // check converts the prompt.
@@ -282,34 +282,37 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := time.Now().Unix()
+	resp := func(object, id string, choices []chatChoice) chatResponse {
+		return chatResponse{ID: id, Object: object, Created: created, Model: g.dep.name, Choices: choices}
+	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		reason, text := res.reason, res.text
-		writeJSON(w, http.StatusOK, chatResponse{
-			ID: "chatcmpl-" + res.id, Object: "chat.completion", Created: created, Model: g.dep.name,
-			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &reason}},
-			Usage:   g.usage(res), Routing: g.routing(res),
-		})
+		out := resp("chat.completion", "chatcmpl-"+rs[0].id, make([]chatChoice, len(rs)))
+		for i, res := range rs {
+			out.Choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &res.text}, FinishReason: &res.reason}
+		}
+		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
 	id := ""
-	chunk := func(c chatChoice) chatResponse {
-		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name, Choices: []chatChoice{c}}
-	}
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	chunk := func(c chatChoice) chatResponse { return resp("chat.completion.chunk", id, []chatChoice{c}) }
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start:
-			id = "chatcmpl-" + d.id
+			if id == "" {
+				id = "chatcmpl-" + d.id
+			}
 			if err := ev.open(); err != nil {
 				return err
 			}
 			empty := ""
-			if err := ev.send(chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}})); err != nil {
+			if err := ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Role: "assistant", Content: &empty}})); err != nil {
 				return err
 			}
 			return ev.flush()
@@ -319,21 +322,24 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 		text := d.text
-		return ev.send(chunk(chatChoice{Delta: &chatOut{Content: &text}}))
+		return ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Content: &text}}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	reason := res.reason
-	final := chunk(chatChoice{Delta: &chatOut{}, FinishReason: &reason})
-	final.Routing = g.routing(res)
-	if ev.send(final) != nil {
-		return
+	for i, res := range rs {
+		final := chunk(chatChoice{Index: i, Delta: &chatOut{}, FinishReason: &res.reason})
+		if i == len(rs)-1 {
+			final.Routing = g.routing(rs...)
+		}
+		if ev.send(final) != nil {
+			return
+		}
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name,
-			Choices: []chatChoice{}, Usage: g.usage(res), Routing: g.routing(res)}
+		u := resp("chat.completion.chunk", id, []chatChoice{})
+		u.Usage, u.Routing = g.usage(rs...), g.routing(rs...)
 		if ev.send(u) != nil {
 			return
 		}
