@@ -101,4 +101,73 @@ try {
   summary.error = { status: err.status, code: err.code, type: err.type };
 }
 
+// Every honoured request field (TR_CHAT_FIELDS, TR_COMPLETION_FIELDS: the
+// server's tables), non-streaming and streaming; an unknown field name
+// here fails the run.
+const values = {
+  model: {},
+  messages: {},
+  prompt: {},
+  stream: {},
+  stream_options: {},
+  max_tokens: { max_tokens: 3 },
+  max_completion_tokens: { max_completion_tokens: 3 },
+  temperature: { temperature: 0.7, seed: 1 },
+  top_p: { top_p: 0.9, temperature: 1 },
+  n: { n: 2 },
+  stop: { stop: ['zzzz', 'qqqq'] },
+  seed: { seed: 42, temperature: 1 },
+  frequency_penalty: { frequency_penalty: 0.5 },
+  presence_penalty: { presence_penalty: 0.5 },
+  logit_bias: { logit_bias: { 5: -100, 7: 3 } },
+  top_k: { top_k: 5, temperature: 1 },
+  ignore_eos: { ignore_eos: true },
+  min_p: { min_p: 0.1, temperature: 1 },
+  repetition_penalty: { repetition_penalty: 1.2 },
+  stop_token_ids: { stop_token_ids: [2] },
+};
+
+async function exercise(kind, create, base, fields) {
+  const done = [];
+  for (const f of fields) {
+    check(f in values, 'no test value for the honoured field ' + f);
+    const params = { ...base, ...values[f] };
+    const n = params.n || 1;
+    const want = params.max_tokens || params.max_completion_tokens || base.max_tokens;
+    const plain = await create(params);
+    check(plain.choices.length === n, kind + ' ' + f + ': ' + n + ' choices');
+    check(plain.usage.completion_tokens <= n * want, kind + ' ' + f + ': usage');
+    const chunks = await create({ ...params, stream: true, stream_options: { include_usage: true } });
+    const finished = new Set();
+    let usage = null;
+    for await (const c of chunks) {
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) {
+        if (ch.finish_reason) finished.add(ch.index);
+      }
+    }
+    check(finished.size === n, kind + ' ' + f + ' streaming: ' + n + ' finished choices, got ' + finished.size);
+    check(usage && usage.completion_tokens <= n * want, kind + ' ' + f + ' streaming: usage');
+    done.push(f);
+  }
+  return done;
+}
+
+summary.fields = {
+  chat: await exercise('chat', (p) => client.chat.completions.create(p),
+    { model, messages: [{ role: 'user', content: 'Fields.' }], max_tokens: 4 },
+    (process.env.TR_CHAT_FIELDS || '').split(',').filter(Boolean)),
+  completions: await exercise('completions', (p) => client.completions.create(p),
+    { model, prompt: 'Fields', max_tokens: 4 },
+    (process.env.TR_COMPLETION_FIELDS || '').split(',').filter(Boolean)),
+};
+
+// A refused field is a BadRequestError naming it.
+try {
+  await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] });
+  check(false, 'tools must be refused');
+} catch (err) {
+  check(err instanceof OpenAI.BadRequestError && err.param === 'tools' && err.code === 'unsupported_parameter', 'refusal names the field, got ' + err);
+}
+
 console.log(JSON.stringify(summary));
