@@ -55,6 +55,34 @@ type Sampling struct {
 	// PromptLen is how many tokens at the start of History are the
 	// prompt (frequency and presence penalties count only the output).
 	PromptLen int
+	// Logprobs asks for the log-probability of every sampled token (the
+	// log-softmax of the model's own logits, before penalties and
+	// temperature) and of the TopLogprobs most likely tokens, appended to
+	// Record.
+	Logprobs    bool
+	TopLogprobs int
+	// Record receives the Logprobs of the tokens the step samples, one per
+	// sampled position. The runtime sets it for each step; nil records
+	// nothing.
+	Record *[]Logprob
+}
+
+// Logprob is what a model gave the token it sampled at a position: its
+// log-probability and the most likely tokens'.
+type Logprob struct {
+	// Pos is the token's position in the sequence.
+	Pos int32
+	// Token is the sampled token, Logprob its log-probability.
+	Token   int32
+	Logprob float32
+	// Top are the most likely tokens, most likely first.
+	Top []TokenLogprob
+}
+
+// TokenLogprob is one token's log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
 }
 
 // Penalties are the logit adjustments of a request. The zero value

@@ -37,6 +37,48 @@ func (sp *Sampling) Adjusts() bool {
 // Sample returns the token to place at position pos of the sequence
 // (pos tokens precede it) after logits.
 func (s *Sampler) Sample(logits []float32, sp *Sampling, pos int) int32 {
+	tok := s.sample(logits, sp, pos)
+	s.Record(logits, tok, sp, pos)
+	return tok
+}
+
+// Records reports whether sp asks for log-probabilities to be recorded.
+func (sp *Sampling) Records() bool { return sp.Logprobs && sp.Record != nil }
+
+// Record appends tok's Logprob after logits to sp.Record when sp asks
+// for them (Sample does it for the token it draws; an engine that picks
+// its token otherwise calls it itself).
+func (s *Sampler) Record(logits []float32, tok int32, sp *Sampling, pos int) {
+	if sp.Records() {
+		s.Order = growTo(s.Order, len(logits))
+		*sp.Record = append(*sp.Record, s.logprob(logits, tok, sp.TopLogprobs, pos))
+	}
+}
+
+// logprob is the Logprob of tok after logits, with the top most likely
+// tokens.
+func (s *Sampler) logprob(logits []float32, tok int32, top, pos int) Logprob {
+	mx := logits[Argmax(logits)]
+	sum := 0.0
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	norm := float64(mx) + math.Log(sum)
+	lp := Logprob{Pos: int32(pos), Token: tok, Logprob: float32(float64(logits[tok]) - norm)}
+	if top = min(top, len(logits)); top > 0 {
+		order := s.Order[:top]
+		topK(logits, s.Order, top)
+		slices.SortFunc(order, func(a, b int32) int { return cmpLogit(logits, a, b) })
+		lp.Top = make([]TokenLogprob, top)
+		for i, id := range order {
+			lp.Top[i] = TokenLogprob{Token: id, Logprob: float32(float64(logits[id]) - norm)}
+		}
+	}
+	return lp
+}
+
+// sample is Sample without the log-probabilities.
+func (s *Sampler) sample(logits []float32, sp *Sampling, pos int) int32 {
 	V := len(logits)
 	s.Order = growTo(s.Order, V)
 	if sp.Adjusts() {

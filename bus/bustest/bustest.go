@@ -207,7 +207,7 @@ func fullEvent(k bus.Kind) *bus.Event {
 		Msg: route.Message{ID: 1<<40 + 7, From: 1, To: 2, Anchor: 3, Tokens: []int32{9, 8, 1 << 20}, By: []int8{1, 1, -1},
 			PromptLen: 2, Committed: 4, Seen: []int{3, 5, 0}, Finished: true,
 			Params: route.Params{MaxTokens: 99, IgnoreEOS: true, Seed: 1 << 50,
-				Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: 12345, MinP: 0.05,
+				Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: 12345, MinP: 0.05, Logprobs: true, TopLogprobs: 5,
 					Penalties: engine.Penalties{Frequency: 0.5, Presence: -0.25, Repetition: 1.3,
 						Bias: []engine.TokenBias{{Token: 3, Bias: -100}, {Token: 1 << 20, Bias: 2.5}}}}},
 			State: &route.Ints{4, -5, 1 << 40}},

@@ -27,6 +27,8 @@ const (
 	MaxState = 1 << 24
 	// MaxBias bounds the logit biases of a request.
 	MaxBias = 1 << 20
+	// MaxTopLogprobs bounds the top log-probabilities asked per token.
+	MaxTopLogprobs = 1 << 10
 	// MaxText bounds a finish reason or error text in bytes.
 	MaxText = 1 << 16
 )
@@ -122,11 +124,11 @@ func msgZero(m *route.Message) bool {
 func paramsZero(p *route.Params) bool {
 	sp := &p.Sampling
 	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
-		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0
+		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0 && !sp.Logprobs && sp.TopLogprobs == 0
 }
 
-// appendPenalties encodes min-p and the penalties (not the per-step
-// history, which every model has).
+// appendPenalties encodes min-p, the penalties and the log-probabilities
+// asked for (not the per-step history and record, which every model has).
 func appendPenalties(b []byte, sp *engine.Sampling) []byte {
 	p := &sp.Penalties
 	for _, f := range []float32{sp.MinP, p.Frequency, p.Presence, p.Repetition} {
@@ -137,7 +139,11 @@ func appendPenalties(b []byte, sp *engine.Sampling) []byte {
 		b = binary.AppendVarint(b, int64(x.Token))
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x.Bias))
 	}
-	return b
+	top := int64(-1)
+	if sp.Logprobs {
+		top = int64(sp.TopLogprobs)
+	}
+	return binary.AppendVarint(b, top)
 }
 
 // penalties decodes what appendPenalties wrote into sp.
@@ -155,6 +161,8 @@ func (d *decoder) penalties(sp *engine.Sampling) {
 		p.Bias[i].Token = int32(d.int(0, math.MaxInt32))
 		p.Bias[i].Bias = math.Float32frombits(d.u32())
 	}
+	top := d.int(-1, MaxTopLogprobs)
+	sp.Logprobs, sp.TopLogprobs = top >= 0, max(top, 0)
 }
 
 func appendTokens(b []byte, t []int32) []byte {

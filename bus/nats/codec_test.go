@@ -89,8 +89,9 @@ func TestCodecCoversEveryField(t *testing.T) {
 		reflect.TypeFor[bus.Event]():     9,
 		reflect.TypeFor[route.Message](): 12,
 		reflect.TypeFor[route.Params]():  4,
-		// History and PromptLen are set by every model for its own step.
-		reflect.TypeFor[engine.Sampling]():  6 + 2,
+		// History, PromptLen and Record are set by every model for its own
+		// step.
+		reflect.TypeFor[engine.Sampling]():  8 + 3,
 		reflect.TypeFor[engine.Penalties](): 4,
 	} {
 		if typ.NumField() != n {

@@ -73,11 +73,14 @@ func (f *Fake) Step(ctx context.Context, in []engine.Input, out []engine.Output)
 		s := append(f.seqs[ip.Seq], ip.Tokens...)
 		f.seqs[ip.Seq] = s
 		raw := f.token(s, ip.Sampling)
-		o := engine.Output{Token: f.sampled(raw, &ip.Sampling, len(s))}
+		var o engine.Output
 		if ip.Want&engine.WantAllTokens != 0 {
 			for j := range ip.Tokens {
 				o.Tokens = append(o.Tokens, f.sampled(f.token(s[:old+j+1], ip.Sampling), &ip.Sampling, old+j+1))
 			}
+			o.Token = o.Tokens[len(o.Tokens)-1]
+		} else {
+			o.Token = f.sampled(raw, &ip.Sampling, len(s))
 		}
 		if ip.Want&engine.WantLogits != 0 {
 			o.Logits = f.logits(raw)
@@ -127,10 +130,13 @@ func (f *Fake) logits(raw int32) []float32 {
 // sampled is the token drawn at pos when the fake's own is raw: raw, or
 // with penalties or min-p the shared sampler's draw over its logits.
 func (f *Fake) sampled(raw int32, sp *engine.Sampling, pos int) int32 {
+	var s engine.Sampler
 	if !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0) {
+		if sp.Records() {
+			s.Record(f.logits(raw), raw, sp, pos)
+		}
 		return raw
 	}
-	var s engine.Sampler
 	return s.Sample(f.logits(raw), sp, pos)
 }
 

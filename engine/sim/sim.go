@@ -286,7 +286,11 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 			}
 		}
 		last := s.h[len(s.h)-1]
-		o.Token = e.sampled(last, &in[i].Sampling, len(s.h))
+		if all {
+			o.Token = o.Tokens[len(o.Tokens)-1]
+		} else {
+			o.Token = e.sampled(last, &in[i].Sampling, len(s.h))
+		}
 		if in[i].Want&engine.WantLogits != 0 {
 			o.Logits = e.logit[tl : tl+e.cfg.VocabSize : tl+e.cfg.VocabSize]
 			tl += e.cfg.VocabSize
@@ -366,10 +370,11 @@ func (e *Engine) wait(ctx context.Context, deadline time.Time) error {
 // sampled is the token drawn at position pos after prefix hash h: the
 // model's own token, or, when sp has penalties or min-p, the shared
 // sampler's draw over the synthetic logits (engine.Sampler), as every
-// engine samples.
+// engine samples. Log-probabilities are those of the synthetic logits.
 func (e *Engine) sampled(h uint64, sp *engine.Sampling, pos int) int32 {
 	tok := e.token(h, *sp, pos)
-	if !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0) {
+	own := !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0)
+	if own && !sp.Records() {
 		return tok
 	}
 	if cap(e.plogit) < e.cfg.VocabSize {
@@ -377,6 +382,10 @@ func (e *Engine) sampled(h uint64, sp *engine.Sampling, pos int) int32 {
 	}
 	l := e.plogit[:e.cfg.VocabSize]
 	e.fillLogits(l, h, tok)
+	if own {
+		e.sampler.Record(l, tok, sp, pos)
+		return tok
+	}
 	return e.sampler.Sample(l, sp, pos)
 }
 
