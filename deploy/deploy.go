@@ -415,7 +415,7 @@ func (r *Deployment) deliver(e *bus.Event) {
 		o := r.open[e.ID]
 		r.mu.Unlock()
 		if o.s != nil {
-			o.s.Push(e.Tokens, e.By)
+			o.s.PushLogprobs(e.Tokens, e.By, e.Logprobs)
 		}
 	case bus.Done:
 		s := r.forget(e.ID)

@@ -164,6 +164,10 @@ type Message struct {
 	Finished bool
 	// Params are the request's parameters.
 	Params Params
+	// Logprobs are the log-probabilities of the sequence's uncommitted
+	// tokens, by position, when the request asks for them. The runtime
+	// keeps them; algorithms leave them alone.
+	Logprobs []engine.Logprob
 	// State is the algorithm's per-request state.
 	State State
 }

@@ -57,8 +57,8 @@ var messageFields = []field{
 var chatFields = fieldTable{what: "POST /v1/chat/completions", fields: append(sharedOpenAIFields(),
 	field{name: "messages", use: honoured, sub: messageFields, list: true, note: "rendered with the model's chat template"},
 	field{name: "max_completion_tokens", use: honoured, note: "overrides max_tokens"},
-	field{name: "logprobs", use: refused, idle: isFalse},
-	field{name: "top_logprobs", use: refused, idle: isZero},
+	field{name: "logprobs", use: honoured, note: "each token's log-probability by the model that produced it (extension: model names it)"},
+	field{name: "top_logprobs", use: honoured, note: "0 to 20 most likely tokens per position; needs logprobs"},
 	field{name: "response_format", use: refused, idle: []string{`{"type":"text"}`}, note: "only {\"type\": \"text\"}"},
 	field{name: "tools", use: refused, idle: isEmptyList, note: "tool calling is not implemented"},
 	field{name: "tool_choice", use: refused, idle: []string{`"none"`}, note: "tool calling is not implemented"},
@@ -82,7 +82,7 @@ var chatFields = fieldTable{what: "POST /v1/chat/completions", fields: append(sh
 // completionFields is the body of /v1/completions.
 var completionFields = fieldTable{what: "POST /v1/completions", fields: append(sharedOpenAIFields(),
 	field{name: "prompt", use: honoured, note: "a string, a list of one string, token ids, or a list of one list of token ids"},
-	field{name: "logprobs", use: refused, idle: isZero},
+	field{name: "logprobs", use: honoured, note: "0 to 20: log-probabilities and that many most likely tokens (extension: models)"},
 	field{name: "echo", use: refused, idle: isFalse},
 	field{name: "best_of", use: refused, idle: isOne, note: "only 1"},
 	field{name: "suffix", use: refused, idle: []string{`""`}, note: "no insertion mode"},
@@ -113,8 +113,8 @@ var generateFields = fieldTable{what: "POST /generate", fields: []field{
 	{name: "input_ids", use: honoured, note: "the prompt as token ids"},
 	{name: "sampling_params", use: honoured, sub: samplingParamFields},
 	{name: "stream", use: honoured},
-	{name: "return_logprob", use: refused, idle: isFalse},
-	{name: "top_logprobs_num", use: refused, idle: isZero},
+	{name: "return_logprob", use: honoured, note: "output_token_logprobs: id, logprob and the model that produced it"},
+	{name: "top_logprobs_num", use: honoured, note: "0 to 20 most likely tokens per position"},
 }}
 
 // tokenizeFields is the body of /tokenize.

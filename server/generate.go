@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
@@ -27,6 +28,12 @@ type NativeRequest struct {
 	SamplingParams SamplingParams `json:"sampling_params"`
 	// Stream answers with server-sent events.
 	Stream bool `json:"stream"`
+	// ReturnLogprob adds each output token's log-probability, by the
+	// model that produced it (output_token_logprobs).
+	ReturnLogprob bool `json:"return_logprob,omitempty"`
+	// TopLogprobsNum adds that many most likely tokens per position
+	// (0 to 20; with ReturnLogprob).
+	TopLogprobsNum int `json:"top_logprobs_num,omitempty"`
 }
 
 // SamplingParams are the native generation parameters.
@@ -87,6 +94,9 @@ type NativeResponse struct {
 	ProducedBy []int8 `json:"produced_by"`
 	// Models names the preset's models in index order.
 	Models []string `json:"models,omitempty"`
+	// OutputTokenLogprobs are the output tokens' log-probabilities, when
+	// return_logprob asked for them.
+	OutputTokenLogprobs []nativeLogprob `json:"output_token_logprobs,omitempty"`
 	// FinishReason is "length" or "stop" (null while streaming).
 	FinishReason *string `json:"finish_reason"`
 	// Usage and Routing are set on the final answer.
@@ -118,6 +128,7 @@ type delta struct {
 	text  string
 	ids   []int32
 	by    []int8
+	lps   []engine.Logprob // with ids, when the request asked for them
 }
 
 // genResult is a finished generation.
@@ -126,6 +137,7 @@ type genResult struct {
 	text   string
 	ids    []int32
 	by     []int8
+	lps    []engine.Logprob // parallel to ids, when the request asked for them
 	reason string
 }
 
@@ -259,6 +271,9 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 	if aerr := g.applyPenalties(&sp.penaltyParams, names); aerr != nil {
 		return nil, aerr
 	}
+	if aerr := g.askLogprobs(nr, names); aerr != nil {
+		return nil, aerr
+	}
 	return g, nil
 }
 
@@ -342,9 +357,14 @@ func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, re
 			}
 			res.ids = append(res.ids, id)
 			res.by = append(res.by, chunk.By[i])
+			var lps []engine.Logprob
+			if i < len(chunk.Logprobs) {
+				res.lps = append(res.lps, chunk.Logprobs[i])
+				lps = res.lps[len(res.lps)-1:]
+			}
 			out, hit := stops.add(dt.add(id))
 			text.WriteString(out)
-			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:]}); err != nil {
+			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:], lps: lps}); err != nil {
 				return first, err
 			}
 			if hit {
@@ -428,7 +448,8 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		case d.flush:
 			return ev.flush()
 		}
-		return ev.send(NativeResponse{ID: ids[i], Index: i, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
+		return ev.send(NativeResponse{ID: ids[i], Index: i, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by,
+			OutputTokenLogprobs: g.nativeLogprobs(d.lps, d.by)})
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
@@ -436,7 +457,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, res := range rs {
 		final := s.nativeResponse(g, i, res)
-		final.Text, final.OutputIDs, final.ProducedBy = "", []int32{}, []int8{}
+		final.Text, final.OutputIDs, final.ProducedBy, final.OutputTokenLogprobs = "", []int32{}, []int8{}, nil
 		if ev.send(final) != nil {
 			return
 		}
@@ -454,6 +475,7 @@ func (s *Server) nativeResponse(g *genRequest, i int, res *genResult) NativeResp
 	return NativeResponse{
 		ID: "gen-" + res.id, Index: i, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
 		Models: g.dep.names(), FinishReason: &reason, Usage: g.usage(res), Routing: g.routing(res),
+		OutputTokenLogprobs: g.nativeLogprobs(res.lps, res.by),
 	}
 }
 

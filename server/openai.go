@@ -40,6 +40,9 @@ type CompletionRequest struct {
 	commonParams
 	// Prompt is a string, a one-element list of strings, or token ids.
 	Prompt json.RawMessage `json:"prompt"`
+	// Logprobs, when set, adds each token's log-probability and the
+	// Logprobs most likely tokens.
+	Logprobs *int `json:"logprobs"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -49,6 +52,10 @@ type ChatRequest struct {
 	Messages []chatMessage `json:"messages"`
 	// MaxCompletionTokens overrides max_tokens when given.
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	// Logprobs adds each token's log-probability, TopLogprobs that many
+	// most likely tokens (needs Logprobs).
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs *int `json:"top_logprobs"`
 }
 
 type chatMessage struct {
@@ -89,8 +96,10 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 
 // openAI param names for native ones.
 var (
-	completionNames = paramNames{"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens"}
-	chatNames       = paramNames{"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens"}
+	completionNames = paramNames{"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
+		"top_logprobs_num": "logprobs", "return_logprob": "logprobs"}
+	chatNames = paramNames{"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
+		"top_logprobs_num": "top_logprobs", "return_logprob": "logprobs"}
 )
 
 // completionChoice is a choice of a text completion (or one of its chunks).
@@ -122,6 +131,9 @@ func (s *Server) readCompletion(w http.ResponseWriter, r *http.Request) (*Comple
 	if aerr == nil {
 		aerr = req.check(&nr)
 	}
+	if req.Logprobs != nil {
+		nr.ReturnLogprob, nr.TopLogprobsNum = true, *req.Logprobs
+	}
 	if aerr != nil {
 		return nil, nil, aerr
 	}
@@ -148,7 +160,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		out := resp("cmpl-"+rs[0].id, make([]completionChoice, len(rs)))
 		for i, res := range rs {
-			out.Choices[i] = completionChoice{Index: i, Text: res.text, FinishReason: &res.reason}
+			out.Choices[i] = completionChoice{Index: i, Text: res.text, FinishReason: &res.reason, Logprobs: g.completionLogprobs(res.lps, res.by, 0)}
 		}
 		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
 		writeJSON(w, http.StatusOK, out)
@@ -156,6 +168,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	ev := newSSE(w)
 	id := ""
+	offsets := make([]int, g.n)
 	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start && id == "":
@@ -163,10 +176,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return ev.open()
 		case d.flush:
 			return ev.flush()
-		case d.text == "":
+		case d.text == "" && len(d.lps) == 0:
 			return nil
 		}
-		return ev.send(resp(id, []completionChoice{{Index: i, Text: d.text}}))
+		lp := g.completionLogprobs(d.lps, d.by, offsets[i])
+		offsets[i] += len(d.text)
+		return ev.send(resp(id, []completionChoice{{Index: i, Text: d.text, Logprobs: lp}}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
@@ -258,6 +273,10 @@ func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest,
 		req.MaxTokens = req.MaxCompletionTokens
 	}
 	nr, aerr := req.toNative()
+	nr.ReturnLogprob = req.Logprobs
+	if req.TopLogprobs != nil {
+		nr.TopLogprobsNum = *req.TopLogprobs
+	}
 	var msgs []chat.Message
 	if aerr == nil {
 		msgs, aerr = req.check()
@@ -293,7 +312,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		out := resp("chat.completion", "chatcmpl-"+rs[0].id, make([]chatChoice, len(rs)))
 		for i, res := range rs {
-			out.Choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &res.text}, FinishReason: &res.reason}
+			out.Choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &res.text}, FinishReason: &res.reason,
+				Logprobs: g.chatLogprobs(res.lps, res.by)}
 		}
 		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
 		writeJSON(w, http.StatusOK, out)
@@ -318,11 +338,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return ev.flush()
 		case d.flush:
 			return ev.flush()
-		case d.text == "":
+		case d.text == "" && len(d.lps) == 0:
 			return nil
 		}
 		text := d.text
-		return ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Content: &text}}))
+		return ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Content: &text}, Logprobs: g.chatLogprobs(d.lps, d.by)}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,9 @@ type rec struct {
 	readyAt time.Duration
 	hasKV   bool
 	arrived arrival // how it became runnable, until its next step
+	// Log-probabilities, when the request asks for them: lps of the
+	// uncommitted tokens kept (by position), fresh of the last step.
+	lps, fresh []engine.Logprob
 }
 
 // arrival says how a request became runnable on a sub-server.
@@ -386,6 +390,7 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r.req.Params, r.req.PromptLen, r.req.Committed = m.Params, m.PromptLen, m.Committed
 	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
+	r.lps = logprobsIn(r.lps[:0], m.Logprobs, m.Committed, len(r.req.Tokens))
 	copy(r.seen, m.Seen)
 	r.seen[self] = m.Anchor
 	r.at, r.readyAt, r.arrived = runnable, s.now(), handed
@@ -422,7 +427,11 @@ func (s *Server) step(ctx context.Context) {
 		toks := r.req.Tokens[r.seen[self]:]
 		appended += len(toks)
 		r.req.Appended = len(toks)
-		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.StepSampling()})
+		sp := r.req.StepSampling()
+		if sp.Logprobs {
+			r.fresh, sp.Record = r.fresh[:0], &r.fresh
+		}
+		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: sp})
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
 	}
@@ -491,6 +500,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 			return
 		}
 		q.Tokens, q.By = q.Tokens[:d.Cut], q.By[:d.Cut]
+		r.lps = logprobsIn(r.lps[:0], r.lps, 0, d.Cut)
 		for k := range r.seen {
 			r.seen[k] = min(r.seen[k], d.Cut)
 		}
@@ -500,6 +510,9 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 		}
 	}
 	if d.Token != route.NoToken {
+		if q.Params.Sampling.Logprobs {
+			r.keepLogprob(len(q.Tokens), d.Token)
+		}
 		q.Tokens = append(q.Tokens, d.Token)
 		q.By = append(q.By, int8(self))
 	}
@@ -535,6 +548,9 @@ func (s *Server) commit(ctx context.Context, r *rec) bool {
 		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
 		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)
 		e.By = append(e.By[:0], q.By[from:to]...)
+		if q.Params.Sampling.Logprobs {
+			e.Logprobs = r.takeLogprobs(from, to)
+		}
 		_ = s.cfg.Bus.Send(ctx, bus.Frontend, e) // a front end that is gone has nobody to tell
 	}
 	if reason == "" {
@@ -572,6 +588,7 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	m.By = append(m.By[:0], q.By[anchor:]...)
 	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
 	m.Seen = append(m.Seen[:0], r.seen...)
+	m.Logprobs = append(m.Logprobs[:0], r.lps...)
 	if s.sender != nil {
 		s.sender.Send(q, m)
 	}
@@ -579,4 +596,43 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: hand-off to model %d: %w", s.cfg.Name, to, err))
 	}
+}
+
+// logprobsIn appends to dst the entries of lps at positions in [lo, hi).
+func logprobsIn(dst, lps []engine.Logprob, lo, hi int) []engine.Logprob {
+	for _, lp := range lps {
+		if int(lp.Pos) >= lo && int(lp.Pos) < hi {
+			dst = append(dst, lp)
+		}
+	}
+	return dst
+}
+
+// keepLogprob keeps the log-probability the last step gave tok at pos
+// (none when the algorithm placed a token the step did not sample there).
+func (r *rec) keepLogprob(pos int, tok int32) {
+	r.lps = logprobsIn(r.lps[:0], r.lps, 0, pos)
+	for _, lp := range r.fresh {
+		if int(lp.Pos) == pos && lp.Token == tok {
+			r.lps = append(r.lps, lp)
+			return
+		}
+	}
+}
+
+// takeLogprobs returns the log-probabilities of the tokens at [from, to),
+// which are being committed, and forgets them; a token without one gets
+// NaN.
+func (r *rec) takeLogprobs(from, to int) []engine.Logprob {
+	out := make([]engine.Logprob, to-from)
+	for i := range out {
+		out[i] = engine.Logprob{Pos: int32(from + i), Token: r.req.Tokens[from+i], Logprob: float32(math.NaN())}
+	}
+	for _, lp := range r.lps {
+		if p := int(lp.Pos); p >= from && p < to && lp.Token == r.req.Tokens[p] {
+			out[p-from] = lp
+		}
+	}
+	r.lps = logprobsIn(r.lps[:0], r.lps, to, math.MaxInt)
+	return out
 }

@@ -36,7 +36,7 @@ const (
 // Section flags: which optional parts an encoded event carries.
 const (
 	hasMsg    = 1 << iota // Msg (peer messages)
-	hasCommit             // Tokens, By, Pos (commits)
+	hasCommit             // Tokens, By, Pos, Logprobs (commits)
 	hasText               // Reason, Err (done)
 	hasState              // Msg.State (only with hasMsg)
 	hasFinish             // Msg.Finished
@@ -60,7 +60,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 			flags |= hasFinish
 		}
 	}
-	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 {
+	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 || len(e.Logprobs) > 0 {
 		flags |= hasCommit
 	}
 	if e.Reason != "" || e.Err != "" {
@@ -95,6 +95,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		}
 		b = append(b, ign)
 		b = binary.LittleEndian.AppendUint64(b, p.Seed)
+		b = appendLogprobs(b, m.Logprobs)
 		if m.State != nil {
 			var err error
 			if b, err = appendState(b, m.State); err != nil {
@@ -106,6 +107,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(e.Pos))
 		b = appendTokens(b, e.Tokens)
 		b = appendBy(b, e.By)
+		b = appendLogprobs(b, e.Logprobs)
 	}
 	if flags&hasText != 0 {
 		b = appendText(b, e.Reason)
@@ -117,7 +119,8 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 // msgZero reports whether m is the zero message (nothing to carry).
 func msgZero(m *route.Message) bool {
 	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
-		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil
+		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil &&
+		len(m.Logprobs) == 0
 }
 
 // paramsZero reports whether p is the zero Params.
@@ -144,6 +147,45 @@ func appendPenalties(b []byte, sp *engine.Sampling) []byte {
 		top = int64(sp.TopLogprobs)
 	}
 	return binary.AppendVarint(b, top)
+}
+
+// appendLogprobs encodes log-probabilities.
+func appendLogprobs(b []byte, lps []engine.Logprob) []byte {
+	b = binary.AppendUvarint(b, uint64(len(lps)))
+	for _, lp := range lps {
+		b = binary.AppendVarint(b, int64(lp.Pos))
+		b = binary.AppendVarint(b, int64(lp.Token))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(lp.Logprob))
+		b = binary.AppendUvarint(b, uint64(len(lp.Top)))
+		for _, x := range lp.Top {
+			b = binary.AppendVarint(b, int64(x.Token))
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x.Logprob))
+		}
+	}
+	return b
+}
+
+// logprobs decodes what appendLogprobs wrote (nil for none).
+func (d *decoder) logprobs() []engine.Logprob {
+	n := d.length(math.MaxInt32, 7)
+	if n == 0 {
+		return nil
+	}
+	out := make([]engine.Logprob, n)
+	for i := range out {
+		lp := &out[i]
+		lp.Pos = int32(d.int(0, math.MaxInt32))
+		lp.Token = int32(d.int(0, math.MaxInt32))
+		lp.Logprob = math.Float32frombits(d.u32())
+		if k := d.length(MaxTopLogprobs, 5); k > 0 {
+			lp.Top = make([]engine.TokenLogprob, k)
+			for j := range lp.Top {
+				lp.Top[j].Token = int32(d.int(0, math.MaxInt32))
+				lp.Top[j].Logprob = math.Float32frombits(d.u32())
+			}
+		}
+	}
+	return out
 }
 
 // penalties decodes what appendPenalties wrote into sp.
@@ -271,6 +313,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 			d.fail("ignore-eos flag")
 		}
 		p.Seed = d.u64()
+		m.Logprobs = d.logprobs()
 		m.Finished = flags&hasFinish != 0
 		m.State = nil
 		if flags&hasState != 0 {
@@ -294,6 +337,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 		e.Pos = d.int(math.MinInt32, math.MaxInt32)
 		e.Tokens = d.tokens(e.Tokens[:0])
 		e.By = d.by(e.By[:0])
+		e.Logprobs = d.logprobs()
 	}
 	if flags&hasText != 0 {
 		e.Reason = string(d.bytes(MaxText))

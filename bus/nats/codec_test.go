@@ -86,8 +86,8 @@ func TestEncodingIsCompact(t *testing.T) {
 // carries, so the encoding is extended (and its version bumped) with it.
 func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[bus.Event]():     9,
-		reflect.TypeFor[route.Message](): 12,
+		reflect.TypeFor[bus.Event]():     10,
+		reflect.TypeFor[route.Message](): 13,
 		reflect.TypeFor[route.Params]():  4,
 		// History, PromptLen and Record are set by every model for its own
 		// step.

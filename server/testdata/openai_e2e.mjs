@@ -125,26 +125,40 @@ const values = {
   min_p: { min_p: 0.1, temperature: 1 },
   repetition_penalty: { repetition_penalty: 1.2 },
   stop_token_ids: { stop_token_ids: [2] },
+  logprobs: { logprobs: true },
+  top_logprobs: { logprobs: true, top_logprobs: 2 },
 };
+// Values that differ by endpoint.
+const completionValues = { logprobs: { logprobs: 2 } };
 
-async function exercise(kind, create, base, fields) {
+async function exercise(kind, create, base, fields, own = {}) {
   const done = [];
   for (const f of fields) {
     check(f in values, 'no test value for the honoured field ' + f);
-    const params = { ...base, ...values[f] };
+    const params = { ...base, ...(own[f] || values[f]) };
     const n = params.n || 1;
     const want = params.max_tokens || params.max_completion_tokens || base.max_tokens;
     const plain = await create(params);
     check(plain.choices.length === n, kind + ' ' + f + ': ' + n + ' choices');
     check(plain.usage.completion_tokens <= n * want, kind + ' ' + f + ': usage');
+    if ('logprobs' in params) {
+      const lp = plain.choices[0].logprobs;
+      const entries = kind === 'chat' ? lp.content.length : lp.token_logprobs.length;
+      check(entries === plain.usage.completion_tokens, kind + ' ' + f + ': one logprob per token');
+    }
     const chunks = await create({ ...params, stream: true, stream_options: { include_usage: true } });
     const finished = new Set();
     let usage = null;
+    let lpEntries = 0;
     for await (const c of chunks) {
       if (c.usage) usage = c.usage;
       for (const ch of c.choices) {
         if (ch.finish_reason) finished.add(ch.index);
+        if (ch.logprobs) lpEntries += kind === 'chat' ? ch.logprobs.content.length : ch.logprobs.token_logprobs.length;
       }
+    }
+    if ('logprobs' in params) {
+      check(usage && lpEntries === usage.completion_tokens, kind + ' ' + f + ' streaming: one logprob per token, got ' + lpEntries);
     }
     check(finished.size === n, kind + ' ' + f + ' streaming: ' + n + ' finished choices, got ' + finished.size);
     check(usage && usage.completion_tokens <= n * want, kind + ' ' + f + ' streaming: usage');
@@ -159,7 +173,7 @@ summary.fields = {
     (process.env.TR_CHAT_FIELDS || '').split(',').filter(Boolean)),
   completions: await exercise('completions', (p) => client.completions.create(p),
     { model, prompt: 'Fields', max_tokens: 4 },
-    (process.env.TR_COMPLETION_FIELDS || '').split(',').filter(Boolean)),
+    (process.env.TR_COMPLETION_FIELDS || '').split(',').filter(Boolean), completionValues),
 };
 
 // A refused field is a BadRequestError naming it.
