@@ -13,29 +13,41 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 )
 
-// realPair is a preset routing between two different real models.
-func realPair(t *testing.T) (config.Model, config.Model, func(*config.Config)) {
+// realPair is a preset "pair" routing between two different real models
+// by algorithm with params.
+func realPair(t *testing.T, algorithm string, params map[string]string) (config.Model, config.Model, func(*config.Config)) {
 	dir := testmodels.Dir(t)
 	tok := filepath.Join(dir, "tok512.bin")
 	a := config.Model{Name: "stories", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.bin"), Tokenizer: tok, Threads: 1}
 	b := config.Model{Name: "xs", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Tokenizer: tok, Threads: 1}
 	return a, b, func(c *config.Config) {
 		c.Models = []config.Model{a, b}
-		c.Presets = []config.Preset{{Name: "pair", Algorithm: "r2r-random", Models: []string{"stories", "xs"}, Params: map[string]string{"p": "0.4"}}}
+		c.Presets = []config.Preset{{Name: "pair", Algorithm: algorithm, Models: []string{"stories", "xs"}, Params: params}}
 	}
 }
 
 // TestLogprobsEqualEngine: each reported log-probability is the log-softmax
 // of the logits of the model that produced the token, at that step, as a
-// direct engine call computes them; the top tokens too.
+// direct engine call computes them; the top tokens too. Under r2r-random
+// (tokens dropped and regenerated) and speculative decoding (drafts
+// verified and rolled back).
 func TestLogprobsEqualEngine(t *testing.T) {
-	a, b, edit := realPair(t)
+	for _, c := range []struct {
+		algorithm string
+		params    map[string]string
+	}{{"r2r-random", map[string]string{"p": "0.4"}}, {"speculative", map[string]string{"k": "3"}}} {
+		t.Run(c.algorithm, func(t *testing.T) { testLogprobsEqualEngine(t, c.algorithm, c.params) })
+	}
+}
+
+func testLogprobsEqualEngine(t *testing.T, algorithm string, params map[string]string) {
+	a, b, edit := realPair(t, algorithm, params)
 	e := start(t, edit)
 	var r NativeResponse
 	e.post("/generate", map[string]any{"text": "Once upon a time", "return_logprob": true, "top_logprobs_num": 3,
 		"sampling_params": map[string]any{"max_new_tokens": 24, "temperature": 0.8, "seed": 2, "presence_penalty": 0.3}}, &r)
 	lps := r.OutputTokenLogprobs
-	if len(lps) != len(r.OutputIDs) || r.Routing.TokensByModel["xs"] == 0 || r.Routing.TokensByModel["stories"] == 0 {
+	if len(lps) != len(r.OutputIDs) || r.Routing.TokensByModel["xs"] == 0 {
 		t.Fatalf("%d logprobs for %d tokens, routing %v", len(lps), len(r.OutputIDs), r.Routing.TokensByModel)
 	}
 	var tok TokenizeResponse
