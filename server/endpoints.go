@@ -58,11 +58,7 @@ type TokenizeResponse struct {
 // handleTokenize encodes a prompt or a chat with the preset's tokenizer.
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req TokenizeRequest
-	if aerr := s.decodeFields(w, r, tokenizeFields, &req); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	d, aerr := s.deployment(req.Model)
+	d, aerr := s.decodeFor(w, r, tokenizeFields, &req, &req.Model)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -90,6 +86,15 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, TokenizeResponse{Tokens: ids, Count: len(ids), MaxModelLen: d.ctxLen})
 }
 
+// decodeFor decodes a body checked against t into v and returns the
+// preset *model (a field of v) names.
+func (s *Server) decodeFor(w http.ResponseWriter, r *http.Request, t fieldTable, v any, model *string) (*deployment, *apiError) {
+	if aerr := s.decodeFields(w, r, t, v); aerr != nil {
+		return nil, aerr
+	}
+	return s.deployment(*model)
+}
+
 // encodeMessages renders a chat with d's template and encodes it.
 func (d *deployment) encodeMessages(m []chatMessage) ([]int32, *apiError) {
 	req := ChatRequest{Messages: m}
@@ -112,16 +117,11 @@ type DetokenizeRequest struct {
 // output of a generation is decoded.
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req DetokenizeRequest
-	if aerr := s.decodeFields(w, r, detokenizeFields, &req); aerr != nil {
-		writeError(w, aerr)
-		return
+	d, aerr := s.decodeFor(w, r, detokenizeFields, &req, &req.Model)
+	if aerr == nil {
+		aerr = d.checkIDs(req.Tokens, "tokens")
 	}
-	d, aerr := s.deployment(req.Model)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := d.checkIDs(req.Tokens, "tokens"); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

@@ -60,11 +60,7 @@ func TestBadRequests(t *testing.T) {
 	e := start(t, func(c *config.Config) { c.Models[0].ContextLength, c.Models[1].ContextLength = 4096, 4096 })
 	msgs := []map[string]string{{"role": "user", "content": "hi"}}
 	chat := func(kv ...any) map[string]any {
-		m := map[string]any{"model": "r2r-random", "messages": msgs}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
+		return with(map[string]any{"model": "r2r-random", "messages": msgs}, kv...)
 	}
 	for _, c := range []struct {
 		name, path string

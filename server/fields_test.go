@@ -46,26 +46,10 @@ func TestFieldDocs(t *testing.T) {
 func TestFieldRefusals(t *testing.T) {
 	e := start(t, fastSim)
 	msgs := []map[string]any{{"role": "user", "content": "hi"}}
-	chat := func(kv ...any) map[string]any {
-		m := map[string]any{"messages": msgs, "max_tokens": 2}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
-	}
-	comp := func(kv ...any) map[string]any {
-		m := map[string]any{"prompt": "a", "max_tokens": 2}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
-	}
+	chat := func(kv ...any) map[string]any { return with(map[string]any{"messages": msgs, "max_tokens": 2}, kv...) }
+	comp := func(kv ...any) map[string]any { return with(map[string]any{"prompt": "a", "max_tokens": 2}, kv...) }
 	gen := func(sp map[string]any, kv ...any) map[string]any {
-		m := map[string]any{"text": "a", "sampling_params": sp}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
+		return with(map[string]any{"text": "a", "sampling_params": sp}, kv...)
 	}
 	for _, c := range []struct {
 		name, path string

@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 // lintMetrics scrapes /metrics and fails on what promtool check metrics
@@ -57,28 +58,10 @@ func TestRequestMetrics(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRequestLog: one info line per finished request, with its id,
 // preset, tokens by model, TTFT, duration and finish reason.
 func TestRequestLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.Buffer
 	e := startWith(t, nil, Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	var r chatResponse
 	e.post("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 7}, &r)
