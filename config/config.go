@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,6 +116,9 @@ type Config struct {
 	// the process's descriptor limit). Past it, a small reserved lane still
 	// answers /health and gives every other request 503.
 	MaxConnections int `yaml:"max_connections"`
+	// CORSOrigins are the browser origins allowed to call the API
+	// ("https://app.example", or "*" for any); empty disables CORS.
+	CORSOrigins []string `yaml:"cors_origins"`
 	// Models are the model definitions presets refer to.
 	Models []Model `yaml:"models"`
 	// Presets are the names clients put in "model"; the first one also
@@ -444,6 +448,11 @@ func (c *Config) Validate() error {
 	if c.MaxConnections < 0 {
 		bad("max_connections %d is negative", c.MaxConnections)
 	}
+	for _, o := range c.CORSOrigins {
+		if o != "*" && !validOrigin(o) {
+			bad("cors origin %q: want scheme://host[:port] (no path) or *", o)
+		}
+	}
 	if !c.AllowNoKey && c.APIKey == "" && !IsLoopback(c.Host) {
 		bad("host %q is reachable from other machines and no api_key is set: set one (--api-key, $TOKENROUTER_API_KEY) or allow it explicitly (--allow-no-key, allow_no_key: true)", c.Host)
 	}
@@ -595,4 +604,11 @@ func ParseLaunch(spec string, models int, maxWait time.Duration) (sched.Launch, 
 	}
 	l.Tables = t
 	return l, nil
+}
+
+// validOrigin reports whether o is a browser origin: scheme://host[:port].
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

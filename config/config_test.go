@@ -68,6 +68,8 @@ func TestErrors(t *testing.T) {
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a], placement: spread}]\n", `placement "spread": want partitioned, time-shared or auto`},
 		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: [0, -1]}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "CPU -1 is negative"},
 		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: 0-3}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "cannot unmarshal"},
+		{"cors_origins: [\"https://app.example/path\"]\n", "cors origin"},
+		{"cors_origins: [\"app.example\"]\n", "cors origin"},
 	} {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -241,6 +241,16 @@ func (o observers) Routed(model int, moved []int) {
 	}
 }
 
+// Waited forwards a wait to every observer that watches them
+// (subserver.WaitObserver).
+func (o observers) Waited(model int, entry bool, d time.Duration) {
+	for _, x := range o {
+		if w, ok := x.(subserver.WaitObserver); ok {
+			w.Waited(model, entry, d)
+		}
+	}
+}
+
 // timeShare puts the local engines of ms behind one gate.
 func timeShare(ms []Model) []Model {
 	g := timeshare.New()
@@ -409,7 +419,7 @@ func (r *Deployment) deliver(e *bus.Event) {
 		o := r.open[e.ID]
 		r.mu.Unlock()
 		if o.s != nil {
-			o.s.Push(e.Tokens, e.By)
+			o.s.PushLogprobs(e.Tokens, e.By, e.Logprobs)
 		}
 	case bus.Done:
 		s := r.forget(e.ID)

@@ -43,6 +43,71 @@ type Sampling struct {
 	// stream derived from Seed and the position, so results do not depend
 	// on how sequences are batched.
 	Seed uint64
+	// MinP drops the tokens whose probability (after Temperature) is below
+	// MinP times the most likely token's; 0 disables it.
+	MinP float32
+	// Penalties adjust the logits before sampling (see Sampler).
+	Penalties Penalties
+	// History is every token of the sequence, those its KV cache holds
+	// followed by the ones the step appends: the penalties count the tokens
+	// before each sampled position. The runtime sets it for each step; it
+	// is only read during Step.
+	History []int32
+	// PromptLen is how many tokens at the start of History are the
+	// prompt (frequency and presence penalties count only the output).
+	PromptLen int
+	// Logprobs asks for the log-probability of every sampled token (the
+	// log-softmax of the model's own logits, before penalties and
+	// temperature) and of the TopLogprobs most likely tokens, appended to
+	// Record.
+	Logprobs    bool
+	TopLogprobs int
+	// Record receives the Logprobs of the tokens the step samples, one per
+	// sampled position. The runtime sets it for each step; nil records
+	// nothing.
+	Record *[]Logprob
+}
+
+// Logprob is what a model gave the token it sampled at a position: its
+// log-probability and the most likely tokens'.
+type Logprob struct {
+	// Pos is the token's position in the sequence.
+	Pos int32
+	// Token is the sampled token, Logprob its log-probability.
+	Token   int32
+	Logprob float32
+	// Top are the most likely tokens, most likely first.
+	Top []TokenLogprob
+}
+
+// TokenLogprob is one token's log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Penalties are the logit adjustments of a request. The zero value
+// changes nothing.
+type Penalties struct {
+	// Frequency is subtracted from a token's logit once per time it
+	// occurs in the output so far (OpenAI's frequency_penalty).
+	Frequency float32
+	// Presence is subtracted from the logit of every token that occurs in
+	// the output so far (OpenAI's presence_penalty).
+	Presence float32
+	// Repetition divides the positive logits (multiplies the negative
+	// ones) of the tokens in the prompt or the output so far; 0 and 1
+	// disable it.
+	Repetition float32
+	// Bias is added to the logits of the tokens named (OpenAI's
+	// logit_bias), in token order.
+	Bias []TokenBias
+}
+
+// TokenBias is a logit bias for one token.
+type TokenBias struct {
+	Token int32
+	Bias  float32
 }
 
 // Input is one sequence's part of a batched step.
@@ -165,6 +230,14 @@ type Embedder interface {
 // step. Like Step, it is called from the goroutine that owns the engine.
 type Turner interface {
 	Turn(ctx context.Context) (end func(), err error)
+}
+
+// KVPager is an optional Engine capability: an engine whose KV cache is
+// held in fixed-size blocks (pages) reports how many sequences hold now,
+// for metrics. Like Step, it is called from the goroutine that owns the
+// engine.
+type KVPager interface {
+	KVBlocksInUse() int
 }
 
 // Errors shared by engines; wrap them with %w so callers can match.

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,11 +28,13 @@ type metrics struct {
 	stepLatency *prometheus.HistogramVec
 	batchSize   *prometheus.HistogramVec
 	decisions   *prometheus.CounterVec
+	req         requestMetrics
 
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
 	steps, tokens, busy, restarts                             *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
+	kvBlocks, threshold                                       *prometheus.Desc
 	conns, connLimit, connsDropped                            *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
 }
@@ -73,6 +76,8 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.queue = d("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
 	m.requestsBy = d("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
+	m.kvBlocks = d("tokenrouter_model_kv_blocks", "KV cache blocks (pages) in use in the model's engine (engines that page their KV cache).", pm...)
+	m.threshold = d("tokenrouter_model_threshold", "Launch threshold in force: the batch size the model waits for at the current number of active requests.", pm...)
 	m.kv = d("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
 	m.lastBatch = d("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
 	m.lastStep = d("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
@@ -98,8 +103,10 @@ func newMetrics(s *Server) *metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
+	m.req = newRequestMetrics()
 	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.req.collectors()...)
 	return m
 }
 
@@ -110,8 +117,11 @@ func (m *metrics) handler() http.Handler {
 
 // http counts one HTTP request.
 func (m *metrics) http(path string, code int) {
-	switch path {
-	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/ready", "/metrics":
+	switch {
+	case path == "/v1/completions", path == "/v1/chat/completions", path == "/v1/models", path == "/generate",
+		path == "/tokenize", path == "/detokenize", path == "/version", path == "/health", path == "/ready", path == "/metrics":
+	case strings.HasPrefix(path, "/v1/models/"):
+		path = "/v1/models/{id}"
 	default:
 		path = "other"
 	}
@@ -138,7 +148,7 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
-		m.tunerSeconds, m.tunerPlans, m.tunerDeferred} {
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold} {
 		ch <- d
 	}
 }
@@ -174,6 +184,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			g(m.requestsBy, float64(st.Pending), p, name, "pending")
 			g(m.requestsBy, float64(st.Records), p, name, "known")
 			g(m.kv, float64(st.KVSequences), p, name)
+			if st.KVBlocks >= 0 {
+				g(m.kvBlocks, float64(st.KVBlocks), p, name)
+			}
+			g(m.threshold, float64(st.Threshold), p, name)
 			g(m.lastBatch, float64(st.LastBatch), p, name)
 			g(m.lastStep, st.LastStep.Seconds(), p, name)
 			sim := 0.0
@@ -212,9 +226,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // observer receives one preset's step and routing events from its
 // sub-servers' loops; it only updates pre-resolved metric children.
 type observer struct {
-	step  []prometheus.Observer
-	batch []prometheus.Observer
-	moves [][]prometheus.Counter
+	step    []prometheus.Observer
+	batch   []prometheus.Observer
+	handoff []prometheus.Observer
+	queue   prometheus.Observer
+	moves   [][]prometheus.Counter
 	// decisions and away count the first model's decisions.
 	decisions, away atomic.Uint64
 }
@@ -222,8 +238,10 @@ type observer struct {
 // observer builds d's observer (d's models must be filled in).
 func (m *metrics) observer(d *deployment) *observer {
 	n := len(d.models)
-	o := &observer{step: make([]prometheus.Observer, n), batch: make([]prometheus.Observer, n), moves: make([][]prometheus.Counter, n)}
+	o := &observer{step: make([]prometheus.Observer, n), batch: make([]prometheus.Observer, n), moves: make([][]prometheus.Counter, n),
+		handoff: make([]prometheus.Observer, n), queue: m.req.queue.WithLabelValues(d.name)}
 	for i, mi := range d.models {
+		o.handoff[i] = m.req.handoffWait.WithLabelValues(d.name, mi.name)
 		o.step[i] = m.stepLatency.WithLabelValues(d.name, mi.name)
 		o.batch[i] = m.batchSize.WithLabelValues(d.name, mi.name)
 		o.moves[i] = make([]prometheus.Counter, n)

@@ -41,6 +41,9 @@ func TestRealModels(t *testing.T) {
 		t.Fatalf("gguf: %q %+v", nr.Text, nr.Routing)
 	}
 	t.Logf("gguf: %q", nr.Text)
+	if body := lintMetrics(t, e); !strings.Contains(body, `tokenrouter_model_kv_blocks{model="gguf",preset="gguf-only"}`) {
+		t.Errorf("metrics lack the KV blocks of the cpu engine")
+	}
 	d, _ := e.s.deployment("gguf-only")
 	if d.template.Name() != "plain" || d.simulated() || d.text.sim {
 		t.Fatalf("gguf deployment: template %v simulated %v", d.template.Name(), d.simulated())

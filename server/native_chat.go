@@ -18,10 +18,7 @@ func (s *Server) renderMessages(nr *NativeRequest) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	segs, err := d.template.Render(msgs, d.text.chat)
-	if err != nil {
-		return badRequest("messages", "invalid_value", "%v", err)
-	}
-	nr.InputIDs, nr.Messages = d.text.encodeChat(segs), nil
-	return nil
+	nr.InputIDs, aerr = d.encodeChat(msgs)
+	nr.Messages = nil
+	return aerr
 }

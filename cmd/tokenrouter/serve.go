@@ -26,7 +26,7 @@ type serveFlags struct {
 	port, maxInFlight, defaultMaxTokens                                         int
 	maxBody                                                                     int64
 	p                                                                           float64
-	params, models, threads, cpus                                               []string
+	params, models, threads, cpus, corsOrigins                                  []string
 	maxWait, shutdownTimeout                                                    time.Duration
 	// Client-facing limits: timeouts, the connection cap, open listening.
 	writeTimeout, readHeaderTimeout, bodyTimeout, idleTimeout time.Duration
@@ -121,6 +121,7 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", config.DefaultIdleTimeout, "close a kept-alive connection idle this long")
 	fl.IntVar(&f.maxConns, "max-connections", 0, "connections served at once (0: the descriptor limit less a margin); past it /health still answers and other requests get 503")
 	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
+	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "allow browser calls from this origin (scheme://host[:port], or * for any; repeatable; default: no CORS)")
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
 	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
 	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file: for llama2.c checkpoints (tokenizer.bin or .model), or a Hugging Face tokenizer.json (or its folder)")
@@ -207,6 +208,9 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if changed("allow-no-key") {
 		cfg.AllowNoKey = f.allowNoKey
 	}
+	if changed("cors-origin") {
+		cfg.CORSOrigins = f.corsOrigins
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -282,7 +286,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			}
 		}
 		lvl, _ := cmd.Flags().GetString("log-level")
-		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl,
+		format, _ := cmd.Flags().GetString("log-format")
+		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl, logFormat: format,
 			joinTimeout: f.joinTimeout, secrets: secrets, log: log}.deploy
 		log.Info("scale out", "processes", f.processes, "nats", f.natsURL)
 	}

@@ -29,6 +29,7 @@ type clusterDeploy struct {
 	prefix      string // the subject prefix of a joined deployment
 	binary      string // the subserver executable ("": this executable)
 	logLevel    string // the children's --log-level
+	logFormat   string // the children's --log-format
 	joinTimeout time.Duration
 	// secrets authenticate to an external NATS server (nats); joining
 	// also takes the deployment's message key from them (--processes
@@ -65,6 +66,9 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		}
 		if c.logLevel != "" {
 			a = append(a, "--log-level", c.logLevel)
+		}
+		if c.logFormat != "" {
+			a = append(a, "--log-format", c.logFormat)
 		}
 		args[i] = a
 	}

@@ -65,22 +65,7 @@ func TestMain(m *testing.M) {
 }
 
 // logBuffer collects log lines (the front end's and the children's).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ testkit.Buffer }
 
 var startedRE = regexp.MustCompile(`msg="sub-server process started" preset=\S+ model=(\S+) pid=(\d+)`)
 
