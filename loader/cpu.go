@@ -37,7 +37,8 @@ func cpuKind() Kind {
 			return checkCPUs(m.CPUs)
 		},
 		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
-			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength})
+			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength,
+				NoPrefixCache: m.NoPrefixCache})
 		},
 		Text: cpuText,
 	}
