@@ -18,6 +18,7 @@ func (s *Server) renderMessages(nr *NativeRequest) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	nr.InputIDs, nr.Messages = d.text.encodeChat(d.family.Render(msgs)), nil
-	return nil
+	nr.InputIDs, aerr = d.encodeChat(msgs)
+	nr.Messages = nil
+	return aerr
 }

@@ -259,17 +259,13 @@ func (s *Server) deployment(name string) (*deployment, *apiError) {
 	if d, ok := s.byName[name]; ok {
 		return d, nil
 	}
-	have := make([]string, len(s.deps))
-	for i, d := range s.deps {
-		have[i] = d.name
-	}
-	return nil, errNotFoundModel(name, have)
+	return nil, errNotFoundModel(name, s.presetNames())
 }
 
 // admit counts a generation request in flight, or refuses it.
 func (s *Server) admit() (release func(), _ *apiError) {
 	if s.draining.Load() {
-		return nil, errUnavailable("The server is shutting down")
+		return nil, errShuttingDown("The server is shutting down")
 	}
 	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
@@ -295,6 +291,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/chat/completions", api(http.MethodPost, s.handleChat))
 	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
 	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
+	mux.Handle("/v1/models/{id...}", api(http.MethodGet, s.handleModel))
+	mux.Handle("/tokenize", api(http.MethodPost, s.handleTokenize))
+	mux.Handle("/detokenize", api(http.MethodPost, s.handleDetokenize))
+	mux.Handle("/version", s.wrap(http.MethodGet, false, s.handleVersion))
 	mux.Handle("/metrics", api(http.MethodGet, s.metrics.handler().ServeHTTP))
 	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
 	mux.Handle("/ready", s.wrap(http.MethodGet, false, s.handleReady))
@@ -302,7 +302,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
 	}))
-	return mux
+	return s.cors(mux)
 }
 
 // statusRecorder remembers the status code for metrics and bounds every
@@ -363,7 +363,7 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 			writeError(rec, errUnauthorized(s.authMessage(r)))
 		case auth && s.draining.Load():
 			rec.Header().Set("Connection", "close")
-			writeError(rec, errUnavailable("The server is shutting down"))
+			writeError(rec, errShuttingDown("The server is shutting down"))
 		default:
 			h(rec, r)
 		}

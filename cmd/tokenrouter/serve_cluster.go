@@ -29,6 +29,7 @@ type clusterDeploy struct {
 	prefix      string // the subject prefix of a joined deployment
 	binary      string // the subserver executable ("": this executable)
 	logLevel    string // the children's --log-level
+	logFormat   string // the children's --log-format
 	joinTimeout time.Duration
 	// secrets authenticate to an external NATS server (nats); joining
 	// also takes the deployment's message key from them (--processes
@@ -65,6 +66,9 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		}
 		if c.logLevel != "" {
 			a = append(a, "--log-level", c.logLevel)
+		}
+		if c.logFormat != "" {
+			a = append(a, "--log-format", c.logFormat)
 		}
 		args[i] = a
 	}
@@ -104,7 +108,11 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 // the model's description as one YAML value and the policy as one JSON
 // value.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	for _, p := range []*string{&m.Path, &m.Tokenizer} {
+	paths := []*string{&m.Path, &m.Tokenizer}
+	if config.IsTemplateFile(m.ChatTemplate) {
+		paths = append(paths, &m.ChatTemplate)
+	}
+	for _, p := range paths {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
 			if err != nil {

@@ -65,22 +65,7 @@ func TestMain(m *testing.M) {
 }
 
 // logBuffer collects log lines (the front end's and the children's).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ testkit.Buffer }
 
 var startedRE = regexp.MustCompile(`msg="sub-server process started" preset=\S+ model=(\S+) pid=(\d+)`)
 
@@ -270,6 +255,21 @@ func TestServeProcesses(t *testing.T) {
 	bothModels(t, "streaming", res, err)
 	if !res.done {
 		t.Fatalf("stream without [DONE]: %+v", res)
+	}
+	// Structured output: each child masks its draws with its own vocabulary.
+	body, _ := json.Marshal(map[string]any{"model": "r2r-random", "text": "Tell me a story",
+		"sampling_params": map[string]any{"max_new_tokens": 400, "json_schema": map[string]any{"type": "object",
+			"properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []string{"n"}}}})
+	resp, err := f.client.Post(f.url+"/generate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen struct{ Text string }
+	err = json.NewDecoder(resp.Body).Decode(&gen)
+	resp.Body.Close()
+	var obj struct{ N *int64 }
+	if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(gen.Text), &obj) != nil || obj.N == nil {
+		t.Fatalf("json_schema across processes: HTTP %d %q (%v)", resp.StatusCode, gen.Text, err)
 	}
 	// /metrics reports the children's counters from their heartbeats.
 	waitFor(t, 5*time.Second, "/metrics to report both children's steps", func() bool {

@@ -60,6 +60,8 @@ func TestConformance(t *testing.T) {
 	}{
 		{"stories260K", opts(file("stories260K.gguf"), 2)},
 		{"qwen3-q8_0", opts(generated(qwen3, 4), 1)},
+		{"gemma3-q8_0", opts(generated(archShape("gemma3", gguf.Q8_0), 5), 1)}, // sliding windows of 4
+		{"phi3-q4_1", opts(generated(archShape("phi3", gguf.Q4_1), 6), 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) { enginetest.Run(t, c.o) })
 	}

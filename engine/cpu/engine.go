@@ -1,12 +1,16 @@
-// Package cpu is a pure-Go transformer engine for llama-family weights:
-// llama (llama2.c checkpoints and GGUF), qwen2 (q/k/v biases) and qwen3
-// (q/k RMSNorm), with grouped-query attention, rotary embeddings in each
-// architecture's GGUF layout, F32/F16/BF16/Q8_0/Q4_0 weights, a paged
-// per-sequence KV cache with truncate, release and a memory budget, and one
-// batched step over many sequences mixing extends and decodes in which every
-// weight matrix is read once for the whole batch. Kernels run on a fixed
-// worker pool owned by the engine and stopped by Close; a step in steady
-// state allocates nothing.
+// Package cpu is a pure-Go transformer engine for the GGUF architectures
+// llama (also llama2.c checkpoints; Llama 3.x rope scaling, sliding windows
+// where the file declares one), qwen2 (q/k/v biases), qwen3 (q/k RMSNorm),
+// gemma2 and gemma3 (scaled embeddings, post-attention and post-FFN norms,
+// GELU gates, soft-capping, sliding-window layers interleaved with global
+// ones) and phi3 (fused QKV and gate-up, longrope scaling), with
+// grouped-query attention, rotary embeddings in each architecture's GGUF
+// layout, F32/F16/BF16, legacy and K-quant weights, a paged per-sequence
+// KV cache with truncate, release and a memory budget, and one batched step
+// over many sequences mixing extends and decodes in which every weight
+// matrix is read once for the whole batch. Kernels run on a fixed worker
+// pool owned by the engine and stopped by Close; a step in steady state
+// allocates nothing.
 package cpu
 
 import (
@@ -71,8 +75,9 @@ type Engine struct {
 	pool *pool
 	kv   *kvPool
 
-	invFreq []float64 // per rotary pair
-	scale   float32   // 1/sqrt(headDim)
+	ropes  [][]float64 // per rotary table, the angular frequency of each pair
+	mscale []float64   // per rotary table, the factor of cos and sin
+	scale  float32     // 1/sqrt(headDim)
 
 	seqs    map[engine.SeqID]*sequence
 	spare   []*sequence
@@ -94,7 +99,7 @@ type Engine struct {
 	set               *kernels.Set
 	scores            kernels.ScoresFunc
 	values            kernels.ValuesFunc
-	swiglu            kernels.SwiGLUFunc
+	glu               kernels.SwiGLUFunc // the FFN's gated activation
 	expShift          kernels.ExpShiftFunc
 	at                attnTask
 	qt                qkvTask
@@ -187,15 +192,17 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	if e.kv.maxBlocks < 1 {
 		return nil, fmt.Errorf("cpu: KV budget of %d bytes holds less than one block of %d tokens: %w", budget, blockTokens, engine.ErrOutOfMemory)
 	}
-	e.invFreq = make([]float64, c.ropeDim/2)
-	for j := range e.invFreq {
-		e.invFreq[j] = math.Pow(c.ropeBase, -2*float64(j)/float64(c.ropeDim))
-		if w.ropeFreqs != nil && w.ropeFreqs[j] != 0 {
-			e.invFreq[j] /= float64(w.ropeFreqs[j])
-		}
+	e.ropes = [][]float64{c.rope.invFreq(c.ropeDim, c.ctx)}
+	e.mscale = []float64{c.rope.mscale}
+	if c.localRope {
+		e.ropes = append(e.ropes, c.ropeLocal.invFreq(c.ropeDim, c.ctx))
+		e.mscale = append(e.mscale, c.ropeLocal.mscale)
 	}
 	e.scores, e.values = set.Attention()
-	e.swiglu = set.SwiGLU()
+	e.glu = set.SwiGLU()
+	if c.gelu {
+		e.glu = set.GeGLU()
+	}
 	e.expShift = set.ExpShift()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e

@@ -51,7 +51,7 @@ func splitRows(rows, p, parts int) (lo, hi int) {
 }
 
 // mmInput is the input of a multiplication: T rows of cols values at x,
-// taken as they are, or first turned into silu(x)·u in place when u is
+// taken as they are, or first turned into glu(x)·u in place when u is
 // set, or into rmsnorm(x)·norm written to normed when norm is set.
 type mmInput struct {
 	x, u         []float32
@@ -70,13 +70,13 @@ func (in *mmInput) rows() []float32 {
 // prepTask readies rows of a multiplication's input (see mmInput) and
 // quantises them into form act.
 type prepTask struct {
-	in     mmInput
-	eps    float32
-	swiglu kernels.SwiGLUFunc
-	act    kernels.Act
-	buf    []byte
-	rb     int
-	parts  int
+	in    mmInput
+	eps   float32
+	glu   kernels.SwiGLUFunc
+	act   kernels.Act
+	buf   []byte
+	rb    int
+	parts int
 }
 
 func (t *prepTask) do(_, part int) {
@@ -88,7 +88,7 @@ func (t *prepTask) do(_, part int) {
 		case in.norm != nil:
 			rmsnorm(in.normed[r*n:(r+1)*n], in.x[r*n:(r+1)*n], in.norm, t.eps)
 		case in.u != nil:
-			t.swiglu(in.x[r*n:(r+1)*n], in.u[r*n:(r+1)*n])
+			t.glu(in.x[r*n:(r+1)*n], in.u[r*n:(r+1)*n])
 		}
 	}
 	if t.act != kernels.ActF32 {
@@ -107,7 +107,7 @@ const prepParallelRows = 4
 // pool.
 func (e *Engine) actRows(worker int, pooled bool, in mmInput, a kernels.Act) ([]byte, int) {
 	t := &e.scratch[worker].prep
-	*t = prepTask{in: in, eps: e.cfg.eps, swiglu: e.swiglu, act: a, parts: 1}
+	*t = prepTask{in: in, eps: e.cfg.eps, glu: e.glu, act: a, parts: 1}
 	if a == kernels.ActF32 {
 		t.rb = 4 * in.cols
 	} else {
@@ -189,37 +189,32 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 	lf, kvd := e.kv.layerFloats, e.kv.kvDim
 	ss := e.scoreStride()
 	scores := e.scratch[worker].scores
+	window := e.w.layers[layer].window
 	for u := lo; u < hi; u++ {
 		r, g := u/c.kvHeads, u%c.kvHeads
 		s := e.rowSeq[r]
 		n := e.rowPos[r] + 1
+		first := 0 // the first position attended to
+		if window > 0 && n > window {
+			first = n - window
+		}
+		b0 := first / blockTokens
 		kOff := layer*lf + g*hd*blockTokens
 		vOff := layer*lf + blockTokens*kvd + g*hd
 		q := e.q[r*qd+g*group*hd : r*qd+(g+1)*group*hd]
-		for b := 0; b*blockTokens < n; b++ {
+		for b := b0; b*blockTokens < n; b++ {
 			blk := e.kv.blocks[s.blocks[b]]
 			e.scores(q, hd, blk[kOff:kOff+hd*blockTokens], scores[b*blockTokens:], ss)
 		}
 		for j := range group {
 			h := g*group + j
-			sc := scores[j*ss : j*ss+n]
-			mx := float32(math.Inf(-1))
-			for _, v := range sc {
-				if v > mx { // NaN scores are skipped here; they still reach the sum
-					mx = v
-				}
-			}
-			e.expShift(sc, mx, e.scale)
-			var sum float32
-			for _, v := range sc {
-				sum += v
-			}
+			sum := e.softmax(scores[j*ss+first : j*ss+n])
 			out := e.att[r*qd+h*hd : r*qd+(h+1)*hd]
 			clear(out)
-			for b := 0; b*blockTokens < n; b++ {
+			for b := b0; b*blockTokens < n; b++ {
 				blk := e.kv.blocks[s.blocks[b]]
-				m := min(blockTokens, n-b*blockTokens)
-				e.values(sc[b*blockTokens:b*blockTokens+m], blk[vOff:], kvd, out)
+				p0, p1 := max(first, b*blockTokens), min(n, (b+1)*blockTokens)
+				e.values(scores[j*ss+p0:j*ss+p1], blk[vOff+(p0-b*blockTokens)*kvd:], kvd, out)
 			}
 			inv := 1 / sum
 			for i := range out {
@@ -227,6 +222,30 @@ func (e *Engine) attend(worker, layer, lo, hi int) {
 			}
 		}
 	}
+}
+
+// softmax turns raw scores q·k into e^(s−max) for the scaled (and, with
+// soft-capping, capped) scores s and returns their sum.
+func (e *Engine) softmax(sc []float32) float32 {
+	scale := e.scale
+	if limit := e.cfg.attnCap; limit > 0 {
+		for i, v := range sc {
+			sc[i] = limit * float32(math.Tanh(float64(v*scale/limit)))
+		}
+		scale = 1
+	}
+	mx := float32(math.Inf(-1))
+	for _, v := range sc {
+		if v > mx { // NaN scores are skipped here; they still reach the sum
+			mx = v
+		}
+	}
+	e.expShift(sc, mx, scale)
+	var sum float32
+	for _, v := range sc {
+		sum += v
+	}
+	return sum
 }
 
 // scoreStride is the distance between two heads' scores in a worker's
@@ -249,7 +268,7 @@ func (e *Engine) ensure(T, O int) {
 	e.v = grow(e.v, T*c.kvDim())
 	e.hb = grow(e.hb, T*c.hidden)
 	e.hb2 = grow(e.hb2, T*c.hidden)
-	e.cosSin = grow(e.cosSin, T*c.ropeDim)
+	e.cosSin = grow(e.cosSin, T*len(e.ropes)*c.ropeDim)
 	e.outRows = grow(e.outRows, O)
 	e.hn = grow(e.hn, O*c.dim)
 	e.logits = grow(e.logits, O*c.vocab)
@@ -263,6 +282,13 @@ func (e *Engine) ensure(T, O int) {
 
 func (e *Engine) embed(tok int32, dst []float32) {
 	e.w.embd.row(int(tok), dst)
+}
+
+// cosSinOf returns row r's cos and sin of rotary table t.
+func (e *Engine) cosSinOf(r, t int) []float64 {
+	n := e.cfg.ropeDim
+	i := (r*len(e.ropes) + t) * n
+	return e.cosSin[i : i+n]
 }
 
 // rope rotates the first ropeDim dimensions of each head of v (n heads).
@@ -309,11 +335,19 @@ func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error
 		for j, tok := range in[i].Tokens {
 			pos := s.n + j
 			e.rowSeq[r], e.rowPos[r] = s, pos
-			e.embed(tok, e.x[r*dim:(r+1)*dim])
-			cs := e.cosSin[r*c.ropeDim : (r+1)*c.ropeDim]
-			for k := range half {
-				sin, cos := math.Sincos(float64(pos) * e.invFreq[k])
-				cs[2*k], cs[2*k+1] = cos, sin
+			x := e.x[r*dim : (r+1)*dim]
+			e.embed(tok, x)
+			if c.embedScale != 0 {
+				for i := range x {
+					x[i] *= c.embedScale
+				}
+			}
+			for t, freq := range e.ropes {
+				cs, ms := e.cosSinOf(r, t), e.mscale[t]
+				for k := range half {
+					sin, cos := math.Sincos(float64(pos) * freq[k])
+					cs[2*k], cs[2*k+1] = cos*ms, sin*ms
+				}
 			}
 			if j >= first {
 				e.outRows[o] = r
@@ -443,10 +477,22 @@ func (e *Engine) layer(worker, l, r0, r1, attnParts int) {
 		e.attend(worker, l, r0*c.kvHeads, r1*c.kvHeads)
 	}
 	e.mul(worker, pooled, mmInput{x: e.att[r0*qd : r1*qd], T: T, cols: qd}, mmJob{&ly.wo, xo})
-	axpy(1, xo, x)
+	e.residual(x, xo, ly.postAttn)
 	e.mul(worker, pooled, mmInput{x: x, norm: ly.ffnNorm, normed: xb, T: T, cols: dim}, mmJob{&ly.gate, hb}, mmJob{&ly.up, hb2})
 	e.mul(worker, pooled, mmInput{x: hb, u: hb2, T: T, cols: hid}, mmJob{&ly.down, xo})
-	axpy(1, xo, x)
+	e.residual(x, xo, ly.postFFN)
+}
+
+// residual adds the rows of a sublayer's output o to x, each first
+// normalised by norm when there is one.
+func (e *Engine) residual(x, o, norm []float32) {
+	if norm != nil {
+		n := e.cfg.dim
+		for r := 0; r < len(o)/n; r++ {
+			rmsnorm(o[r*n:(r+1)*n], o[r*n:(r+1)*n], norm, e.cfg.eps)
+		}
+	}
+	axpy(1, o, x)
 }
 
 // qkvTask finishes the query, key and value rows of one layer (see
@@ -492,7 +538,7 @@ func (e *Engine) qkvRows(l, r0, r1 int) {
 				rmsnorm(x, x, ly.kNorm, c.eps)
 			}
 		}
-		cs := e.cosSin[r*c.ropeDim : (r+1)*c.ropeDim]
+		cs := e.cosSinOf(r, ly.rope)
 		e.rope(q, c.heads, cs)
 		e.rope(k, c.kvHeads, cs)
 		s, pos := e.rowSeq[r], e.rowPos[r]
@@ -511,7 +557,13 @@ func (e *Engine) head(worker, o0, o1 int, pooled bool) {
 		rmsnorm(e.hn[o*dim:(o+1)*dim], e.x[r*dim:(r+1)*dim], e.w.outNorm, c.eps)
 	}
 	if o1 > o0 {
-		e.mul(worker, pooled, mmInput{x: e.hn[o0*dim : o1*dim], T: o1 - o0, cols: dim}, mmJob{&e.w.output, e.logits[o0*c.vocab : o1*c.vocab]})
+		logits := e.logits[o0*c.vocab : o1*c.vocab]
+		e.mul(worker, pooled, mmInput{x: e.hn[o0*dim : o1*dim], T: o1 - o0, cols: dim}, mmJob{&e.w.output, logits})
+		if limit := c.finalCap; limit > 0 {
+			for i, v := range logits {
+				logits[i] = limit * float32(math.Tanh(float64(v/limit)))
+			}
+		}
 	}
 }
 
@@ -529,7 +581,11 @@ func (e *Engine) finish(in []engine.Input, out []engine.Output) {
 		for j := range n {
 			row := o + j
 			p := s.n + len(ip.Tokens) - n + j + 1 // position the sampled token will take
-			e.tokens[row] = e.sample(e.logits[row*c.vocab:(row+1)*c.vocab], ip.Sampling, p)
+			logits := e.logits[row*c.vocab : (row+1)*c.vocab]
+			if allow := ip.AllowFor(len(ip.Tokens) - n + j); allow != nil {
+				engine.Restrict(logits, allow)
+			}
+			e.tokens[row] = e.sample(logits, ip.Sampling, p)
 		}
 		last := o + n - 1
 		res := engine.Output{Token: e.tokens[last]}

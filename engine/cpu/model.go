@@ -26,6 +26,14 @@ type config struct {
 	ropeNeox       bool // rotate (i, i+ropeDim/2) pairs instead of adjacent ones
 	eps            float32
 	bos, eos       int32
+
+	rope, ropeLocal   ropeSpec // ropeLocal: sliding layers with localRope
+	localRope         bool
+	window            int // sliding-window length (0: none)
+	swaPattern        int // see archSpec.swaPattern
+	embedScale        float32
+	attnCap, finalCap float32 // soft-capping of attention scores and logits (0: none)
+	gelu              bool    // GELU-tanh gated FFN instead of SwiGLU
 }
 
 func (c *config) qDim() int  { return c.heads * c.headDim }
@@ -51,19 +59,21 @@ func (m *matrix) row(r int, buf []float32) []float32 {
 
 type layer struct {
 	attnNorm, ffnNorm []float32
-	qNorm, kNorm      []float32 // qwen3
+	postAttn, postFFN []float32 // gemma: norms of the attention and FFN outputs
+	qNorm, kNorm      []float32 // qwen3, gemma3
 	bq, bk, bv        []float32 // qwen2
 	wq, wk, wv, wo    matrix
 	gate, up, down    matrix
+	window            int // sliding window (0: attend to every position)
+	rope              int // index of the layer's rotary table
 }
 
 type weights struct {
-	embd      matrix
-	outNorm   []float32
-	output    matrix
-	ropeFreqs []float32 // optional per-pair frequency divisors (Llama 3.1)
-	layers    []layer
-	file      *gguf.File // the mapped file the weights are in, if the engine opened it
+	embd    matrix
+	outNorm []float32
+	output  matrix
+	layers  []layer
+	file    *gguf.File // the mapped file the weights are in, if the engine opened it
 }
 
 // matrices lists the matrices that multiply activations (all but the
@@ -159,6 +169,7 @@ func fromCheckpoint(ck *llama2c.Checkpoint) (*config, *weights) {
 		bos: 1, eos: 2,
 	}
 	c.ropeDim = c.headDim
+	c.rope = ropeSpec{base: c.ropeBase, scale: 1, mscale: 1}
 	d, h, kv := c.dim, c.hidden, c.kvDim()
 	w := &weights{
 		embd:    f32Matrix(c.vocab, d, ck.TokenEmbedding),
@@ -183,67 +194,17 @@ func fromCheckpoint(ck *llama2c.Checkpoint) (*config, *weights) {
 
 func fromGGUF(f *gguf.File) (*config, *weights, error) {
 	arch := f.Arch()
-	c := &config{arch: arch, name: arch, ropeBase: 10000, eps: 1e-5, bos: -1, eos: -1}
-	switch arch {
-	case "llama":
-	case "qwen2", "qwen3":
-		c.ropeNeox = true
-		c.eps = 1e-6
-	default:
-		return nil, nil, fmt.Errorf("cpu: architecture %q is not supported (want llama, qwen2 or qwen3)", arch)
+	spec, err := archConventions(arch)
+	if err != nil {
+		return nil, nil, err
 	}
+	c := &config{arch: arch, name: arch, ropeBase: 10000, eps: spec.eps, bos: -1, eos: -1, ropeNeox: spec.neox, localRope: spec.localRope}
 	if s, ok := f.String("general.name"); ok && s != "" {
 		c.name = s
 	}
-	u := func(key string, dst *int, required bool) error {
-		v, ok := f.Uint(arch + "." + key)
-		if !ok {
-			if required {
-				return fmt.Errorf("cpu: GGUF lacks %s.%s", arch, key)
-			}
-			return nil
-		}
-		if v > math.MaxInt32 {
-			return fmt.Errorf("cpu: %s.%s = %d is too large", arch, key, v)
-		}
-		*dst = int(v)
-		return nil
-	}
-	for _, e := range []struct {
-		key string
-		dst *int
-		req bool
-	}{
-		{"embedding_length", &c.dim, true}, {"feed_forward_length", &c.hidden, true},
-		{"block_count", &c.layers, true}, {"attention.head_count", &c.heads, true},
-		{"context_length", &c.ctx, true},
-	} {
-		if err := u(e.key, e.dst, e.req); err != nil {
-			return nil, nil, err
-		}
-	}
-	c.kvHeads = c.heads
-	if err := u("attention.head_count_kv", &c.kvHeads, false); err != nil {
+	m := meta{f: f, arch: arch}
+	if err := c.readHyper(m); err != nil {
 		return nil, nil, err
-	}
-	if c.heads > 0 {
-		c.headDim = c.dim / c.heads
-	}
-	if err := u("attention.key_length", &c.headDim, false); err != nil {
-		return nil, nil, err
-	}
-	c.ropeDim = c.headDim
-	if err := u("rope.dimension_count", &c.ropeDim, false); err != nil {
-		return nil, nil, err
-	}
-	if v, ok := f.Float(arch + ".rope.freq_base"); ok {
-		c.ropeBase = v
-	}
-	if v, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
-		c.eps = float32(v)
-	}
-	if v, ok := f.Uint(arch + ".attention.value_length"); ok && int(v) != c.headDim {
-		return nil, nil, fmt.Errorf("cpu: value_length %d differs from key_length %d", v, c.headDim)
 	}
 	if v, ok := f.Uint("tokenizer.ggml.bos_token_id"); ok && v < math.MaxInt32 {
 		c.bos = int32(v)
@@ -265,72 +226,160 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 	if c.eos >= int32(c.vocab) {
 		c.eos = -1
 	}
+	l := &tensorLoader{f: f}
+	if err := c.readRope(m, l.factors); err != nil {
+		return nil, nil, err
+	}
+	if l.err != nil {
+		return nil, nil, l.err
+	}
+	if err := c.readLayout(m, spec); err != nil {
+		return nil, nil, err
+	}
 	w := &weights{}
-	var err error
-	mat := func(name string, rows, cols int) matrix {
-		if err != nil {
-			return matrix{}
-		}
-		var m matrix
-		m, err = ggufMatrix(f, name, rows, cols)
-		return m
-	}
-	vec := func(name string, n int, optional bool) []float32 {
-		if err != nil {
-			return nil
-		}
-		if _, ok := f.Tensor(name); !ok {
-			if !optional {
-				err = fmt.Errorf("cpu: GGUF lacks tensor %s", name)
-			}
-			return nil
-		}
-		var m matrix
-		m, err = ggufMatrix(f, name, 1, n)
-		if err != nil {
-			return nil
-		}
-		return m.row(0, make([]float32, n))
-	}
-	qd, kvd := c.qDim(), c.kvDim()
-	w.embd = mat("token_embd.weight", c.vocab, c.dim)
-	w.outNorm = vec("output_norm.weight", c.dim, false)
+	w.embd = l.mat("token_embd.weight", c.vocab, c.dim)
+	w.outNorm = l.vec("output_norm.weight", c.dim, false)
 	if _, ok := f.Tensor("output.weight"); ok {
-		w.output = mat("output.weight", c.vocab, c.dim)
+		w.output = l.mat("output.weight", c.vocab, c.dim)
 	} else {
 		w.output = w.embd
 	}
-	if _, ok := f.Tensor("rope_freqs.weight"); ok {
-		w.ropeFreqs = vec("rope_freqs.weight", c.ropeDim/2, false)
+	for i := range c.layers {
+		w.layers = append(w.layers, c.loadLayer(l, spec, i))
 	}
-	for l := range c.layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		ly := layer{
-			attnNorm: vec(p+"attn_norm.weight", c.dim, false),
-			ffnNorm:  vec(p+"ffn_norm.weight", c.dim, false),
-			wq:       mat(p+"attn_q.weight", qd, c.dim),
-			wk:       mat(p+"attn_k.weight", kvd, c.dim),
-			wv:       mat(p+"attn_v.weight", kvd, c.dim),
-			wo:       mat(p+"attn_output.weight", c.dim, qd),
-			gate:     mat(p+"ffn_gate.weight", c.hidden, c.dim),
-			up:       mat(p+"ffn_up.weight", c.hidden, c.dim),
-			down:     mat(p+"ffn_down.weight", c.dim, c.hidden),
-		}
-		if arch == "qwen2" {
-			ly.bq = vec(p+"attn_q.bias", qd, true)
-			ly.bk = vec(p+"attn_k.bias", kvd, true)
-			ly.bv = vec(p+"attn_v.bias", kvd, true)
-		}
-		if arch == "qwen3" {
-			ly.qNorm = vec(p+"attn_q_norm.weight", c.headDim, false)
-			ly.kNorm = vec(p+"attn_k_norm.weight", c.headDim, false)
-		}
-		w.layers = append(w.layers, ly)
-	}
-	if err != nil {
-		return nil, nil, err
+	if l.err != nil {
+		return nil, nil, l.err
 	}
 	return c, w, nil
+}
+
+// readHyper reads the sizes, the rotary base and the norm epsilon.
+func (c *config) readHyper(m meta) error {
+	for _, e := range []struct {
+		key string
+		dst *int
+		req bool
+	}{
+		{"embedding_length", &c.dim, true}, {"feed_forward_length", &c.hidden, true},
+		{"block_count", &c.layers, true}, {"attention.head_count", &c.heads, true},
+		{"context_length", &c.ctx, true},
+	} {
+		if err := m.uint(e.key, e.dst, e.req); err != nil {
+			return err
+		}
+	}
+	c.kvHeads = c.heads
+	if err := m.uint("attention.head_count_kv", &c.kvHeads, false); err != nil {
+		return err
+	}
+	if c.heads > 0 {
+		c.headDim = c.dim / c.heads
+	}
+	if err := m.uint("attention.key_length", &c.headDim, false); err != nil {
+		return err
+	}
+	c.ropeDim = c.headDim
+	if err := m.uint("rope.dimension_count", &c.ropeDim, false); err != nil {
+		return err
+	}
+	c.ropeBase = m.float("rope.freq_base", c.ropeBase)
+	c.eps = float32(m.float("attention.layer_norm_rms_epsilon", float64(c.eps)))
+	if v, ok := m.f.Uint(m.arch + ".attention.value_length"); ok && int(v) != c.headDim {
+		return fmt.Errorf("cpu: value_length %d differs from key_length %d", v, c.headDim)
+	}
+	return nil
+}
+
+// loadLayer wraps block i's tensors.
+func (c *config) loadLayer(l *tensorLoader, spec archSpec, i int) layer {
+	qd, kvd := c.qDim(), c.kvDim()
+	p := fmt.Sprintf("blk.%d.", i)
+	ly := layer{
+		attnNorm: l.vec(p+"attn_norm.weight", c.dim, false),
+		ffnNorm:  l.vec(p+"ffn_norm.weight", c.dim, false),
+		wo:       l.mat(p+"attn_output.weight", c.dim, qd),
+		down:     l.mat(p+"ffn_down.weight", c.dim, c.hidden),
+	}
+	if _, ok := l.f.Tensor(p + "attn_qkv.weight"); spec.fused && ok {
+		qkv := l.mat(p+"attn_qkv.weight", qd+2*kvd, c.dim)
+		ly.wq, ly.wk, ly.wv = qkv.rowRange(0, qd), qkv.rowRange(qd, qd+kvd), qkv.rowRange(qd+kvd, qd+2*kvd)
+	} else {
+		ly.wq = l.mat(p+"attn_q.weight", qd, c.dim)
+		ly.wk = l.mat(p+"attn_k.weight", kvd, c.dim)
+		ly.wv = l.mat(p+"attn_v.weight", kvd, c.dim)
+	}
+	if spec.fused {
+		gu := l.mat(p+"ffn_up.weight", 2*c.hidden, c.dim)
+		ly.gate, ly.up = gu.rowRange(0, c.hidden), gu.rowRange(c.hidden, 2*c.hidden)
+	} else {
+		ly.gate = l.mat(p+"ffn_gate.weight", c.hidden, c.dim)
+		ly.up = l.mat(p+"ffn_up.weight", c.hidden, c.dim)
+	}
+	if spec.biases {
+		ly.bq = l.vec(p+"attn_q.bias", qd, true)
+		ly.bk = l.vec(p+"attn_k.bias", kvd, true)
+		ly.bv = l.vec(p+"attn_v.bias", kvd, true)
+	}
+	if spec.qkNorm {
+		ly.qNorm = l.vec(p+"attn_q_norm.weight", c.headDim, false)
+		ly.kNorm = l.vec(p+"attn_k_norm.weight", c.headDim, false)
+	}
+	if spec.gemma {
+		ly.postAttn = l.vec(p+"post_attention_norm.weight", c.dim, false)
+		ly.postFFN = l.vec(p+"post_ffw_norm.weight", c.dim, false)
+	}
+	if c.sliding(i) {
+		ly.window = c.window
+		if c.localRope {
+			ly.rope = 1
+		}
+	}
+	return ly
+}
+
+// tensorLoader wraps a file's tensors, keeping the first error.
+type tensorLoader struct {
+	f   *gguf.File
+	err error
+}
+
+// mat wraps a rows × cols matrix.
+func (l *tensorLoader) mat(name string, rows, cols int) matrix {
+	if l.err != nil {
+		return matrix{}
+	}
+	m, err := ggufMatrix(l.f, name, rows, cols)
+	l.err = err
+	return m
+}
+
+// vec decodes a vector of n values; an absent optional one is nil.
+func (l *tensorLoader) vec(name string, n int, optional bool) []float32 {
+	if l.err != nil {
+		return nil
+	}
+	if _, ok := l.f.Tensor(name); !ok {
+		if !optional {
+			l.err = fmt.Errorf("cpu: GGUF lacks tensor %s", name)
+		}
+		return nil
+	}
+	m, err := ggufMatrix(l.f, name, 1, n)
+	if err != nil {
+		l.err = err
+		return nil
+	}
+	return m.row(0, make([]float32, n))
+}
+
+// factors decodes an optional rotary factor tensor.
+func (l *tensorLoader) factors(name string, n int) []float32 { return l.vec(name, n, true) }
+
+// rowRange returns rows [r0, r1) of m.
+func (m matrix) rowRange(r0, r1 int) matrix {
+	m.data = m.data[r0*m.rowBytes : r1*m.rowBytes]
+	m.rows = r1 - r0
+	return m
 }
 
 // ggufMatrix checks a tensor's shape and type and wraps its data.

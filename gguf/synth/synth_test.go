@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +31,8 @@ func write(t *testing.T, s Shape, m quantize.Mix, opt Options) (*gguf.File, []by
 // file: tensor types as the mix decides, metadata llama.cpp reads, weights
 // distributed as promised, and a tokenizer this repository loads.
 func TestTinyShapes(t *testing.T) {
-	for name, mixes := range map[string][]string{"tiny-llama": {"Q4_K_M", "F16"}, "tiny-qwen2": {"Q4_K_M", "Q8_0"}} {
+	for name, mixes := range map[string][]string{"tiny-llama": {"Q4_K_M", "F16"}, "tiny-qwen2": {"Q4_K_M", "Q8_0"},
+		"tiny-qwen3": {"Q4_K_M"}, "tiny-llama3": {"Q4_K_M"}, "tiny-gemma2": {"Q4_K_M"}, "tiny-gemma3": {"Q8_0"}, "tiny-phi3": {"Q4_K_M"}} {
 		s, err := Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -133,6 +135,12 @@ func checkWeights(t *testing.T, f *gguf.File, m quantize.Mix) {
 		}
 		n := float64(len(x))
 		mean, sd := sum/n, math.Sqrt(sq/n-(sum/n)*(sum/n))
+		if strings.HasPrefix(ti.Name, "rope_") { // frequency divisors: at least 1, rising
+			if !slices.IsSorted(x) || x[0] != 1 || x[len(x)-1] <= 1 {
+				t.Fatalf("%s %s: rotary factors %v", m.Name, ti.Name, x)
+			}
+			continue
+		}
 		if strings.HasSuffix(ti.Name, "_norm.weight") {
 			if mean != 1 || sd != 0 {
 				t.Fatalf("%s %s: norm mean %v sd %v", m.Name, ti.Name, mean, sd)
@@ -165,6 +173,8 @@ func TestWriteDeterministic(t *testing.T) {
 func TestRealShapesHeaders(t *testing.T) {
 	for name, params := range map[string]uint64{
 		"smollm2-135m": 134515008, "smollm2-360m": 361821120, "qwen2.5-0.5b": 494032768, "qwen2.5-1.5b": 1543714304,
+		"qwen3-0.6b": 596049920, "llama3.2-1b": 1235814400, "mistral-7b-v0.1": 7241732096, "gemma2-2b": 2614341888,
+		"gemma3-270m": 268098176, "gemma3-1b": 999885952, "phi3-mini": 3821079552, "phi3.5-mini": 3821079552,
 	} {
 		s, err := Lookup(name)
 		if err != nil {
@@ -175,7 +185,9 @@ func TestRealShapesHeaders(t *testing.T) {
 		}
 		var n uint64
 		for _, ti := range s.Tensors() {
-			n += ti.Elems()
+			if !strings.HasPrefix(ti.Name, "rope_") { // not parameters
+				n += ti.Elems()
+			}
 		}
 		if n != params {
 			t.Errorf("%s: %d parameters, want %d", name, n, params)
@@ -186,14 +198,14 @@ func TestRealShapesHeaders(t *testing.T) {
 // TestVocabularies checks every shape's vocabulary for what BPE loaders
 // require: distinct tokens, merges of existing tokens into existing tokens.
 func TestVocabularies(t *testing.T) {
-	done := map[[2]int]bool{}
+	done := map[[3]int]bool{}
 	for _, s := range Shapes() {
-		key := [2]int{s.Vocab, b2i(s.SpecialsFirst)}
+		key := [3]int{s.Vocab, b2i(s.SpecialsFirst), len(s.extraTokens())}
 		if done[key] {
 			continue
 		}
 		done[key] = true
-		v := buildVocab(s.Vocab, s.SpecialsFirst)
+		v := buildVocab(s.Vocab, s.SpecialsFirst, s.extraTokens()...)
 		if len(v.tokens) != s.Vocab || len(v.types) != s.Vocab || !v.check() {
 			t.Errorf("%s: %d tokens, %d types, check %v", s.Name, len(v.tokens), len(v.types), v.check())
 		}

@@ -49,12 +49,12 @@ type vocab struct {
 	bos, eos, pad uint32
 }
 
-// buildVocab makes n tokens: the 256 byte tokens, the specials (first or
-// last), and merged tokens of lowercase letters, shortest first, for each
+// buildVocab makes n tokens: the 256 byte tokens, the specials and then
+// the extra control tokens (first or last), and merged tokens of lowercase letters, shortest first, for each
 // length those without then those with a leading space ("Ġ"): "ab" merges
 // "a" "b", "Ġab" merges "Ġa" "b", so every merge joins two earlier tokens
 // and text of lowercase words tokenises into pieces of several letters.
-func buildVocab(n int, specialsFirst bool) vocab {
+func buildVocab(n int, specialsFirst bool, extra ...string) vocab {
 	var v vocab
 	add := func(tok string, typ int32) {
 		v.tokens = append(v.tokens, tok)
@@ -62,7 +62,7 @@ func buildVocab(n int, specialsFirst bool) vocab {
 	}
 	addSpecials := func() {
 		base := uint32(len(v.tokens))
-		for _, s := range specials {
+		for _, s := range append(slices.Clone(specials), extra...) {
 			add(s, typeControl)
 		}
 		v.pad, v.bos, v.eos = base, base+1, base+2
@@ -75,7 +75,7 @@ func buildVocab(n int, specialsFirst bool) vocab {
 	}
 	room := n - len(v.tokens)
 	if !specialsFirst {
-		room -= len(specials)
+		room -= len(specials) + len(extra)
 	}
 	space := string(byteRune(' '))
 	word := make([]byte, 0, 8)

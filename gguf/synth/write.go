@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -26,7 +27,7 @@ type Options struct {
 // Metadata returns the file's metadata for mix m: general.*, the
 // architecture's hyperparameters, and the tokenizer.
 func (s Shape) Metadata(m quantize.Mix) []gguf.KV {
-	v := buildVocab(s.Vocab, s.SpecialsFirst)
+	v := buildVocab(s.Vocab, s.SpecialsFirst, s.extraTokens()...)
 	var kvs []gguf.KV
 	add := func(key string, val any) {
 		kvs = append(kvs, gguf.KV{Key: key, Value: value(val)})
@@ -50,6 +51,23 @@ func (s Shape) Metadata(m quantize.Mix) []gguf.KV {
 	add(a+"attention.layer_norm_rms_epsilon", s.Eps)
 	add(a+"rope.freq_base", s.RopeBase)
 	add(a+"rope.dimension_count", uint32(s.HeadDim()))
+	if s.KeyLength > 0 {
+		add(a+"attention.key_length", uint32(s.KeyLength))
+		add(a+"attention.value_length", uint32(s.KeyLength))
+	}
+	if s.Window > 0 || s.Arch == "phi3" { // llama.cpp requires phi3's (0: none)
+		add(a+"attention.sliding_window", uint32(s.Window))
+	}
+	if s.AttnCap > 0 {
+		add(a+"attn_logit_softcapping", s.AttnCap)
+	}
+	if s.FinalCap > 0 {
+		add(a+"final_logit_softcapping", s.FinalCap)
+	}
+	if s.LongRope > 0 {
+		add(a+"rope.scaling.original_context_length", uint32(s.LongRope))
+		add(a+"rope.scaling.attn_factor", float32(math.Sqrt(1+math.Log(float64(s.Context)/float64(s.LongRope))/math.Log(float64(s.LongRope)))))
+	}
 	add("tokenizer.ggml.model", "gpt2")
 	add("tokenizer.ggml.pre", s.Pre)
 	add("tokenizer.ggml.tokens", v.tokens)
@@ -61,6 +79,15 @@ func (s Shape) Metadata(m quantize.Mix) []gguf.KV {
 	add("tokenizer.ggml.add_bos_token", false)
 	add("tokenizer.chat_template", chatTemplate)
 	return kvs
+}
+
+// extraTokens are control tokens llama.cpp expects of the architecture:
+// it looks up <unk>, <s> and </s> in models named phi3.
+func (s Shape) extraTokens() []string {
+	if s.Arch == "phi3" {
+		return []string{"<unk>", "<s>", "</s>"}
+	}
+	return nil
 }
 
 // value wraps a Go value of the types Metadata uses.
@@ -109,10 +136,7 @@ func Write(ctx context.Context, w io.Writer, s Shape, m quantize.Mix, opt Option
 	for i := range tensors {
 		t := &tensors[i]
 		n := int(t.Dims[0])
-		fill := randomRow(opt.Seed, uint64(i))
-		if strings.HasSuffix(t.Name, "_norm.weight") {
-			fill = ones
-		}
+		fill := s.fill(t.Name, randomRow(opt.Seed, uint64(i)))
 		if err := quantize.Rows(ctx, enc, t.Type, int(t.Elems())/n, n, opt.Threads, fill); err != nil {
 			return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
 		}
@@ -132,6 +156,40 @@ func randomRow(seed, i uint64) func(r int, dst []float32) error {
 		rng := rand.New(rand.NewPCG(seed, i<<40|uint64(r)))
 		for j := range dst {
 			dst[j] = float32(rng.NormFloat64() * Sigma)
+		}
+		return nil
+	}
+}
+
+// fill returns the filler of tensor name: ones for norms, the rotary
+// factors for theirs, random values for the rest.
+func (s Shape) fill(name string, random func(int, []float32) error) func(int, []float32) error {
+	switch {
+	case strings.HasSuffix(name, "_norm.weight"):
+		return ones
+	case name == "rope_freqs.weight":
+		return s.llama3Factors
+	case name == "rope_factors_long.weight":
+		return ramp(float64(s.Context) / float64(s.LongRope))
+	case name == "rope_factors_short.weight":
+		return ramp(1.5)
+	}
+	return random
+}
+
+// llama3Factors writes Llama 3.x's rotary frequency divisors.
+func (s Shape) llama3Factors(_ int, dst []float32) error {
+	r := s.Llama3
+	copy(dst, gguf.Llama3RopeFactors(float64(s.RopeBase), s.HeadDim(), r.Factor, r.LowFreqFactor, r.HighFreqFactor, r.OriginalContext))
+	return nil
+}
+
+// ramp fills a row with factors rising smoothly from 1 to top (synthetic
+// longrope factors: real models' rise much the same way).
+func ramp(top float64) func(int, []float32) error {
+	return func(_ int, dst []float32) error {
+		for j := range dst {
+			dst[j] = float32(1 + (top-1)*float64(j)/float64(max(1, len(dst)-1)))
 		}
 		return nil
 	}

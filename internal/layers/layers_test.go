@@ -16,9 +16,10 @@ const Module = "github.com/tokenrouter/tokenrouter"
 func Level(pkg string) (int, bool) {
 	levels := map[string]int{
 		// Concepts with no dependency on the runtime.
-		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0,
-		// Formats, engines, the algorithm interface, the throughput model.
-		"tokenizer": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
+		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0, "constrain": 0,
+		// Formats (chat templates among them), engines, the algorithm
+		// interface, the throughput model.
+		"tokenizer": 1, "server/chat": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
 		// Algorithms, the bus, the sub-server loop, the configuration.
 		"route/builtin": 2, "route/citer": 2, "route/colm": 2, "route/ensemble": 2, "route/nn": 2, "route/querylevel": 2,
 		"route/r2r": 2, "route/r2rrandom": 2, "route/rstitch": 2, "route/single": 2, "route/speculative": 2,

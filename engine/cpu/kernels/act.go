@@ -18,6 +18,23 @@ func swigluRef(g, u []float32) {
 	}
 }
 
+// GeGLU returns a SwiGLUFunc-shaped kernel that writes
+// gelu(g[i])·u[i] into g[i] instead, with GELU's tanh form
+// gelu(x) = x/2·(1+tanh(√(2/π)·(x+0.044715x³))) (Gemma's activation), tanh
+// taken as 1−2/(e^2y+1) with expf, in float32.
+func (s *Set) GeGLU() SwiGLUFunc { return gegluRef }
+
+// gegluRef is the GeGLU kernel (plain Go at every level).
+func gegluRef(g, u []float32) {
+	const c = 0.7978845608028654 // √(2/π)
+	u = u[:len(g)]
+	for i, x := range g {
+		y := c * (x + 0.044715*x*x*x)
+		t := 1 - 2/(expf(2*y)+1)
+		g[i] = 0.5 * x * (1 + t) * u[i]
+	}
+}
+
 // expPoly is the degree-7 Taylor polynomial of e^r for |r| ≤ ln2/2,
 // evaluated by Estrin's scheme (a short dependency chain, so the CPU
 // overlaps consecutive elements).

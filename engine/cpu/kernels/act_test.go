@@ -104,3 +104,21 @@ func FuzzSwiGLU(f *testing.F) {
 		checkSwiGLU(t, rand.New(rand.NewPCG(seed, 5)), int(n%300))
 	})
 }
+
+// TestGeGLU compares the GeGLU kernel with GELU's tanh form in float64,
+// across the range where tanh saturates and where it does not.
+func TestGeGLU(t *testing.T) {
+	var g, u, want []float32
+	for x := -12.0; x <= 12; x += 0.01 {
+		g = append(g, float32(x))
+		u = append(u, float32(1.5-x/10))
+		gelu := 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+		want = append(want, float32(gelu*(1.5-x/10)))
+	}
+	NewSet(Generic).GeGLU()(g, u)
+	for i, v := range g {
+		if d := math.Abs(float64(v - want[i])); d > 2e-6*(1+math.Abs(float64(want[i]))) {
+			t.Fatalf("x=%v: got %v, want %v", -12+0.01*float64(i), v, want[i])
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package cpu
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/gguf/quantize"
+	"github.com/tokenrouter/tokenrouter/gguf/synth"
+	"github.com/tokenrouter/tokenrouter/tokenizer"
+)
+
+// TestGeneratedShapesGenerateText writes every tiny shape of package synth
+// (one per architecture, as gen-model writes it) in a K-quant mix, loads
+// it, and generates text after a prompt longer than the shapes' sliding
+// windows.
+func TestGeneratedShapesGenerateText(t *testing.T) {
+	mix, err := quantize.Lookup("Q4_K_M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archs := map[string]bool{}
+	for _, s := range synth.Shapes() {
+		if !strings.HasPrefix(s.Name, "tiny-") {
+			continue
+		}
+		archs[s.Arch] = true
+		t.Run(s.Name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := synth.Write(context.Background(), &b, s, mix, synth.Options{Seed: 3, Threads: 2}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Parse(b.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := tokenizer.FromGGUF(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := NewFromGGUF(f, Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			prompt := tok.Encode(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 10), false)
+			if s.Window > 0 && len(prompt) <= s.Window {
+				t.Fatalf("prompt of %d tokens within the window of %d", len(prompt), s.Window)
+			}
+			ids := greedy(t, e, 1, prompt, 12)
+			text := tok.Decode(ids)
+			if len(ids) != 12 || text == "" {
+				t.Fatalf("generated %v = %q", ids, text)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= s.Vocab {
+					t.Fatalf("generated id %d outside the vocabulary of %d", id, s.Vocab)
+				}
+			}
+			t.Logf("%s: %q", s.Name, text)
+		})
+	}
+	for _, a := range Architectures() {
+		if !archs[a] {
+			t.Errorf("package synth has no tiny shape of %s", a)
+		}
+	}
+}
+
+// TestUnsupportedArchitecture checks the error names what is supported.
+func TestUnsupportedArchitecture(t *testing.T) {
+	s := archShape("llama", gguf.F32)
+	s.arch = "gpt2"
+	f, err := gguf.Parse(buildTiny(t, s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewFromGGUF(f, Options{Threads: 1})
+	if err == nil || !strings.Contains(err.Error(), `"gpt2"`) || !strings.Contains(err.Error(), strings.Join(Architectures(), ", ")) {
+		t.Fatalf("error %v", err)
+	}
+}
