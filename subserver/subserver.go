@@ -479,6 +479,15 @@ func (s *Server) step(ctx context.Context) {
 	s.observeWaits()
 	t0 := time.Now()
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)
+	for errors.Is(err, engine.ErrOutOfMemory) && n > 1 && ctx.Err() == nil {
+		// The KV cache cannot hold the whole batch: step the first half
+		// (and so on) and let the rest wait for the next step.
+		n, appended = s.deferTail(n/2), 0
+		for _, in := range s.in {
+			appended += len(in.Tokens)
+		}
+		err = s.cfg.Engine.Step(ctx, s.in, s.out)
+	}
 	d := time.Since(t0)
 	s.stats.steps.Add(1)
 	s.stats.stepped.Add(uint64(n))
@@ -530,6 +539,15 @@ func (s *Server) observeWaits() {
 		}
 		r.arrived = stayed
 	}
+}
+
+// deferTail keeps the first k requests of the step being formed and puts
+// the others back at the front of the run queue; it returns k.
+func (s *Server) deferTail(k int) int {
+	s.run = append(slices.Clone(s.batch[k:]), s.run...)
+	clear(s.batch[k:])
+	s.batch, s.in, s.out, s.reqs, s.dec = s.batch[:k], s.in[:k], s.out[:k], s.reqs[:k], s.dec[:k]
+	return k
 }
 
 // apply carries out one decision.

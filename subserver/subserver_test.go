@@ -2,6 +2,7 @@ package subserver_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -390,6 +391,36 @@ func TestStepFailureEndsTheBatch(t *testing.T) {
 	}
 	if !ended[1] || !ended[2] {
 		t.Fatalf("ended %v, want both", ended)
+	}
+	r.idle()
+}
+
+// TestOutOfMemorySplitsTheBatch: when the engine's KV cache cannot hold a
+// whole step, the sub-server steps part of it and the rest waits: every
+// request completes; a request too large alone fails alone.
+func TestOutOfMemorySplitsTheBatch(t *testing.T) {
+	r := start(t, opts{policy: sched.Policy{B: sched.Static(4)}, onStep: func(_ context.Context, in []engine.Input) error {
+		if len(in) > 1 && slices.ContainsFunc(in, func(ip engine.Input) bool { return ip.Seq == 9 }) || len(in) > 2 {
+			return fmt.Errorf("fake: %w", engine.ErrOutOfMemory)
+		}
+		if len(in) == 1 && in[0].Seq == 9 {
+			return fmt.Errorf("fake: seq 9 alone: %w", engine.ErrOutOfMemory)
+		}
+		return nil
+	}})
+	for _, id := range []uint64{1, 2, 3, 9} {
+		r.admit(id)
+	}
+	for _, id := range []uint64{1, 2, 3, 9} {
+		r.message(bus.Frontend, entry(id, prompt, route.Params{MaxTokens: 3}, 2))
+	}
+	ends := map[uint64]string{}
+	for range 4 {
+		e := r.front.next(t, bus.Done)
+		ends[e.ID] = e.Reason
+	}
+	if ends[1] != "length" || ends[2] != "length" || ends[3] != "length" || ends[9] != "error" {
+		t.Fatalf("requests ended %v; want 1-3 complete (length) and 9 failed alone", ends)
 	}
 	r.idle()
 }
