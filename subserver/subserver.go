@@ -479,9 +479,13 @@ func (s *Server) step(ctx context.Context) {
 	s.observeWaits()
 	t0 := time.Now()
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)
+	if errors.Is(err, engine.ErrOutOfMemory) && n > 1 {
+		s.smallFirst()
+	}
 	for errors.Is(err, engine.ErrOutOfMemory) && n > 1 && ctx.Err() == nil {
 		// The KV cache cannot hold the whole batch: step the first half
-		// (and so on) and let the rest wait for the next step.
+		// (and so on; decodes first, they need the least) and let the
+		// rest wait for the next step.
 		n, appended = s.deferTail(n/2), 0
 		for _, in := range s.in {
 			appended += len(in.Tokens)
@@ -538,6 +542,21 @@ func (s *Server) observeWaits() {
 			s.waits.Waited(s.cfg.Index, r.arrived == entered, now-r.readyAt)
 		}
 		r.arrived = stayed
+	}
+}
+
+// smallFirst reorders the step being formed by the tokens each request
+// appends, fewest first (stable), so that splitting it keeps the running
+// decodes going while new prompts wait for memory.
+func (s *Server) smallFirst() {
+	order := make([]int, len(s.in))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return len(s.in[a].Tokens) - len(s.in[b].Tokens) })
+	batch, in, reqs := slices.Clone(s.batch), slices.Clone(s.in), slices.Clone(s.reqs)
+	for i, j := range order {
+		s.batch[i], s.in[i], s.reqs[i] = batch[j], in[j], reqs[j]
 	}
 }
 
