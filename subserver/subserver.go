@@ -194,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.turner, _ = cfg.Engine.(engine.Turner)
-	s.pager, _ = cfg.Engine.(engine.KVPager)
+	s.pager = pagerOf(cfg.Engine)
 	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
@@ -626,6 +626,22 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: hand-off to model %d: %w", s.cfg.Name, to, err))
 	}
+}
+
+// pagerOf finds the KV pager of e, looking through wrappers (a gated
+// engine of a time-shared placement) that have an Unwrap method.
+func pagerOf(e engine.Engine) engine.KVPager {
+	for e != nil {
+		if p, ok := e.(engine.KVPager); ok {
+			return p
+		}
+		u, ok := e.(interface{ Unwrap() engine.Engine })
+		if !ok {
+			return nil
+		}
+		e = u.Unwrap()
+	}
+	return nil
 }
 
 // logprobsIn appends to dst the entries of lps at positions in [lo, hi).
