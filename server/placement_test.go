@@ -1,13 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 // TestPlacement serves the real tiny pair under each placement: auto
@@ -17,7 +17,7 @@ func TestPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
+	var log testkit.Buffer
 	e := startWith(t, func(c *config.Config) {
 		c.Models, c.Presets = cfg.Models, cfg.Presets[2:]
 		shared := c.Presets[0]
@@ -34,6 +34,10 @@ func TestPlacement(t *testing.T) {
 		if r.Usage.CompletionTokens != 20 {
 			t.Fatalf("%s: %+v", model, r.Usage)
 		}
+	}
+	// A gated engine still reports its KV blocks.
+	if body := lintMetrics(t, e); !strings.Contains(body, `tokenrouter_model_kv_blocks{model="stories",preset="tiny-shared"}`) {
+		t.Errorf("metrics lack the KV blocks of the time-shared engines")
 	}
 	waitIdle(t, e.s)
 }
