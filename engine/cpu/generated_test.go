@@ -13,11 +13,11 @@ import (
 )
 
 // TestGeneratedShapesGenerateText writes every tiny shape of package synth
-// (one per architecture, as gen-model writes it) in a K-quant mix, loads
+// (one per architecture, as gen-model writes it) in Q8_0, loads
 // it, and generates text after a prompt longer than the shapes' sliding
 // windows.
 func TestGeneratedShapesGenerateText(t *testing.T) {
-	mix, err := quantize.Lookup("Q4_K_M")
+	mix, err := quantize.Lookup("Q8_0")
 	if err != nil {
 		t.Fatal(err)
 	}
