@@ -337,3 +337,52 @@ func TestPlanBudget(t *testing.T) {
 		t.Fatalf("1ns plan limit: %d plans, cost %+v, %d pushes", st.Plans, st.Cost, fakes[1].sets)
 	}
 }
+
+// idlingTarget answers the next busy Stats calls with records, then
+// reports idle.
+type idlingTarget struct {
+	fakeTarget
+	busy int
+}
+
+func (f *idlingTarget) Stats() subserver.Stats {
+	st := f.fakeTarget.Stats()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.busy == 0 {
+		st.Records = 0
+	} else {
+		f.busy--
+	}
+	return st
+}
+
+// TestPlanAbandonedWhenIdle: a plan whose load goes away while it runs
+// (every sub-server idle) is given up, pushes nothing and says so.
+func TestPlanAbandonedWhenIdle(t *testing.T) {
+	base := []sched.Policy{{}, {}}
+	fakes := []*idlingTarget{{fakeTarget: fakeTarget{records: 32}}, {fakeTarget: fakeTarget{records: 32}}}
+	targets := []Target{fakes[0], fakes[1]}
+	tu, err := New(base, Options{Budget: time.Hour, PlanTimeout: time.Hour, Tick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	for tu.Status().Cost == (Cost{}) {
+		feed(tu, []*fakeTarget{&fakes[0].fakeTarget, &fakes[1].fakeTarget}, 35)
+		for _, f := range fakes {
+			f.mu.Lock()
+			f.busy = 1 // the tick's own sample sees 32 requests; a plan it starts sees them gone
+			f.mu.Unlock()
+		}
+		tu.tick(context.Background(), targets, now)
+		now = now.Add(100 * time.Millisecond)
+	}
+	st := tu.Status()
+	if st.Cost.Abandoned != 1 || st.Cost.Computed != 0 || st.Plans != 0 || st.Tables != nil {
+		t.Fatalf("load gone during the plan: cost %+v, %d plans, tables %v; want it abandoned", st.Cost, st.Plans, st.Tables)
+	}
+	if fakes[0].sets+fakes[1].sets != 0 {
+		t.Fatalf("%d policy pushes, want none from an abandoned plan", fakes[0].sets+fakes[1].sets)
+	}
+}

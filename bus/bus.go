@@ -14,8 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
@@ -77,6 +79,9 @@ type Event struct {
 	Tokens []int32
 	// By[i] is the model that produced Tokens[i] (Commit).
 	By []int8
+	// Logprobs[i] is Tokens[i]'s log-probability by the model that
+	// produced it (Commit, when the request asked for them).
+	Logprobs []engine.Logprob
 	// Pos is the output position of Tokens[0] (Commit).
 	Pos int
 	// Reason says why a request ended (Done): "length", "stop",
@@ -160,6 +165,7 @@ func Copy(dst, src *Event) {
 	*dst = *src
 	dst.Tokens, dst.By = tok, by
 	dst.Msg.Tokens, dst.Msg.Seen, dst.Msg.By = mt, ms, mb
+	dst.Logprobs, dst.Msg.Logprobs = slices.Clone(src.Logprobs), slices.Clone(src.Msg.Logprobs)
 }
 
 // Memory is the in-process bus: Send calls the receiver's handler directly.

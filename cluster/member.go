@@ -8,6 +8,7 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -39,6 +40,9 @@ type MemberConfig struct {
 	Policy sched.Policy
 	// MaxBatch bounds a step's batch (0: the sub-server default).
 	MaxBatch int
+	// Vocab returns the model's vocabulary for structured output
+	// (subserver.Config.Vocab; nil refuses requests with a schema).
+	Vocab func() *constrain.Vocab
 	// Heartbeat is the heartbeat interval (default DefaultHeartbeat) and
 	// Misses the number of missed front-end heartbeats after which the
 	// member drops every request (default DefaultMisses). Front end and
@@ -179,7 +183,7 @@ func (m *member) start() error {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}
 	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: c.Engine,
-		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch})
+		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab})
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,6 +116,9 @@ type Config struct {
 	// the process's descriptor limit). Past it, a small reserved lane still
 	// answers /health and gives every other request 503.
 	MaxConnections int `yaml:"max_connections"`
+	// CORSOrigins are the browser origins allowed to call the API
+	// ("https://app.example", or "*" for any); empty disables CORS.
+	CORSOrigins []string `yaml:"cors_origins"`
 	// Models are the model definitions presets refer to.
 	Models []Model `yaml:"models"`
 	// Presets are the names clients put in "model"; the first one also
@@ -151,8 +155,15 @@ type Model struct {
 	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
 	Path string `yaml:"path,omitempty"`
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
-	// SentencePiece .model or GGUF); default: the GGUF's own.
+	// SentencePiece .model, GGUF, or a Hugging Face tokenizer.json or the
+	// folder holding one); default: the GGUF's own.
 	Tokenizer string `yaml:"tokenizer,omitempty"`
+	// ChatTemplate overrides the model's chat template: a Jinja template
+	// file (a path holding a "/" or a ".") or the name of a built-in
+	// layout (plain, chatml, llama2, llama3). Default: the template the
+	// GGUF file (or a Hugging Face tokenizer's tokenizer_config.json)
+	// ships, else plain.
+	ChatTemplate string `yaml:"chat_template,omitempty"`
 	// Threads (cpu) is the kernel thread count (0: the preset's placement
 	// decides: all cores when time-shared, an even share when partitioned).
 	Threads int `yaml:"threads,omitempty"`
@@ -163,6 +174,10 @@ type Model struct {
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
 	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
 }
+
+// IsTemplateFile reports whether a ChatTemplate value names a file
+// (it holds a "/" or a ".") rather than a built-in layout.
+func IsTemplateFile(v string) bool { return strings.ContainsAny(v, "/.") }
 
 // Latency is an explicit sim latency profile: a step over b sequences
 // appending t tokens beyond one each takes Base + PerSeq·b + PerToken·t,
@@ -355,6 +370,9 @@ func Load(path string) (Config, error) {
 	for i := range c.Models {
 		m := &c.Models[i]
 		m.Path, m.Tokenizer = rel(m.Path), rel(m.Tokenizer)
+		if IsTemplateFile(m.ChatTemplate) {
+			m.ChatTemplate = rel(m.ChatTemplate)
+		}
 	}
 	for i := range c.Presets {
 		if f, ok := strings.CutPrefix(strings.TrimSpace(c.Presets[i].Thresholds), "@"); ok {
@@ -429,6 +447,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		bad("max_connections %d is negative", c.MaxConnections)
+	}
+	for _, o := range c.CORSOrigins {
+		if o != "*" && !validOrigin(o) {
+			bad("cors origin %q: want scheme://host[:port] (no path) or *", o)
+		}
 	}
 	if !c.AllowNoKey && c.APIKey == "" && !IsLoopback(c.Host) {
 		bad("host %q is reachable from other machines and no api_key is set: set one (--api-key, $TOKENROUTER_API_KEY) or allow it explicitly (--allow-no-key, allow_no_key: true)", c.Host)
@@ -581,4 +604,11 @@ func ParseLaunch(spec string, models int, maxWait time.Duration) (sched.Launch, 
 	}
 	l.Tables = t
 	return l, nil
+}
+
+// validOrigin reports whether o is a browser origin: scheme://host[:port].
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

@@ -68,6 +68,8 @@ func TestErrors(t *testing.T) {
 		{"models: [{name: a, profile: paper-r2r/slm}]\npresets: [{name: x, algorithm: r2r-random, models: [a], placement: spread}]\n", `placement "spread": want partitioned, time-shared or auto`},
 		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: [0, -1]}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "CPU -1 is negative"},
 		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: 0-3}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "cannot unmarshal"},
+		{"cors_origins: [\"https://app.example/path\"]\n", "cors origin"},
+		{"cors_origins: [\"app.example\"]\n", "cors origin"},
 	} {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -86,15 +88,8 @@ func TestLaunchFromPlan(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "plan.json"), []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := "presets: [{name: x, algorithm: r2r-random, models: [slm, llm], thresholds: '@plan.json', max_wait: -1s}]\n" +
-		"models: [{name: slm, profile: paper-r2r/slm}, {name: llm, profile: paper-r2r/llm}]\n"
-	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(filepath.Join(dir, "c.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadIn(t, dir, "presets: [{name: x, algorithm: r2r-random, models: [slm, llm], thresholds: '@plan.json', max_wait: -1s}]\n"+
+		"models: [{name: slm, profile: paper-r2r/slm}, {name: llm, profile: paper-r2r/llm}]\n")
 	l, err := c.Presets[0].Launch()
 	if err != nil || l.Auto || l.MaxWait != 0 || !slices.Equal(l.Tables[1], sched.Table{2, 2, 2, 2, 3}) {
 		t.Fatalf("launch %+v, %v", l, err)
@@ -136,4 +131,32 @@ func TestPlacement(t *testing.T) {
 			t.Errorf("ParseCPUList(%q) = %v, %v; want an error", in, got, err)
 		}
 	}
+}
+
+// TestChatTemplatePaths: a chat_template file is relative to the
+// configuration file; a built-in name stays a name.
+func TestChatTemplatePaths(t *testing.T) {
+	dir := t.TempDir()
+	c := loadIn(t, dir, "presets: [{name: x, algorithm: r2r-random, models: [slm, llm]}]\n"+
+		"models: [{name: slm, profile: paper-r2r/slm, chat_template: t/chat.jinja}, {name: llm, profile: paper-r2r/llm, chat_template: chatml}]\n")
+	if got := c.Models[0].ChatTemplate; got != filepath.Join(dir, "t", "chat.jinja") {
+		t.Fatalf("file: %q", got)
+	}
+	if got := c.Models[1].ChatTemplate; got != "chatml" {
+		t.Fatalf("built-in name: %q", got)
+	}
+}
+
+// loadIn writes yaml as dir/c.yaml and loads it.
+func loadIn(t *testing.T, dir, yaml string) Config {
+	t.Helper()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

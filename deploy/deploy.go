@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/deploy/timeshare"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -32,6 +33,9 @@ type Model struct {
 	// Engine runs it; the deployment owns it and closes it. Nil for a remote
 	// model.
 	Engine engine.Engine
+	// Vocab, if set, returns the model's vocabulary for structured output
+	// (subserver.Config.Vocab).
+	Vocab func() *constrain.Vocab
 	// Remote, set instead of Engine, declares a model whose sub-server
 	// runs elsewhere (another process or machine) and attaches to Bus
 	// itself; the facts are the ones that sub-server announced. Its launch
@@ -186,7 +190,7 @@ func New(cfg Config) (*Deployment, error) {
 		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab,
 		})
 		if err != nil {
 			r.abort()
@@ -234,6 +238,16 @@ func (o observers) Step(model, batch, appended int, d time.Duration) {
 func (o observers) Routed(model int, moved []int) {
 	for _, x := range o {
 		x.Routed(model, moved)
+	}
+}
+
+// Waited forwards a wait to every observer that watches them
+// (subserver.WaitObserver).
+func (o observers) Waited(model int, entry bool, d time.Duration) {
+	for _, x := range o {
+		if w, ok := x.(subserver.WaitObserver); ok {
+			w.Waited(model, entry, d)
+		}
 	}
 }
 
@@ -405,7 +419,7 @@ func (r *Deployment) deliver(e *bus.Event) {
 		o := r.open[e.ID]
 		r.mu.Unlock()
 		if o.s != nil {
-			o.s.Push(e.Tokens, e.By)
+			o.s.PushLogprobs(e.Tokens, e.By, e.Logprobs)
 		}
 	case bus.Done:
 		s := r.forget(e.ID)

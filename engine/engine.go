@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 )
 
 // SeqID names one sequence (one request's KV state) inside an engine.
@@ -42,6 +43,71 @@ type Sampling struct {
 	// stream derived from Seed and the position, so results do not depend
 	// on how sequences are batched.
 	Seed uint64
+	// MinP drops the tokens whose probability (after Temperature) is below
+	// MinP times the most likely token's; 0 disables it.
+	MinP float32
+	// Penalties adjust the logits before sampling (see Sampler).
+	Penalties Penalties
+	// History is every token of the sequence, those its KV cache holds
+	// followed by the ones the step appends: the penalties count the tokens
+	// before each sampled position. The runtime sets it for each step; it
+	// is only read during Step.
+	History []int32
+	// PromptLen is how many tokens at the start of History are the
+	// prompt (frequency and presence penalties count only the output).
+	PromptLen int
+	// Logprobs asks for the log-probability of every sampled token (the
+	// log-softmax of the model's own logits, before penalties and
+	// temperature) and of the TopLogprobs most likely tokens, appended to
+	// Record.
+	Logprobs    bool
+	TopLogprobs int
+	// Record receives the Logprobs of the tokens the step samples, one per
+	// sampled position. The runtime sets it for each step; nil records
+	// nothing.
+	Record *[]Logprob
+}
+
+// Logprob is what a model gave the token it sampled at a position: its
+// log-probability and the most likely tokens'.
+type Logprob struct {
+	// Pos is the token's position in the sequence.
+	Pos int32
+	// Token is the sampled token, Logprob its log-probability.
+	Token   int32
+	Logprob float32
+	// Top are the most likely tokens, most likely first.
+	Top []TokenLogprob
+}
+
+// TokenLogprob is one token's log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Penalties are the logit adjustments of a request. The zero value
+// changes nothing.
+type Penalties struct {
+	// Frequency is subtracted from a token's logit once per time it
+	// occurs in the output so far (OpenAI's frequency_penalty).
+	Frequency float32
+	// Presence is subtracted from the logit of every token that occurs in
+	// the output so far (OpenAI's presence_penalty).
+	Presence float32
+	// Repetition divides the positive logits (multiplies the negative
+	// ones) of the tokens in the prompt or the output so far; 0 and 1
+	// disable it.
+	Repetition float32
+	// Bias is added to the logits of the tokens named (OpenAI's
+	// logit_bias), in token order.
+	Bias []TokenBias
+}
+
+// TokenBias is a logit bias for one token.
+type TokenBias struct {
+	Token int32
+	Bias  float32
 }
 
 // Input is one sequence's part of a batched step.
@@ -55,6 +121,44 @@ type Input struct {
 	Want Want
 	// Sampling selects how the next token is drawn.
 	Sampling Sampling
+	// Allow, if set, restricts what may be sampled: the token drawn after
+	// appended position i must have its bit set in Allow[i] (bit id%64 of
+	// word id/64). A nil Allow[i], or i ≥ len(Allow), leaves that draw
+	// free. The caller keeps every set non-empty.
+	Allow [][]uint64
+}
+
+// Allowed reports whether id's bit is set in allow.
+func Allowed(allow []uint64, id int32) bool {
+	return int(id/64) < len(allow) && allow[id/64]&(1<<(id%64)) != 0
+}
+
+// Restrict sets the logits of the tokens not in allow to −∞, so that the
+// greedy and sampled draws both keep to allow.
+func Restrict(logits []float32, allow []uint64) {
+	for w := 0; w*64 < len(logits); w++ {
+		var bits uint64
+		if w < len(allow) {
+			bits = allow[w]
+		}
+		if bits == ^uint64(0) {
+			continue
+		}
+		for k := w * 64; k < min(len(logits), w*64+64); k++ {
+			if bits&(1<<(k%64)) == 0 {
+				logits[k] = float32(math.Inf(-1))
+			}
+		}
+	}
+}
+
+// AllowFor returns the mask of the draw after appended position i of in
+// (nil: free).
+func (in *Input) AllowFor(i int) []uint64 {
+	if i < len(in.Allow) {
+		return in.Allow[i]
+	}
+	return nil
 }
 
 // Output is one sequence's result of a step. Slices are owned by the engine
@@ -126,6 +230,14 @@ type Embedder interface {
 // step. Like Step, it is called from the goroutine that owns the engine.
 type Turner interface {
 	Turn(ctx context.Context) (end func(), err error)
+}
+
+// KVPager is an optional Engine capability: an engine whose KV cache is
+// held in fixed-size blocks (pages) reports how many sequences hold now,
+// for metrics. Like Step, it is called from the goroutine that owns the
+// engine.
+type KVPager interface {
+	KVBlocksInUse() int
 }
 
 // Errors shared by engines; wrap them with %w so callers can match.

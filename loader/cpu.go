@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -46,34 +47,49 @@ func cpuKind() Kind {
 // cpuText reads a cpu model's tokenizer and chat template without its
 // weights (a GGUF file is parsed for its metadata only): the Tokenizer
 // file when given, else the GGUF file's own. A llama2.c checkpoint carries
-// no tokenizer.
+// no tokenizer. The template is the configured one, else the GGUF file's,
+// else a Hugging Face tokenizer's.
 func cpuText(m config.Model, vocab int) (Text, error) {
 	if _, err := os.Stat(m.Path); err != nil {
 		return Text{}, fmt.Errorf("model file: %w", err)
 	}
 	var t Text
-	isGGUF := gguf.IsFile(m.Path)
-	if isGGUF {
+	shipped := ""
+	if gguf.IsFile(m.Path) {
 		f, err := gguf.OpenMeta(m.Path)
 		if err != nil {
 			return Text{}, err
 		}
-		t.Template, _ = f.String("tokenizer.chat_template")
+		shipped, _ = f.String("tokenizer.chat_template")
 		if m.Tokenizer == "" {
 			if t.Tokenizer, err = tokenizer.FromGGUF(f); err != nil {
 				return Text{}, err
 			}
-			return t, nil
 		}
 	}
-	if m.Tokenizer == "" {
-		return Text{}, fmt.Errorf("%s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Path)
+	if t.Tokenizer == nil {
+		if m.Tokenizer == "" {
+			return Text{}, fmt.Errorf("%s is not a GGUF file; a llama2.c checkpoint needs tokenizer", m.Path)
+		}
+		var err error
+		if t.Tokenizer, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
+			return Text{}, err
+		}
+		if shipped == "" && isHF(m.Tokenizer) {
+			if shipped, err = tokenizer.HFChatTemplate(m.Tokenizer); err != nil {
+				return Text{}, err
+			}
+		}
 	}
-	var err error
-	if t.Tokenizer, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
-		return Text{}, err
-	}
-	return t, nil
+	err := t.setTemplate(m, shipped)
+	return t, err
+}
+
+// isHF reports whether a tokenizer path is a Hugging Face tokenizer (a
+// .json file or a folder).
+func isHF(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir() || strings.HasSuffix(path, ".json")
 }
 
 // checkCPUs validates a cpu model's CPU set. Pinning needs Linux; a CPU set

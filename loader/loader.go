@@ -21,6 +21,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/server/chat"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -52,8 +53,12 @@ type Text struct {
 	// model, whose tokens are not text (the server renders them with its
 	// simulated vocabulary).
 	Tokenizer *tokenizer.Tokenizer
-	// Template is the model's chat template ("" when it has none).
-	Template string
+	// Template is the model's chat template: the configured one, the one
+	// its files ship, or the plain layout.
+	Template *chat.Template
+	// TemplateErr, when not nil, says why the template the model's file
+	// ships was replaced by a built-in layout (it did not compile).
+	TemplateErr error
 }
 
 // Model is an opened model: its engine and its text side.
@@ -101,6 +106,9 @@ func (ks Kinds) Check(m config.Model) error {
 		return fmt.Errorf("model %s: %w", m.Name, err)
 	}
 	if err := k.Check(m); err != nil {
+		return fmt.Errorf("model %s: %w", m.Name, err)
+	}
+	if err := checkChatTemplate(m); err != nil {
 		return fmt.Errorf("model %s: %w", m.Name, err)
 	}
 	return nil

@@ -52,7 +52,11 @@ func simKind() Kind {
 			return sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize,
 				ContextLength: m.ContextLength, Agree: m.Agree, AgreeSeed: m.AgreeSeed}), nil
 		},
-		Text: func(config.Model, int) (Text, error) { return Text{}, nil },
+		Text: func(m config.Model, _ int) (Text, error) {
+			var t Text
+			err := t.setTemplate(m, "")
+			return t, err
+		},
 		StepLatency: func(m config.Model) time.Duration {
 			prof, _ := SimProfile(m) // checked
 			return prof.Latency(1, 1, 0)

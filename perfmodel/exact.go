@@ -313,8 +313,12 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []Policy, opts Opti
 	if err != nil {
 		return res, err
 	}
-	sol, err := stationary(ctx, ch.p, opts.Tolerance)
-	res.States, res.Residual, res.Sweeps, res.Solver = ch.p.n, sol.residual, sol.iters, sol.solver
+	// The solver takes the transition matrix: once it has its transpose
+	// and the recurrent class, P can be collected while GMRES runs.
+	p, states := ch.p, ch.p.n
+	ch.p = nil
+	sol, err := stationary(ctx, p, opts.Tolerance)
+	res.States, res.Residual, res.Sweeps, res.Solver = states, sol.residual, sol.iters, sol.solver
 	if sol.pi != nil {
 		num, den := 0.0, 0.0
 		for i, x := range sol.pi {
@@ -324,7 +328,7 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []Policy, opts Opti
 		res.TokensPerSecond = num / den * 1000
 	}
 	if err != nil {
-		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, res.B, ch.p.n, err)
+		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, res.B, states, err)
 	}
 	return res, nil
 }

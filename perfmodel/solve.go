@@ -172,12 +172,14 @@ func stationary(ctx context.Context, p *csr, tol float64) (solution, error) {
 // stationaryIterative is the sparse part of stationary: p and its transpose
 // pt, and best, a candidate solution (pi nil if none) used as the start.
 func stationaryIterative(ctx context.Context, p, pt *csr, tol float64, best solution) (solution, error) {
+	n := p.n
 	class, err := recurrentClass(p)
+	p = nil // not needed past this point: let the collector have it
 	if err != nil {
 		return best, err
 	}
 	if len(class) == 1 {
-		pi := make([]float64, p.n)
+		pi := make([]float64, n)
 		pi[class[0]] = 1
 		s := solution{pi: pi, residual: residual(pt, pi), solver: SolverTrivial}
 		if s.residual <= tol {
@@ -188,7 +190,7 @@ func stationaryIterative(ctx context.Context, p, pt *csr, tol float64, best solu
 	// Restrict Pᵀ to the recurrent class, which is closed: π vanishes
 	// elsewhere and the class's balance equations involve only its states.
 	sub := pt
-	if len(class) < p.n {
+	if len(class) < n {
 		sub = restrict(pt, class)
 	}
 	var start []float64
@@ -197,7 +199,7 @@ func stationaryIterative(ctx context.Context, p, pt *csr, tol float64, best solu
 	}
 	ks, kerr := krylovStationary(ctx, sub, tol, start)
 	if ks.pi != nil {
-		ks.pi = scatter(ks.pi, class, p.n)
+		ks.pi = scatter(ks.pi, class, n)
 		ks.residual = residual(pt, ks.pi)
 		if ks.better(best) {
 			best = ks
@@ -215,7 +217,7 @@ func stationaryIterative(ctx context.Context, p, pt *csr, tol float64, best solu
 	}
 	gs, gerr := gaussSeidel(ctx, sub, tol, start)
 	if gs.pi != nil {
-		gs.pi = scatter(gs.pi, class, p.n)
+		gs.pi = scatter(gs.pi, class, n)
 		gs.residual = residual(pt, gs.pi)
 		gs.iters += ks.iters
 		if gs.better(best) {
@@ -235,7 +237,7 @@ func stationaryIterative(ctx context.Context, p, pt *csr, tol float64, best solu
 	if gerr != nil {
 		detail += "; gauss-seidel: " + gerr.Error()
 	}
-	return best, fmt.Errorf("%w: best residual %.3g > %.3g (%s, %d states)%s", ErrNotConverged, best.residual, tol, best.solver, p.n, detail)
+	return best, fmt.Errorf("%w: best residual %.3g > %.3g (%s, %d states)%s", ErrNotConverged, best.residual, tol, best.solver, n, detail)
 }
 
 // stationaryDense solves (Pᵀ − I)π = 0 with Σπ = 1 by LU.
@@ -456,8 +458,7 @@ func krylovStationary(ctx context.Context, pt *csr, tol float64, start []float64
 				j = int32(i)
 			}
 		}
-		a := pinnedSystem(pt, j)
-		lu, err := newILU0(a)
+		lu, err := newILU0(pinnedSystem(pt, j))
 		if err != nil {
 			lastErr = err
 			break
@@ -471,7 +472,7 @@ func krylovStationary(ctx context.Context, pt *csr, tol float64, start []float64
 		}
 		b := make([]float64, n)
 		b[j] = 1
-		s, it, err := gmresSolve(ctx, a, lu, b, x, pt, tol)
+		s, it, err := gmresSolve(ctx, pinned{pt, j}, lu, b, x, pt, tol)
 		iters += it
 		if s.better(best) {
 			best = s
@@ -531,6 +532,29 @@ func pinnedSystem(pt *csr, j int32) *csr {
 	return a
 }
 
+// pinned is the matrix of pinnedSystem(pt, j), applied from pt without
+// being stored: the stored copy is factored in place by newILU0.
+type pinned struct {
+	pt *csr
+	j  int32
+}
+
+// mulVec sets y = A·x for A = pinnedSystem(pt, j).
+func (a pinned) mulVec(y, x []float64) {
+	pt := a.pt
+	for k := range int32(pt.n) {
+		if k == a.j {
+			y[k] = x[k]
+			continue
+		}
+		s := x[k]
+		for e := pt.rowPtr[k]; e < pt.rowPtr[k+1]; e++ {
+			s -= pt.val[e] * x[pt.col[e]]
+		}
+		y[k] = s
+	}
+}
+
 // ilu0 is the incomplete LU factorisation of a CSR matrix with the
 // matrix's own sparsity pattern: L (unit diagonal) strictly below the
 // diagonal and U on and above it, stored in place.
@@ -539,10 +563,11 @@ type ilu0 struct {
 	diag []int32
 }
 
-// newILU0 factors a (rows sorted by column, every diagonal present).
+// newILU0 factors a (rows sorted by column, every diagonal present) in
+// place: a's values become L and U.
 func newILU0(a *csr) (*ilu0, error) {
 	n := a.n
-	f := &ilu0{a: &csr{n: n, rowPtr: a.rowPtr, col: a.col, val: slices.Clone(a.val)}, diag: make([]int32, n)}
+	f := &ilu0{a: a, diag: make([]int32, n)}
 	lu := f.a.val
 	iw := make([]int32, n)
 	for i := range iw {
@@ -600,13 +625,11 @@ func (f *ilu0) solve(x []float64) {
 // distribution, computes its residual ‖πP − π‖₁ from pt, and keeps the best.
 // It stops when that residual reaches tol, when gmresStall cycles in a row
 // fail to halve it, after gmresMaxCycles cycles, or on cancellation.
-func gmresSolve(ctx context.Context, a *csr, lu *ilu0, b, x []float64, pt *csr, tol float64) (solution, int, error) {
-	n := a.n
+func gmresSolve(ctx context.Context, a pinned, lu *ilu0, b, x []float64, pt *csr, tol float64) (solution, int, error) {
+	n := a.pt.n
 	m := min(gmresRestart, n)
-	v := make([][]float64, m+1)
-	for i := range v {
-		v[i] = make([]float64, n)
-	}
+	v := make([][]float64, m+1) // the Krylov basis, allocated as it grows
+	v[0] = make([]float64, n)
 	h := make([][]float64, m+1) // h[i][k]: Hessenberg, column k
 	for i := range h {
 		h[i] = make([]float64, m)
@@ -661,6 +684,9 @@ func gmresSolve(ctx context.Context, a *csr, lu *ilu0, b, x []float64, pt *csr, 
 			}
 			hn := math.Sqrt(dot(w, w))
 			h[k+1][k] = hn
+			if v[k+1] == nil {
+				v[k+1] = make([]float64, n)
+			}
 			if hn > 0 {
 				for i := range n {
 					v[k+1][i] = w[i] / hn

@@ -39,6 +39,10 @@ type Params struct {
 	IgnoreEOS bool
 	// Seed seeds the algorithm's random decisions for this request.
 	Seed uint64
+	// Schema, if set, is the JSON schema the output must match
+	// (constrain.Compile: `{"type":"object"}` for any JSON object); every
+	// model the request visits masks its draws to it.
+	Schema string
 }
 
 // State is an algorithm's per-request state. It must survive a binary
@@ -100,6 +104,15 @@ func (r *Request) Draw(pos int) float64 {
 	return Uniform(0, r.ID, pos)
 }
 
+// StepSampling is the Sampling of r's next engine step: its parameters
+// with the sequence as the penalties' history. Every serving loop passes
+// it, so penalties apply alike on every model.
+func (r *Request) StepSampling() engine.Sampling {
+	sp := r.Params.Sampling
+	sp.History, sp.PromptLen = r.Tokens, r.PromptLen
+	return sp
+}
+
 // Output returns the number of output tokens (committed or not) in Tokens.
 func (r *Request) Output() int { return len(r.Tokens) - r.PromptLen }
 
@@ -155,6 +168,10 @@ type Message struct {
 	Finished bool
 	// Params are the request's parameters.
 	Params Params
+	// Logprobs are the log-probabilities of the sequence's uncommitted
+	// tokens, by position, when the request asks for them. The runtime
+	// keeps them; algorithms leave them alone.
+	Logprobs []engine.Logprob
 	// State is the algorithm's per-request state.
 	State State
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
@@ -36,8 +37,8 @@ type deployment struct {
 	r         *deploy.Deployment
 	models    []modelInfo
 	text      *textModel
-	family    chat.Family
-	stopIDs   []int32 // end-of-turn special tokens of the chat template
+	template  *chat.Template
+	stopIDs   []int32 // end-of-generation tokens: the vocabulary's and the chat template's
 	ctxLen    int     // the smallest context length of the models
 	created   int64
 	obs       *observer
@@ -104,6 +105,11 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 	if err := d.setText(texts); err != nil {
 		return nil, errors.Join(fmt.Errorf("preset %s: %w", p.Name, err), d.close())
 	}
+	for i, t := range texts {
+		if t.TemplateErr != nil {
+			opts.Logger.Warn("chat template replaced by a built-in layout", "model", mcs[i].Name, "layout", t.Template.Name(), "err", t.TemplateErr)
+		}
+	}
 	return d, nil
 }
 
@@ -135,6 +141,7 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		texts := make([]loader.Text, len(opened))
 		for i, o := range opened {
 			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
+			rc.Models[i].Vocab = textOf(o.Text).vocab(o.Engine.Info().VocabSize)
 		}
 		if d.r, err = deploy.New(rc); err != nil {
 			for _, o := range opened {
@@ -165,7 +172,7 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 // setText sets up d's text side from its models' facts and text sides: the
 // first real model's tokenizer and chat template serve the preset.
 func (d *deployment) setText(texts []loader.Text) error {
-	var template string
+	var template *chat.Template
 	for i, info := range d.r.Models() {
 		d.models[i].simulated, d.models[i].info = info.Simulated, info
 		if t := textOf(texts[i]); d.text == nil || (d.text.sim && !t.sim) {
@@ -181,9 +188,12 @@ func (d *deployment) setText(texts []loader.Text) error {
 				d.models[0].name, mi.name, d.models[0].info.VocabSize, mi.info.VocabSize)
 		}
 	}
-	d.family = chat.Detect(template)
-	for _, s := range d.family.StopTokens() {
-		if id, ok := d.text.special(s); ok {
+	if template == nil {
+		template, _ = chat.Builtin("plain")
+	}
+	d.template, d.stopIDs = template, d.text.eog
+	for _, s := range template.StopTokens() {
+		if id, ok := d.text.special(s); ok && !slices.Contains(d.stopIDs, id) {
 			d.stopIDs = append(d.stopIDs, id)
 		}
 	}

@@ -29,6 +29,7 @@ type apiError struct {
 	typ     string
 	param   string
 	code    string
+	cause   string // why an admitted request ended, for metrics (abort reasons)
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.message) }
@@ -87,7 +88,13 @@ func errBusy(limit int) *apiError {
 }
 
 func errUnavailable(msg string) *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "service_unavailable", message: msg}
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeServer, code: "service_unavailable", message: msg, cause: abortUnavailable}
+}
+
+func errShuttingDown(msg string) *apiError {
+	e := errUnavailable(msg)
+	e.cause = abortShutdown
+	return e
 }
 
 func errInternal(err error) *apiError {
@@ -156,9 +163,8 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiE
 	// refused body.
 	w.Header().Set("Connection", "close")
 	var (
-		tooBig  *http.MaxBytesError
-		typeErr *json.UnmarshalTypeError
-		netErr  net.Error
+		tooBig *http.MaxBytesError
+		netErr net.Error
 	)
 	switch {
 	case errors.As(err, &tooBig):
@@ -167,8 +173,33 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiE
 		return errBodyTimeout(s.cfg.BodyTimeout)
 	case errors.Is(err, errMoreJSON):
 		return badRequest("", "invalid_json", "The request body holds more than one JSON value")
-	case errors.As(err, &typeErr):
-		field := strings.TrimPrefix(typeErr.Field, "commonParams.") // the embedded shared parameters
+	}
+	return jsonError(err)
+}
+
+// decodeFields is decodeJSON for an endpoint whose fields are in t: a
+// field t does not know, or refuses with the value given, is a 400 naming
+// it.
+func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, t fieldTable, v any) *apiError {
+	var raw json.RawMessage
+	if aerr := s.decodeJSON(w, r, &raw); aerr != nil {
+		return aerr
+	}
+	if aerr := t.check(raw, ""); aerr != nil {
+		return aerr
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError words a JSON decoding error.
+func jsonError(err error) *apiError {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		// Embedded structs' names are no part of the JSON path.
+		field := strings.ReplaceAll(strings.ReplaceAll(typeErr.Field, "commonParams.", ""), "penaltyParams.", "")
 		return badRequest(field, "invalid_type", "Invalid type for %q: expected %s, got JSON %s", field, typeErr.Type, typeErr.Value)
 	}
 	return badRequest("", "invalid_json", "The request body is not valid JSON: %v", err)

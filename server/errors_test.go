@@ -60,11 +60,7 @@ func TestBadRequests(t *testing.T) {
 	e := start(t, func(c *config.Config) { c.Models[0].ContextLength, c.Models[1].ContextLength = 4096, 4096 })
 	msgs := []map[string]string{{"role": "user", "content": "hi"}}
 	chat := func(kv ...any) map[string]any {
-		m := map[string]any{"model": "r2r-random", "messages": msgs}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
+		return with(map[string]any{"model": "r2r-random", "messages": msgs}, kv...)
 	}
 	for _, c := range []struct {
 		name, path string
@@ -85,8 +81,17 @@ func TestBadRequests(t *testing.T) {
 		{"max_completion_tokens above context", "/v1/chat/completions", chat("max_completion_tokens", 4096), 400, typeInvalidRequest, "max_tokens", "context_length_exceeded"},
 		{"negative temperature", "/v1/chat/completions", chat("temperature", -0.5), 400, typeInvalidRequest, "temperature", "invalid_value"},
 		{"top_p 0", "/v1/completions", map[string]any{"prompt": "a", "top_p": 0}, 400, typeInvalidRequest, "top_p", "invalid_value"},
-		{"n 2", "/v1/chat/completions", chat("n", 2), 400, typeInvalidRequest, "n", "unsupported_value"},
-		{"n 0", "/v1/completions", map[string]any{"prompt": "a", "n": 0}, 400, typeInvalidRequest, "n", "unsupported_value"},
+		{"n 17", "/v1/chat/completions", chat("n", 17), 400, typeInvalidRequest, "n", "invalid_value"},
+		{"n 0", "/v1/completions", map[string]any{"prompt": "a", "n": 0}, 400, typeInvalidRequest, "n", "invalid_value"},
+		{"frequency_penalty 3", "/v1/chat/completions", chat("frequency_penalty", 3), 400, typeInvalidRequest, "frequency_penalty", "invalid_value"},
+		{"repetition_penalty 0", "/v1/completions", map[string]any{"prompt": "a", "repetition_penalty": 0}, 400, typeInvalidRequest, "repetition_penalty", "invalid_value"},
+		{"min_p 2", "/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"min_p": 2}}, 400, typeInvalidRequest, "sampling_params.min_p", "invalid_value"},
+		{"logit_bias key", "/v1/chat/completions", chat("logit_bias", map[string]any{"x": 1}), 400, typeInvalidRequest, "logit_bias", "invalid_value"},
+		{"logit_bias value", "/v1/chat/completions", chat("logit_bias", map[string]any{"5": 101}), 400, typeInvalidRequest, "logit_bias", "invalid_value"},
+		{"logit_bias type", "/v1/chat/completions", chat("logit_bias", map[string]any{"5": "x"}), 400, typeInvalidRequest, "logit_bias", "invalid_type"},
+		{"stop_token_ids outside", "/v1/completions", map[string]any{"prompt": "a", "stop_token_ids": []int{1 << 30}}, 400, typeInvalidRequest, "stop_token_ids", "invalid_value"},
+		{"frequency_penalty type", "/v1/completions", map[string]any{"prompt": "a", "frequency_penalty": "x"}, 400, typeInvalidRequest, "frequency_penalty", "invalid_type"},
+		{"native presence type", "/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"presence_penalty": "x"}}, 400, typeInvalidRequest, "sampling_params.presence_penalty", "invalid_type"},
 		{"missing prompt", "/v1/completions", map[string]any{"max_tokens": 3}, 400, typeInvalidRequest, "prompt", "missing_required_parameter"},
 		{"two prompts", "/v1/completions", map[string]any{"prompt": []string{"a", "b"}}, 400, typeInvalidRequest, "prompt", "unsupported_value"},
 		{"token outside vocabulary", "/v1/completions", map[string]any{"prompt": []int{1, 40000}}, 400, typeInvalidRequest, "prompt", "invalid_value"},

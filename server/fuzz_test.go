@@ -70,6 +70,14 @@ func checkDecoded(t *testing.T, s *Server, body string, g *genRequest, aerr *api
 	if tp := g.params.Sampling.Temperature; tp < 0 || tp > 100 {
 		t.Fatalf("body %q: temperature %v", body, tp)
 	}
+	if sp := g.params.Sampling; sp.MinP < 0 || sp.MinP > 1 || sp.TopLogprobs < 0 || sp.TopLogprobs > maxTopLogprobs || g.n < 1 || g.n > maxChoices {
+		t.Fatalf("body %q: min_p %v, top logprobs %d, n %d", body, sp.MinP, sp.TopLogprobs, g.n)
+	}
+	for _, b := range g.params.Sampling.Penalties.Bias {
+		if b.Token < 0 || int(b.Token) >= vocab || b.Bias < -100 || b.Bias > 100 {
+			t.Fatalf("body %q: logit bias %+v", body, b)
+		}
+	}
 }
 
 // FuzzGenerateBody feeds arbitrary bodies to the /generate decoder.
@@ -82,6 +90,8 @@ func FuzzGenerateBody(f *testing.F) {
 		`{"input_ids":[-1]}`,
 		`{"text":"x","sampling_params":{"max_new_tokens":100000}}`,
 		`{"model":"nope"}`, `[]`, `{`, `null`,
+		`{"text":"a","return_logprob":true,"top_logprobs_num":3,"sampling_params":{"n":2,"min_p":0.1,"logit_bias":{"5":-100},"stop_token_ids":[2],"frequency_penalty":1,"presence_penalty":-1,"repetition_penalty":1.2}}`,
+		`{"text":"a","sampling_params":{"unknown":1}}`,
 	} {
 		f.Add(b)
 	}
@@ -102,6 +112,7 @@ func FuzzCompletionBody(f *testing.F) {
 		`{"prompt":[[1,2,3]]}`,
 		`{"prompt":[1,2,3],"echo":true}`,
 		`{"prompt":["a","b"]}`, `{"prompt":null}`, `{"stop":[1]}`, `{"prompt":"x","stop":["a","b","c","d","e"]}`,
+		`{"prompt":"x","logprobs":2,"n":3,"logit_bias":{"1":1},"suffix":"y"}`,
 	} {
 		f.Add(b)
 	}
@@ -121,6 +132,7 @@ func FuzzChatBody(f *testing.F) {
 		`{"messages":[{"role":"tool","content":null}],"tools":[]}`,
 		`{"messages":[{"role":"wizard","content":"x"}]}`,
 		`{"messages":[],"logprobs":true}`, `{"messages":[{"content":"x"}]}`, `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`,
+		`{"messages":[{"role":"user","content":"x","name":"a"}],"logprobs":true,"top_logprobs":3,"n":2,"tools":[],"response_format":{"type":"text"}}`,
 	} {
 		f.Add(b)
 	}

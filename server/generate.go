@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,12 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
 
-// NativeRequest is the body of POST /generate. Give Text or InputIDs.
+// NativeRequest is the body of POST /generate. Give Text, InputIDs or
+// Messages.
 type NativeRequest struct {
 	// Model names a preset ("" is the first preset).
 	Model string `json:"model"`
@@ -23,10 +28,19 @@ type NativeRequest struct {
 	Text *string `json:"text,omitempty"`
 	// InputIDs is the prompt as token ids, used as given.
 	InputIDs []int32 `json:"input_ids,omitempty"`
+	// Messages, instead of Text or InputIDs, is a chat rendered with the
+	// preset's chat template, as /v1/chat/completions renders it.
+	Messages []chatMessage `json:"messages,omitempty"`
 	// SamplingParams controls generation.
 	SamplingParams SamplingParams `json:"sampling_params"`
 	// Stream answers with server-sent events.
 	Stream bool `json:"stream"`
+	// ReturnLogprob adds each output token's log-probability, by the
+	// model that produced it (output_token_logprobs).
+	ReturnLogprob bool `json:"return_logprob,omitempty"`
+	// TopLogprobsNum adds that many most likely tokens per position
+	// (0 to 20; with ReturnLogprob).
+	TopLogprobsNum int `json:"top_logprobs_num,omitempty"`
 }
 
 // SamplingParams are the native generation parameters.
@@ -42,10 +56,16 @@ type SamplingParams struct {
 	TopK *int `json:"top_k,omitempty"`
 	// Seed seeds sampling and the algorithm's random decisions.
 	Seed *uint64 `json:"seed,omitempty"`
-	// IgnoreEOS keeps generating past the end-of-sequence token.
+	// IgnoreEOS keeps generating past the end-of-generation tokens (EOS
+	// and the vocabulary's and chat template's ends of turn).
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// Stop ends the output before the first occurrence of any string.
 	Stop []string `json:"stop,omitempty"`
+	// JSONSchema constrains the output to JSON matching this schema (an
+	// object, or a string holding one); every model the request visits
+	// masks its draws to it. {"type":"object"} asks for any JSON object.
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
+	penaltyParams
 }
 
 // Routing is the extension object every response carries.
@@ -74,6 +94,8 @@ type Usage struct {
 type NativeResponse struct {
 	// ID names the request.
 	ID string `json:"id"`
+	// Index is the choice (0 unless sampling_params.n > 1).
+	Index int `json:"index"`
 	// Model is the preset that served it.
 	Model string `json:"model"`
 	// Text is the output text (the new text in a streamed event).
@@ -84,6 +106,9 @@ type NativeResponse struct {
 	ProducedBy []int8 `json:"produced_by"`
 	// Models names the preset's models in index order.
 	Models []string `json:"models,omitempty"`
+	// OutputTokenLogprobs are the output tokens' log-probabilities, when
+	// return_logprob asked for them.
+	OutputTokenLogprobs []nativeLogprob `json:"output_token_logprobs,omitempty"`
 	// FinishReason is "length" or "stop" (null while streaming).
 	FinishReason *string `json:"finish_reason"`
 	// Usage and Routing are set on the final answer.
@@ -97,6 +122,8 @@ type genRequest struct {
 	prompt  []int32
 	params  route.Params
 	stop    []string
+	stopIDs []int32 // tokens that end the output: the chat template's and the request's
+	n       int     // independent choices
 	start   time.Time
 	stream  bool
 	promptN int
@@ -113,6 +140,7 @@ type delta struct {
 	text  string
 	ids   []int32
 	by    []int8
+	lps   []engine.Logprob // with ids, when the request asked for them
 }
 
 // genResult is a finished generation.
@@ -121,31 +149,40 @@ type genResult struct {
 	text   string
 	ids    []int32
 	by     []int8
+	lps    []engine.Logprob // parallel to ids, when the request asked for them
 	reason string
 }
 
-// usage returns the token accounting of r for g.
-func (g *genRequest) usage(r *genResult) *Usage {
-	return &Usage{PromptTokens: g.promptN, CompletionTokens: len(r.ids), TotalTokens: g.promptN + len(r.ids)}
+// usage returns the token accounting of rs, the choices of g: the prompt
+// counted once, the output of every choice.
+func (g *genRequest) usage(rs ...*genResult) *Usage {
+	n := 0
+	for _, r := range rs {
+		n += len(r.ids)
+	}
+	return &Usage{PromptTokens: g.promptN, CompletionTokens: n, TotalTokens: g.promptN + n}
 }
 
-// routing returns the per-model counts of r.
-func (g *genRequest) routing(r *genResult) *Routing {
+// routing returns the per-model counts of rs, the choices of g.
+func (g *genRequest) routing(rs ...*genResult) *Routing {
 	rt := &Routing{Algorithm: g.dep.algorithm, TokensByModel: map[string]int{}}
 	for _, m := range g.dep.models {
 		rt.TokensByModel[m.name] = 0
 	}
-	large := 0
-	for _, b := range r.by {
-		if int(b) >= 0 && int(b) < len(g.dep.models) {
-			rt.TokensByModel[g.dep.models[b].name]++
+	large, all := 0, 0
+	for _, r := range rs {
+		for _, b := range r.by {
+			if int(b) >= 0 && int(b) < len(g.dep.models) {
+				rt.TokensByModel[g.dep.models[b].name]++
+			}
+			if b > 0 {
+				large++
+			}
 		}
-		if b > 0 {
-			large++
-		}
+		all += len(r.by)
 	}
-	if len(r.by) > 0 {
-		rt.LargeModelRatio = float64(large) / float64(len(r.by))
+	if all > 0 {
+		rt.LargeModelRatio = float64(large) / float64(all)
 	}
 	return rt
 }
@@ -153,9 +190,14 @@ func (g *genRequest) routing(r *genResult) *Routing {
 // paramNames maps native parameter names to the names a client used.
 type paramNames map[string]string
 
+// name is the client's name of a native parameter: renamed by p, or,
+// when p is set, without the sampling_params prefix.
 func (p paramNames) name(native string) string {
 	if n, ok := p[native]; ok {
 		return n
+	}
+	if s, ok := strings.CutPrefix(native, "sampling_params."); ok && p != nil {
+		return s
 	}
 	return native
 }
@@ -174,11 +216,8 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 	case nr.Text != nil:
 		g.prompt = d.text.encodeText(*nr.Text)
 	case len(nr.InputIDs) > 0:
-		vocab := d.models[0].info.VocabSize
-		for i, id := range nr.InputIDs {
-			if id < 0 || int(id) >= vocab {
-				return nil, badRequest(names.name("input_ids"), "invalid_value", "Token id %d at position %d is outside the vocabulary of %d tokens", id, i, vocab)
-			}
+		if aerr := d.checkIDs(nr.InputIDs, names.name("input_ids")); aerr != nil {
+			return nil, aerr
 		}
 		g.prompt = slices.Clone(nr.InputIDs)
 	default:
@@ -241,7 +280,38 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
 	}
 	g.stop = sp.Stop
+	if aerr := g.applyPenalties(&sp.penaltyParams, names); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := g.askLogprobs(nr, names); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := g.setSchema(sp.JSONSchema, names.name("sampling_params.json_schema")); aerr != nil {
+
+		return nil, aerr
+	}
 	return g, nil
+}
+
+// setSchema checks a request's output schema and puts it in its
+// parameters. A schema in a JSON string is taken from the string.
+func (g *genRequest) setSchema(raw json.RawMessage, pn string) *apiError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		raw = []byte(text)
+	}
+	if _, err := constrain.Compile(raw); err != nil {
+		return badRequest(pn, "invalid_value", "%s: %v", pn, err)
+	}
+	if g.params.IgnoreEOS {
+		return badRequest(pn, "invalid_value", "%s and ignore_eos cannot be combined: the output ends where the JSON does", pn)
+	}
+	g.params.Schema = string(raw)
+	return nil
 }
 
 // generate runs g and calls emit with each piece of released output. It is
@@ -259,23 +329,35 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	case errors.Is(err, deploy.ErrBadRequest):
 		return nil, badRequest("", "invalid_value", "%v", strings.TrimPrefix(err.Error(), "bad request: "))
 	case errors.Is(err, deploy.ErrClosed):
-		return nil, errUnavailable("The server is shutting down")
+		return nil, errShuttingDown("The server is shutting down")
 	case errors.Is(err, deploy.ErrUnavailable):
 		return nil, errUnavailable(unavailableMessage(err))
 	case err != nil:
 		return nil, err
 	}
 	defer st.Close()
+	s.metrics.req.promptTokens.WithLabelValues(g.dep.name).Add(float64(g.promptN))
 	res := &genResult{id: fmt.Sprintf("%s-%d", s.epoch, st.ID)}
-	if err := emit(delta{start: true, id: res.id}); err != nil {
+	first, err := s.relay(ctx, g, st, res, emit)
+	if err != nil {
+		s.ended(ctx, g, res.id, nil, first, err)
 		return nil, err
+	}
+	s.ended(ctx, g, res.id, res, first, nil)
+	return res, nil
+}
+
+// relay reads st into res, calling emit with each piece of released
+// output, and returns the time of the first output token.
+func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, res *genResult, emit func(delta) error) (first time.Time, _ error) {
+	if err := emit(delta{start: true, id: res.id}); err != nil {
+		return first, err
 	}
 	dt := detok{t: g.dep.text}
 	stops := newStopper(g.stop)
 	var (
 		text   strings.Builder
 		chunk  stream.Chunk
-		first  time.Time
 		last   time.Time
 		ended  bool
 		reason string
@@ -283,39 +365,44 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	for !ended {
 		rerr := st.Recv(ctx, &chunk)
 		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, deploy.ErrUnavailable) {
-			return nil, errUnavailable(unavailableMessage(rerr))
+			return first, errUnavailable(unavailableMessage(rerr))
 		}
 		if rerr != nil && !chunk.Done {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return first, ctx.Err()
 			}
 			if errors.Is(rerr, stream.ErrCancelled) {
-				return nil, errUnavailable("The request was cancelled: the server is shutting down")
+				return first, errShuttingDown("The request was cancelled: the server is shutting down")
 			}
-			return nil, fmt.Errorf("generate: %w", rerr)
+			return first, fmt.Errorf("generate: %w", rerr)
 		}
 		if rerr != nil && chunk.Reason == stream.Error {
-			return nil, fmt.Errorf("generate: %w", rerr)
+			return first, fmt.Errorf("generate: %w", rerr)
 		}
 		if chunk.Reason == stream.Cancelled {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return first, ctx.Err()
 			}
-			return nil, errUnavailable("The request was cancelled: the server is shutting down")
+			return first, errShuttingDown("The request was cancelled: the server is shutting down")
 		}
 		now := time.Now()
 		n0 := len(res.ids)
 		for i, id := range chunk.Tokens {
-			if slices.Contains(g.dep.stopIDs, id) {
+			if slices.Contains(g.stopIDs, id) {
 				ended, reason = true, stream.Stop
 				break
 			}
 			res.ids = append(res.ids, id)
 			res.by = append(res.by, chunk.By[i])
+			var lps []engine.Logprob
+			if i < len(chunk.Logprobs) {
+				res.lps = append(res.lps, chunk.Logprobs[i])
+				lps = res.lps[len(res.lps)-1:]
+			}
 			out, hit := stops.add(dt.add(id))
 			text.WriteString(out)
-			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:]}); err != nil {
-				return nil, err
+			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:], lps: lps}); err != nil {
+				return first, err
 			}
 			if hit {
 				ended, reason = true, stream.Stop
@@ -333,7 +420,7 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			if out != "" {
 				text.WriteString(out)
 				if err := emit(delta{text: out}); err != nil {
-					return nil, err
+					return first, err
 				}
 			}
 		}
@@ -344,25 +431,30 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 			last = now
 		}
 		if err := emit(delta{flush: true}); err != nil {
-			return nil, err
+			return first, err
 		}
 	}
 	st.Close() // a stop before the end cancels the rest everywhere
 	res.text, res.reason = text.String(), reason
 	s.metrics.finished(g, first, last, len(res.ids), reason)
-	return res, nil
+	return first, nil
 }
 
 // readGenerate decodes and validates a /generate body.
 func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (*genRequest, *apiError) {
 	var nr NativeRequest
-	if aerr := s.decodeJSON(w, r, &nr); aerr != nil {
+	if aerr := s.decodeFields(w, r, generateFields, &nr); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.renderMessages(&nr); aerr != nil {
 		return nil, aerr
 	}
 	return s.prepare(&nr, nil)
 }
 
-// handleGenerate is the native endpoint.
+// handleGenerate is the native endpoint. With n > 1 it answers a list of
+// responses (one per choice, each with its index); streamed events carry
+// their choice's index.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	g, aerr := s.readGenerate(w, r)
 	if aerr != nil {
@@ -370,46 +462,60 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.nativeResponse(g, res))
+		if g.n == 1 {
+			writeJSON(w, http.StatusOK, s.nativeResponse(g, 0, rs[0]))
+			return
+		}
+		out := make([]NativeResponse, len(rs))
+		for i, res := range rs {
+			out[i] = s.nativeResponse(g, i, res)
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
-	id := ""
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	ids := make([]string, g.n)
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start:
-			id = "gen-" + d.id
+			ids[i] = "gen-" + d.id
 			return ev.open()
 		case d.flush:
 			return ev.flush()
 		}
-		return ev.send(NativeResponse{ID: id, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by})
+		return ev.send(NativeResponse{ID: ids[i], Index: i, Model: g.dep.name, Text: d.text, OutputIDs: d.ids, ProducedBy: d.by,
+			OutputTokenLogprobs: g.nativeLogprobs(d.lps, d.by)})
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	final := s.nativeResponse(g, res)
-	final.Text, final.OutputIDs, final.ProducedBy = "", []int32{}, []int8{}
-	if ev.send(final) == nil {
-		_ = ev.done()
+	for i, res := range rs {
+		final := s.nativeResponse(g, i, res)
+		final.Text, final.OutputIDs, final.ProducedBy, final.OutputTokenLogprobs = "", []int32{}, []int8{}, nil
+		if ev.send(final) != nil {
+			return
+		}
 	}
+	_ = ev.done()
 }
 
-func (s *Server) nativeResponse(g *genRequest, res *genResult) NativeResponse {
+// nativeResponse is choice i of g's native answer.
+func (s *Server) nativeResponse(g *genRequest, i int, res *genResult) NativeResponse {
 	reason := res.reason
 	ids, by := res.ids, res.by
 	if ids == nil {
 		ids, by = []int32{}, []int8{}
 	}
 	return NativeResponse{
-		ID: "gen-" + res.id, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
+		ID: "gen-" + res.id, Index: i, Model: g.dep.name, Text: res.text, OutputIDs: ids, ProducedBy: by,
 		Models: g.dep.names(), FinishReason: &reason, Usage: g.usage(res), Routing: g.routing(res),
+		OutputTokenLogprobs: g.nativeLogprobs(res.lps, res.by),
 	}
 }
 

@@ -220,3 +220,15 @@ func waitIdle(t *testing.T, s *Server) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// with returns a copy of base with the key-value pairs kv set.
+func with(base map[string]any, kv ...any) map[string]any {
+	m := make(map[string]any, len(base)+len(kv)/2)
+	for k, v := range base {
+		m[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -66,6 +68,15 @@ func TestCancelOnDisconnect(t *testing.T) {
 	if got := e.s.deps[0].r.Active(); got != 0 {
 		t.Fatalf("%d requests still active", got)
 	}
+	// Each disconnect is counted as an aborted request.
+	testkit.Until(t, 5*time.Second, func() error {
+		_, b := e.do(http.MethodGet, "/metrics", nil)
+		want := fmt.Sprintf(`tokenrouter_requests_aborted_total{preset="r2r-random",reason="client_disconnected"} %d`, clients)
+		if !strings.Contains(string(b), want+"\n") {
+			return fmt.Errorf("metrics lack %s", want)
+		}
+		return nil
+	})
 	stillServes(t, e, "disconnects")
 }
 

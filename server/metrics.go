@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,11 +28,13 @@ type metrics struct {
 	stepLatency *prometheus.HistogramVec
 	batchSize   *prometheus.HistogramVec
 	decisions   *prometheus.CounterVec
+	req         requestMetrics
 
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
 	steps, tokens, busy, restarts                             *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
+	kvBlocks, threshold                                       *prometheus.Desc
 	conns, connLimit, connsDropped                            *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
 }
@@ -73,6 +76,8 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.queue = d("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
 	m.requestsBy = d("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
+	m.kvBlocks = d("tokenrouter_model_kv_blocks", "KV cache blocks (pages) in use in the model's engine (engines that page their KV cache).", pm...)
+	m.threshold = d("tokenrouter_model_threshold", "Launch threshold in force: the batch size the model waits for at the current number of active requests.", pm...)
 	m.kv = d("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
 	m.lastBatch = d("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
 	m.lastStep = d("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
@@ -89,7 +94,7 @@ func newMetrics(s *Server) *metrics {
 	m.conns = d("tokenrouter_http_connections", "Open client connections: lane main (within the cap) or reserve (past it: /health, 503 for the rest).", "lane")
 	m.connLimit = d("tokenrouter_http_connection_limit", "Connections served at once before the reserve lane takes over (--max-connections).")
 	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
-	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before) or timed_out (cut off by the per-plan limit).", "preset", "result")
+	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before), timed_out (cut off by the per-plan limit) or abandoned (every sub-server went idle while it ran).", "preset", "result")
 	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
 	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
@@ -98,8 +103,10 @@ func newMetrics(s *Server) *metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
+	m.req = newRequestMetrics()
 	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.req.collectors()...)
 	return m
 }
 
@@ -110,8 +117,11 @@ func (m *metrics) handler() http.Handler {
 
 // http counts one HTTP request.
 func (m *metrics) http(path string, code int) {
-	switch path {
-	case "/v1/completions", "/v1/chat/completions", "/v1/models", "/generate", "/health", "/ready", "/metrics":
+	switch {
+	case path == "/v1/completions", path == "/v1/chat/completions", path == "/v1/models", path == "/generate",
+		path == "/tokenize", path == "/detokenize", path == "/version", path == "/health", path == "/ready", path == "/metrics":
+	case strings.HasPrefix(path, "/v1/models/"):
+		path = "/v1/models/{id}"
 	default:
 		path = "other"
 	}
@@ -138,7 +148,7 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
-		m.tunerSeconds, m.tunerPlans, m.tunerDeferred} {
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold} {
 		ch <- d
 	}
 }
@@ -174,6 +184,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			g(m.requestsBy, float64(st.Pending), p, name, "pending")
 			g(m.requestsBy, float64(st.Records), p, name, "known")
 			g(m.kv, float64(st.KVSequences), p, name)
+			if st.KVBlocks >= 0 {
+				g(m.kvBlocks, float64(st.KVBlocks), p, name)
+			}
+			g(m.threshold, float64(st.Threshold), p, name)
 			g(m.lastBatch, float64(st.LastBatch), p, name)
 			g(m.lastStep, st.LastStep.Seconds(), p, name)
 			sim := 0.0
@@ -197,6 +211,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.tunerPlans, float64(cost.Computed), dep.name, "computed")
 			c(m.tunerPlans, float64(cost.CacheHits), dep.name, "cached")
 			c(m.tunerPlans, float64(cost.TimedOut), dep.name, "timed_out")
+			c(m.tunerPlans, float64(cost.Abandoned), dep.name, "abandoned")
 			c(m.tunerDeferred, float64(cost.Deferred), dep.name)
 		}
 		ratio := 0.0
@@ -211,9 +226,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // observer receives one preset's step and routing events from its
 // sub-servers' loops; it only updates pre-resolved metric children.
 type observer struct {
-	step  []prometheus.Observer
-	batch []prometheus.Observer
-	moves [][]prometheus.Counter
+	step    []prometheus.Observer
+	batch   []prometheus.Observer
+	handoff []prometheus.Observer
+	queue   prometheus.Observer
+	moves   [][]prometheus.Counter
 	// decisions and away count the first model's decisions.
 	decisions, away atomic.Uint64
 }
@@ -221,8 +238,10 @@ type observer struct {
 // observer builds d's observer (d's models must be filled in).
 func (m *metrics) observer(d *deployment) *observer {
 	n := len(d.models)
-	o := &observer{step: make([]prometheus.Observer, n), batch: make([]prometheus.Observer, n), moves: make([][]prometheus.Counter, n)}
+	o := &observer{step: make([]prometheus.Observer, n), batch: make([]prometheus.Observer, n), moves: make([][]prometheus.Counter, n),
+		handoff: make([]prometheus.Observer, n), queue: m.req.queue.WithLabelValues(d.name)}
 	for i, mi := range d.models {
+		o.handoff[i] = m.req.handoffWait.WithLabelValues(d.name, mi.name)
 		o.step[i] = m.stepLatency.WithLabelValues(d.name, mi.name)
 		o.batch[i] = m.batchSize.WithLabelValues(d.name, mi.name)
 		o.moves[i] = make([]prometheus.Counter, n)

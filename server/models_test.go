@@ -10,7 +10,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
-	"github.com/tokenrouter/tokenrouter/server/chat"
 )
 
 // TestRealModels serves two real TinyStories models with their shared
@@ -42,9 +41,12 @@ func TestRealModels(t *testing.T) {
 		t.Fatalf("gguf: %q %+v", nr.Text, nr.Routing)
 	}
 	t.Logf("gguf: %q", nr.Text)
+	if body := lintMetrics(t, e); !strings.Contains(body, `tokenrouter_model_kv_blocks{model="gguf",preset="gguf-only"}`) {
+		t.Errorf("metrics lack the KV blocks of the cpu engine")
+	}
 	d, _ := e.s.deployment("gguf-only")
-	if d.family != chat.Plain || d.simulated() || d.text.sim {
-		t.Fatalf("gguf deployment: family %v simulated %v", d.family, d.simulated())
+	if d.template.Name() != "plain" || d.simulated() || d.text.sim {
+		t.Fatalf("gguf deployment: template %v simulated %v", d.template.Name(), d.simulated())
 	}
 	waitIdle(t, e.s)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +53,9 @@ func TestOpenAINodeSDK(t *testing.T) {
 
 	e := start(t, func(c *config.Config) { c.APIKey = "sk-tokenrouter-test" })
 	run := exec.CommandContext(ctx, node, path)
-	run.Env = append(os.Environ(), "TR_BASE_URL="+e.url+"/v1", "TR_API_KEY=sk-tokenrouter-test")
+	chatHonoured, compHonoured := honouredFields(chatFields), honouredFields(completionFields)
+	run.Env = append(os.Environ(), "TR_BASE_URL="+e.url+"/v1", "TR_API_KEY=sk-tokenrouter-test",
+		"TR_CHAT_FIELDS="+strings.Join(chatHonoured, ","), "TR_COMPLETION_FIELDS="+strings.Join(compHonoured, ","))
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	if err := run.Run(); err != nil {
@@ -66,6 +70,10 @@ func TestOpenAINodeSDK(t *testing.T) {
 			Status int    `json:"status"`
 			Code   string `json:"code"`
 		} `json:"error"`
+		Fields struct {
+			Chat        []string `json:"chat"`
+			Completions []string `json:"completions"`
+		} `json:"fields"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &summary); err != nil {
 		t.Fatalf("summary %q: %v", stdout.String(), err)
@@ -73,6 +81,21 @@ func TestOpenAINodeSDK(t *testing.T) {
 	if len(summary.Models) != 1 || summary.Models[0] != "r2r-random" || summary.Stream.ContentChunks != 16 || summary.Error.Status != 404 {
 		t.Fatalf("summary %s", stdout.String())
 	}
+	if !slices.Equal(summary.Fields.Chat, chatHonoured) || !slices.Equal(summary.Fields.Completions, compHonoured) {
+		t.Fatalf("the SDK exercised %v and %v, the honoured fields are %v and %v",
+			summary.Fields.Chat, summary.Fields.Completions, chatHonoured, compHonoured)
+	}
 	t.Logf("openai SDK: %s", stdout.String())
 	waitIdle(t, e.s)
+}
+
+// honouredFields lists the top-level honoured fields of t.
+func honouredFields(t fieldTable) []string {
+	var out []string
+	for _, f := range t.fields {
+		if f.use == honoured {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }

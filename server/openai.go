@@ -27,12 +27,44 @@ type commonParams struct {
 	Temperature   *float64        `json:"temperature"`
 	TopP          *float64        `json:"top_p"`
 	TopK          *int            `json:"top_k"`
-	N             *int            `json:"n"`
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	Stop          json.RawMessage `json:"stop"`
 	Seed          *uint64         `json:"seed"`
 	IgnoreEOS     bool            `json:"ignore_eos"`
+	// ResponseFormat is {"type": "text"}, {"type": "json_object"} or
+	// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}.
+	ResponseFormat *responseFormat `json:"response_format"`
+	penaltyParams
+}
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// schema returns the native json_schema for a response_format.
+func (f *responseFormat) schema() (json.RawMessage, *apiError) {
+	if f == nil {
+		return nil, nil
+	}
+	switch f.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"object"}`), nil
+	case "json_schema":
+		if f.JSONSchema == nil || len(bytes.TrimSpace(f.JSONSchema.Schema)) == 0 {
+			return nil, badRequest("response_format.json_schema.schema", "missing_required_parameter", "response_format json_schema needs json_schema.schema")
+		}
+		return f.JSONSchema.Schema, nil
+	}
+	return nil, badRequest("response_format.type", "invalid_value", "response_format type %q: want text, json_object or json_schema", f.Type)
 }
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -40,10 +72,9 @@ type CompletionRequest struct {
 	commonParams
 	// Prompt is a string, a one-element list of strings, or token ids.
 	Prompt json.RawMessage `json:"prompt"`
-	// Echo, Logprobs and BestOf are refused unless off (false, 0, 1).
-	Echo     bool `json:"echo"`
+	// Logprobs, when set, adds each token's log-probability and the
+	// Logprobs most likely tokens.
 	Logprobs *int `json:"logprobs"`
-	BestOf   *int `json:"best_of"`
 }
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -53,9 +84,10 @@ type ChatRequest struct {
 	Messages []chatMessage `json:"messages"`
 	// MaxCompletionTokens overrides max_tokens when given.
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
-	// Logprobs and Tools are refused unless off or empty.
-	Logprobs bool            `json:"logprobs"`
-	Tools    json.RawMessage `json:"tools"`
+	// Logprobs adds each token's log-probability, TopLogprobs that many
+	// most likely tokens (needs Logprobs).
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs *int `json:"top_logprobs"`
 }
 
 type chatMessage struct {
@@ -68,14 +100,15 @@ func (c *commonParams) toNative() (NativeRequest, *apiError) {
 	nr := NativeRequest{Model: c.Model, Stream: c.Stream}
 	sp := &nr.SamplingParams
 	sp.MaxNewTokens, sp.Temperature, sp.TopP, sp.TopK, sp.Seed, sp.IgnoreEOS = c.MaxTokens, c.Temperature, c.TopP, c.TopK, c.Seed, c.IgnoreEOS
-	if c.N != nil && *c.N != 1 {
-		return nr, badRequest("n", "unsupported_value", "n = %d is not supported: this server returns one choice per request (n = 1)", *c.N)
-	}
+	sp.penaltyParams = c.penaltyParams
 	stop, aerr := parseStop(c.Stop)
 	if aerr != nil {
 		return nr, aerr
 	}
 	sp.Stop = stop
+	if sp.JSONSchema, aerr = c.ResponseFormat.schema(); aerr != nil {
+		return nr, aerr
+	}
 	return nr, nil
 }
 
@@ -98,16 +131,12 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 
 // openAI param names for native ones.
 var (
-	completionNames = paramNames{
-		"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
-		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
-		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
-	}
-	chatNames = paramNames{
-		"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
-		"sampling_params.temperature": "temperature", "sampling_params.top_p": "top_p",
-		"sampling_params.top_k": "top_k", "sampling_params.stop": "stop",
-	}
+	completionNames = paramNames{"text": "prompt", "input_ids": "prompt", "sampling_params.max_new_tokens": "max_tokens",
+		"top_logprobs_num": "logprobs", "return_logprob": "logprobs",
+		"sampling_params.json_schema": "response_format"}
+	chatNames = paramNames{"text": "messages", "input_ids": "messages", "sampling_params.max_new_tokens": "max_tokens",
+		"top_logprobs_num": "top_logprobs", "return_logprob": "logprobs",
+		"sampling_params.json_schema": "response_format"}
 )
 
 // completionChoice is a choice of a text completion (or one of its chunks).
@@ -132,12 +161,15 @@ type completionResponse struct {
 // readCompletion decodes and validates a /v1/completions body.
 func (s *Server) readCompletion(w http.ResponseWriter, r *http.Request) (*CompletionRequest, *genRequest, *apiError) {
 	var req CompletionRequest
-	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+	if aerr := s.decodeFields(w, r, completionFields, &req); aerr != nil {
 		return nil, nil, aerr
 	}
 	nr, aerr := req.toNative()
 	if aerr == nil {
 		aerr = req.check(&nr)
+	}
+	if req.Logprobs != nil {
+		nr.ReturnLogprob, nr.TopLogprobsNum = true, *req.Logprobs
 	}
 	if aerr != nil {
 		return nil, nil, aerr
@@ -154,60 +186,61 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := time.Now().Unix()
+	resp := func(id string, choices []completionChoice) completionResponse {
+		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name, Choices: choices}
+	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		reason := res.reason
-		writeJSON(w, http.StatusOK, completionResponse{
-			ID: "cmpl-" + res.id, Object: "text_completion", Created: created, Model: g.dep.name,
-			Choices: []completionChoice{{Text: res.text, FinishReason: &reason}},
-			Usage:   g.usage(res), Routing: g.routing(res),
-		})
+		out := resp("cmpl-"+rs[0].id, make([]completionChoice, len(rs)))
+		for i, res := range rs {
+			out.Choices[i] = completionChoice{Index: i, Text: res.text, FinishReason: &res.reason, Logprobs: g.completionLogprobs(res.lps, res.by, 0)}
+		}
+		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
 	id := ""
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	offsets := make([]int, g.n)
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
-		case d.start:
+		case d.start && id == "":
 			id = "cmpl-" + d.id
 			return ev.open()
 		case d.flush:
 			return ev.flush()
-		case d.text == "":
+		case d.text == "" && len(d.lps) == 0:
 			return nil
 		}
-		return ev.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
-			Choices: []completionChoice{{Text: d.text}}})
+		lp := g.completionLogprobs(d.lps, d.by, offsets[i])
+		offsets[i] += len(d.text)
+		return ev.send(resp(id, []completionChoice{{Index: i, Text: d.text, Logprobs: lp}}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	reason := res.reason
-	final := completionResponse{ID: id, Object: "text_completion", Created: created, Model: g.dep.name,
-		Choices: []completionChoice{{FinishReason: &reason}}, Routing: g.routing(res)}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		final.Usage = g.usage(res)
+	for i, res := range rs {
+		final := resp(id, []completionChoice{{Index: i, FinishReason: &res.reason}})
+		if i == len(rs)-1 {
+			final.Routing = g.routing(rs...)
+			if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+				final.Usage = g.usage(rs...)
+			}
+		}
+		if ev.send(final) != nil {
+			return
+		}
 	}
-	if ev.send(final) == nil {
-		_ = ev.done()
-	}
+	_ = ev.done()
 }
 
-// check converts the prompt and refuses what this server does not do.
+// check converts the prompt.
 func (req *CompletionRequest) check(nr *NativeRequest) *apiError {
-	switch {
-	case req.Echo:
-		return badRequest("echo", "unsupported_value", "echo is not supported")
-	case req.Logprobs != nil && *req.Logprobs > 0:
-		return badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-	case req.BestOf != nil && *req.BestOf != 1:
-		return badRequest("best_of", "unsupported_value", "best_of = %d is not supported (only 1)", *req.BestOf)
-	}
 	raw := bytes.TrimSpace(req.Prompt)
 	if len(raw) == 0 || string(raw) == "null" {
 		return badRequest("prompt", "missing_required_parameter", "Missing required parameter: prompt")
@@ -270,13 +303,17 @@ type chatResponse struct {
 // readChat decodes and validates a /v1/chat/completions body.
 func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest, *genRequest, *apiError) {
 	var req ChatRequest
-	if aerr := s.decodeJSON(w, r, &req); aerr != nil {
+	if aerr := s.decodeFields(w, r, chatFields, &req); aerr != nil {
 		return nil, nil, aerr
 	}
 	if req.MaxCompletionTokens != nil {
 		req.MaxTokens = req.MaxCompletionTokens
 	}
 	nr, aerr := req.toNative()
+	nr.ReturnLogprob = req.Logprobs
+	if req.TopLogprobs != nil {
+		nr.TopLogprobsNum = *req.TopLogprobs
+	}
 	var msgs []chat.Message
 	if aerr == nil {
 		msgs, aerr = req.check()
@@ -288,7 +325,9 @@ func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest,
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	nr.InputIDs = d.text.encodeChat(d.family.Render(msgs))
+	if nr.InputIDs, aerr = d.encodeChat(msgs); aerr != nil {
+		return nil, nil, aerr
+	}
 	g, aerr := s.prepare(&nr, chatNames)
 	return &req, g, aerr
 }
@@ -301,58 +340,65 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	created := time.Now().Unix()
+	resp := func(object, id string, choices []chatChoice) chatResponse {
+		return chatResponse{ID: id, Object: object, Created: created, Model: g.dep.name, Choices: choices}
+	}
 	if !g.stream {
-		res, err := s.generate(r.Context(), g, func(delta) error { return nil })
+		rs, err := s.generateN(r.Context(), g, func(int, delta) error { return nil })
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		reason, text := res.reason, res.text
-		writeJSON(w, http.StatusOK, chatResponse{
-			ID: "chatcmpl-" + res.id, Object: "chat.completion", Created: created, Model: g.dep.name,
-			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &reason}},
-			Usage:   g.usage(res), Routing: g.routing(res),
-		})
+		out := resp("chat.completion", "chatcmpl-"+rs[0].id, make([]chatChoice, len(rs)))
+		for i, res := range rs {
+			out.Choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &res.text}, FinishReason: &res.reason,
+				Logprobs: g.chatLogprobs(res.lps, res.by)}
+		}
+		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
 	id := ""
-	chunk := func(c chatChoice) chatResponse {
-		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name, Choices: []chatChoice{c}}
-	}
-	res, err := s.generate(r.Context(), g, func(d delta) error {
+	chunk := func(c chatChoice) chatResponse { return resp("chat.completion.chunk", id, []chatChoice{c}) }
+	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start:
-			id = "chatcmpl-" + d.id
+			if id == "" {
+				id = "chatcmpl-" + d.id
+			}
 			if err := ev.open(); err != nil {
 				return err
 			}
 			empty := ""
-			if err := ev.send(chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}})); err != nil {
+			if err := ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Role: "assistant", Content: &empty}})); err != nil {
 				return err
 			}
 			return ev.flush()
 		case d.flush:
 			return ev.flush()
-		case d.text == "":
+		case d.text == "" && len(d.lps) == 0:
 			return nil
 		}
 		text := d.text
-		return ev.send(chunk(chatChoice{Delta: &chatOut{Content: &text}}))
+		return ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Content: &text}, Logprobs: g.chatLogprobs(d.lps, d.by)}))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
-	reason := res.reason
-	final := chunk(chatChoice{Delta: &chatOut{}, FinishReason: &reason})
-	final.Routing = g.routing(res)
-	if ev.send(final) != nil {
-		return
+	for i, res := range rs {
+		final := chunk(chatChoice{Index: i, Delta: &chatOut{}, FinishReason: &res.reason})
+		if i == len(rs)-1 {
+			final.Routing = g.routing(rs...)
+		}
+		if ev.send(final) != nil {
+			return
+		}
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: g.dep.name,
-			Choices: []chatChoice{}, Usage: g.usage(res), Routing: g.routing(res)}
+		u := resp("chat.completion.chunk", id, []chatChoice{})
+		u.Usage, u.Routing = g.usage(rs...), g.routing(rs...)
 		if ev.send(u) != nil {
 			return
 		}
@@ -360,14 +406,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	_ = ev.done()
 }
 
-// check validates the messages and refuses what this server does not do.
+// check validates the messages.
 func (req *ChatRequest) check() ([]chat.Message, *apiError) {
-	switch {
-	case req.Logprobs:
-		return nil, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-	case len(bytes.TrimSpace(req.Tools)) > 0 && string(bytes.TrimSpace(req.Tools)) != "null" && string(bytes.TrimSpace(req.Tools)) != "[]":
-		return nil, badRequest("tools", "unsupported_value", "tools are not supported")
-	case len(req.Messages) == 0:
+	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "missing_required_parameter", "Missing required parameter: messages (a non-empty list)")
 	}
 	out := make([]chat.Message, len(req.Messages))
@@ -450,29 +491,43 @@ type modelEntry struct {
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	cards := make([]modelCard, 0, len(s.deps))
 	for _, d := range s.deps {
-		c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
-			Algorithm: d.algorithm, Params: d.params, ChatFormat: d.family.String(), ContextLen: d.ctxLen}
-		var sims, reals []string
-		for _, m := range d.models {
-			c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
-				ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
-			if m.simulated {
-				sims = append(sims, m.name)
-			} else {
-				reals = append(reals, m.name)
-			}
-		}
-		desc := d.algorithm + " routing over " + strings.Join(d.names(), ", ")
-		switch {
-		case len(reals) == 0:
-			desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
-		case len(sims) > 0:
-			desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
-		default:
-			desc += " (real weights on the CPU engine)."
-		}
-		c.Description = desc
-		cards = append(cards, c)
+		cards = append(cards, d.card())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+}
+
+// encodeChat renders a conversation with d's chat template and encodes it.
+func (d *deployment) encodeChat(msgs []chat.Message) ([]int32, *apiError) {
+	segs, err := d.template.Render(msgs, d.text.chat)
+	if err != nil {
+		return nil, badRequest("messages", "invalid_value", "%v", err)
+	}
+	return d.text.encodeChat(segs), nil
+}
+
+// card is d's entry of /v1/models.
+func (d *deployment) card() modelCard {
+	c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
+		Algorithm: d.algorithm, Params: d.params, ChatFormat: d.template.Name(), ContextLen: d.ctxLen}
+	var sims, reals []string
+	for _, m := range d.models {
+		c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
+			ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
+		if m.simulated {
+			sims = append(sims, m.name)
+		} else {
+			reals = append(reals, m.name)
+		}
+	}
+	desc := d.algorithm + " routing over " + strings.Join(d.names(), ", ")
+	switch {
+	case len(reals) == 0:
+		desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
+	case len(sims) > 0:
+		desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
+	default:
+		desc += " (real weights on the CPU engine)."
+	}
+	c.Description = desc
+	return c
 }

@@ -6,7 +6,8 @@
 // as server-sent events ending with "data: [DONE]", or not), GET /v1/models,
 // the native POST /generate (text or input_ids in; output ids, the model
 // that produced each token and per-model counts out), GET /health and
-// GET /metrics (Prometheus). The generation path is written once, for
+// GET /metrics (Prometheus), and the web console at GET / (package
+// console; its events stream at GET /console/events). The generation path is written once, for
 // /generate; the OpenAI handlers only convert their requests into native
 // ones and native results into OpenAI's shapes. Every response carries the
 // standard usage and an extension object routing: {tokens_by_model,
@@ -39,6 +40,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
@@ -87,6 +89,9 @@ type RemoteStat struct {
 	Restarts int
 	// Stats are its counters as of its last heartbeat.
 	Stats subserver.Stats
+	// Policy is the launch policy it runs when the front end gave it
+	// (nil: a sub-server started elsewhere owns its policy).
+	Policy *sched.Policy
 }
 
 // Server serves the HTTP API over one deployment per preset.
@@ -254,17 +259,13 @@ func (s *Server) deployment(name string) (*deployment, *apiError) {
 	if d, ok := s.byName[name]; ok {
 		return d, nil
 	}
-	have := make([]string, len(s.deps))
-	for i, d := range s.deps {
-		have[i] = d.name
-	}
-	return nil, errNotFoundModel(name, have)
+	return nil, errNotFoundModel(name, s.presetNames())
 }
 
 // admit counts a generation request in flight, or refuses it.
 func (s *Server) admit() (release func(), _ *apiError) {
 	if s.draining.Load() {
-		return nil, errUnavailable("The server is shutting down")
+		return nil, errShuttingDown("The server is shutting down")
 	}
 	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
@@ -290,13 +291,18 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/chat/completions", api(http.MethodPost, s.handleChat))
 	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
 	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
+	mux.Handle("/v1/models/{id...}", api(http.MethodGet, s.handleModel))
+	mux.Handle("/tokenize", api(http.MethodPost, s.handleTokenize))
+	mux.Handle("/detokenize", api(http.MethodPost, s.handleDetokenize))
+	mux.Handle("/version", s.wrap(http.MethodGet, false, s.handleVersion))
 	mux.Handle("/metrics", api(http.MethodGet, s.metrics.handler().ServeHTTP))
 	mux.Handle("/health", s.wrap(http.MethodGet, false, s.handleHealth))
 	mux.Handle("/ready", s.wrap(http.MethodGet, false, s.handleReady))
+	s.mountConsole(mux)
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
 	}))
-	return mux
+	return s.cors(mux)
 }
 
 // statusRecorder remembers the status code for metrics and bounds every
@@ -357,7 +363,7 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 			writeError(rec, errUnauthorized(s.authMessage(r)))
 		case auth && s.draining.Load():
 			rec.Header().Set("Connection", "close")
-			writeError(rec, errUnavailable("The server is shutting down"))
+			writeError(rec, errShuttingDown("The server is shutting down"))
 		default:
 			h(rec, r)
 		}

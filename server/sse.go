@@ -21,8 +21,11 @@ func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, rc: http.NewResponseController(w)}
 }
 
-// open sends the response headers.
+// open sends the response headers (once).
 func (e *sse) open() error {
+	if e.opened {
+		return nil
+	}
 	h := e.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

@@ -2,8 +2,10 @@ package server
 
 import (
 	"strings"
+	"sync"
 	"unicode/utf8"
 
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server/chat"
 	"github.com/tokenrouter/tokenrouter/server/simtok"
@@ -14,15 +16,43 @@ import (
 // and special tokens) and decoding output incrementally.
 type textModel struct {
 	encode  func(string) []int32
+	content func(string) []int32 // message text: control tokens never parsed
 	piece   func([]byte, int32) []byte
 	special func(string) (int32, bool)
-	bos     int32
-	addBOS  bool
+	// chat are the tokenizer's texts a chat template renders with.
+	chat   chat.Options
+	eog    []int32 // the vocabulary's end-of-generation tokens
+	bos    int32
+	addBOS bool
 	// stripFirstSpace removes the dummy-prefix space SentencePiece puts
 	// before the first output piece.
 	stripFirstSpace bool
 	sim             bool
 	kind            string
+	// control reports the tokens that are not text.
+	control func(int32) bool
+}
+
+// vocab returns, built on first use, the vocabulary of size tokens for
+// structured output: each token's bytes as the text model prints them,
+// none for control tokens (which a mask never allows) and ids it does not
+// know.
+func (t *textModel) vocab(size int) func() *constrain.Vocab {
+	return sync.OnceValue(func() *constrain.Vocab {
+		return constrain.NewVocab(size, func(id int) []byte {
+			if t.control(int32(id)) {
+				return nil
+			}
+			return t.piece(nil, int32(id))
+		})
+	})
+}
+
+// OutputVocab returns, built on first use, the structured-output
+// vocabulary of a model with text side t and size tokens, for a
+// sub-server that runs apart from the server (subserver.Config.Vocab).
+func OutputVocab(t loader.Text, size int) func() *constrain.Vocab {
+	return textOf(t).vocab(size)
 }
 
 // textOf is the text model of a model's text side: its tokenizer, or the
@@ -38,8 +68,10 @@ func textOf(t loader.Text) *textModel {
 func simText() *textModel {
 	var t simtok.Tokenizer
 	return &textModel{
-		encode: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
+		encode: t.Encode, content: t.Encode, piece: t.AppendPiece, bos: simtok.BOS, addBOS: true, sim: true, kind: "sim",
+		chat:    chat.Options{AddGenerationPrompt: true},
 		special: func(string) (int32, bool) { return 0, false },
+		control: func(id int32) bool { return id < simtok.ByteBase },
 	}
 }
 
@@ -50,8 +82,11 @@ func realText(t *tokenizer.Tokenizer) *textModel {
 		kind = "bpe"
 	}
 	return &textModel{
-		encode: func(s string) []int32 { return t.Encode(s, false) },
-		piece:  t.AppendPiece,
+		encode:  func(s string) []int32 { return t.Encode(s, false) },
+		content: t.EncodeContent,
+		piece:   t.AppendPiece,
+		chat:    chat.Options{AddGenerationPrompt: true, BOS: t.Token(t.BOS), EOS: t.Token(t.EOS), Specials: t.ControlTexts()},
+		eog:     t.EOG(),
 		special: func(name string) (int32, bool) {
 			id, ok := t.Lookup(name)
 			if !ok || !(t.IsControl(id) || name == "<s>" || name == "</s>" || strings.HasPrefix(name, "<|")) {
@@ -59,7 +94,8 @@ func realText(t *tokenizer.Tokenizer) *textModel {
 			}
 			return id, true
 		},
-		bos: t.BOS, addBOS: t.AddBOS && t.BOS >= 0,
+		control: t.IsControl,
+		bos:     t.BOS, addBOS: t.AddBOS && t.BOS >= 0,
 		stripFirstSpace: t.Kind() == tokenizer.SPM && t.AddSpacePrefix,
 		kind:            kind,
 	}
@@ -76,7 +112,8 @@ func (t *textModel) encodeText(s string) []int32 {
 }
 
 // encodeChat encodes rendered chat segments: special segments become their
-// token ids (or text when the vocabulary lacks them).
+// token ids (or text when the vocabulary lacks them), text segments are
+// encoded without parsing control tokens.
 func (t *textModel) encodeChat(segs []chat.Segment) []int32 {
 	var ids []int32
 	for _, s := range segs {
@@ -86,7 +123,7 @@ func (t *textModel) encodeChat(segs []chat.Segment) []int32 {
 				continue
 			}
 		}
-		ids = append(ids, t.encode(s.Text)...)
+		ids = append(ids, t.content(s.Text)...)
 	}
 	if t.addBOS && (len(ids) == 0 || ids[0] != t.bos) {
 		ids = append([]int32{t.bos}, ids...)

@@ -13,15 +13,17 @@ func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // byteText is a text model whose ids are bytes, for detok tests.
 func byteText() *textModel {
+	enc := func(s string) []int32 {
+		out := make([]int32, len(s))
+		for i := range len(s) {
+			out[i] = int32(s[i])
+		}
+		return out
+	}
 	return &textModel{
-		encode: func(s string) []int32 {
-			out := make([]int32, len(s))
-			for i := range len(s) {
-				out[i] = int32(s[i])
-			}
-			return out
-		},
-		piece: func(dst []byte, id int32) []byte { return append(dst, byte(id)) },
+		encode:  enc,
+		content: enc,
+		piece:   func(dst []byte, id int32) []byte { return append(dst, byte(id)) },
 		special: func(name string) (int32, bool) {
 			if name == "<|im_start|>" {
 				return 300, true

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/tokenrouter/tokenrouter/engine"
 )
 
 // Finish reasons.
@@ -34,6 +36,9 @@ type Chunk struct {
 	Tokens []int32
 	// By[i] is the index of the model that produced Tokens[i].
 	By []int8
+	// Logprobs[i] is Tokens[i]'s log-probability (when the request asked
+	// for them; nil otherwise).
+	Logprobs []engine.Logprob
 	// Done is set on the last chunk.
 	Done bool
 	// Reason says why the request ended (set with Done).
@@ -50,6 +55,7 @@ type Stream struct {
 	mu     sync.Mutex
 	toks   []int32 // committed, not yet received
 	by     []int8
+	lps    []engine.Logprob
 	done   bool
 	eof    bool
 	reason string
@@ -65,11 +71,16 @@ func New(id uint64, cancel func()) *Stream {
 }
 
 // Push appends committed tokens. It never blocks.
-func (s *Stream) Push(toks []int32, by []int8) {
+func (s *Stream) Push(toks []int32, by []int8) { s.PushLogprobs(toks, by, nil) }
+
+// PushLogprobs is Push for a request that asked for log-probabilities:
+// lps[i] belongs to toks[i].
+func (s *Stream) PushLogprobs(toks []int32, by []int8, lps []engine.Logprob) {
 	s.mu.Lock()
 	if !s.done {
 		s.toks = append(s.toks, toks...)
 		s.by = append(s.by, by...)
+		s.lps = append(s.lps, lps...)
 	}
 	s.mu.Unlock()
 	s.wake()
@@ -108,9 +119,10 @@ func (s *Stream) Recv(ctx context.Context, c *Chunk) error {
 		if len(s.toks) > 0 || s.done {
 			c.Tokens = append(c.Tokens[:0], s.toks...)
 			c.By = append(c.By[:0], s.by...)
+			c.Logprobs = append(c.Logprobs[:0], s.lps...)
 			// Delivered tokens are dropped, so a long stream read with
 			// Recv holds (and allocates) nothing in steady state.
-			s.toks, s.by = s.toks[:0], s.by[:0]
+			s.toks, s.by, s.lps = s.toks[:0], s.by[:0], s.lps[:0]
 			c.Done, c.Reason = s.done, s.reason
 			err := s.errLocked()
 			if s.done {

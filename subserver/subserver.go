@@ -18,11 +18,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -47,6 +49,10 @@ type Config struct {
 	// Observer, if set, is told about every step and every hand-off. It is
 	// called from the loop goroutine and must be quick.
 	Observer Observer
+	// Vocab returns the model's vocabulary prepared for structured output
+	// (route.Params.Schema), built on the first request that has a schema;
+	// nil refuses such requests.
+	Vocab func() *constrain.Vocab
 }
 
 // Observer watches a sub-server's steps, for automatic thresholds and
@@ -58,6 +64,14 @@ type Observer interface {
 	// requests went to model i (the own index counts stays). Finished
 	// requests are not counted.
 	Routed(model int, moved []int)
+}
+
+// WaitObserver is an optional Observer capability: how long each request
+// that arrived on a model (new from the front end, or handed over by a
+// peer) waited, runnable, before the step that ran it (the batch admission
+// delay). entry is set for a new request's first step.
+type WaitObserver interface {
+	Waited(model int, entry bool, d time.Duration)
 }
 
 // where a request is, seen from one sub-server.
@@ -77,7 +91,21 @@ type rec struct {
 	at      where
 	readyAt time.Duration
 	hasKV   bool
+	cons    *constraint // the output schema's state (nil: none)
+	arrived arrival     // how it became runnable, until its next step
+	// Log-probabilities, when the request asks for them: lps of the
+	// uncommitted tokens kept (by position), fresh of the last step.
+	lps, fresh []engine.Logprob
 }
+
+// arrival says how a request became runnable on a sub-server.
+type arrival uint8
+
+const (
+	stayed  arrival = iota // it stepped here last
+	entered                // new from the front end
+	handed                 // handed over by a peer
+)
 
 // Stats is a snapshot of a sub-server's counters.
 type Stats struct {
@@ -95,6 +123,19 @@ type Stats struct {
 	LastStep time.Duration
 	// BusyTime is the total time spent in engine steps.
 	BusyTime time.Duration
+	// Stepped sums the steps' batch sizes: the mean batch over an interval
+	// is its change over the change of Steps.
+	Stepped uint64
+	// HandedOff counts the requests this model's steps sent to another
+	// model: its routed fraction over an interval is the change of
+	// HandedOff over the change of Stepped.
+	HandedOff uint64
+	// KVBlocks is the number of KV cache blocks (pages) in use, or -1
+	// when the engine does not report them (engine.KVPager).
+	KVBlocks int
+	// Threshold is the launch threshold in force: the batch size the
+	// policy waits for at the current number of active requests.
+	Threshold int
 }
 
 // Server is one model's sub-server.
@@ -122,12 +163,15 @@ type Server struct {
 	embed    engine.Embedder
 	wanter   route.Wanter
 	turner   engine.Turner // the engine, if it takes turns with others
+	pager    engine.KVPager
+	waits    WaitObserver
 	sender   route.Sender
 	receiver route.Receiver
 
 	stats struct {
 		records, runnable, pending, kv, batch atomic.Int64
-		steps, tokens                         atomic.Uint64
+		kvBlocks, threshold                   atomic.Int64
+		steps, tokens, stepped, handed        atomic.Uint64
 		last, busy                            atomic.Int64
 	}
 }
@@ -150,6 +194,8 @@ func New(cfg Config) (*Server, error) {
 	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.turner, _ = cfg.Engine.(engine.Turner)
+	s.pager, _ = cfg.Engine.(engine.KVPager)
+	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
@@ -178,6 +224,8 @@ func (s *Server) Stats() Stats {
 		Steps: s.stats.steps.Load(), Tokens: s.stats.tokens.Load(),
 		LastBatch: int(s.stats.batch.Load()), LastStep: time.Duration(s.stats.last.Load()),
 		BusyTime: time.Duration(s.stats.busy.Load()),
+		Stepped:  s.stats.stepped.Load(), HandedOff: s.stats.handed.Load(),
+		KVBlocks: int(s.stats.kvBlocks.Load()), Threshold: int(s.stats.threshold.Load()),
 	}
 }
 
@@ -262,6 +310,12 @@ func (s *Server) publish() {
 	s.stats.runnable.Store(int64(len(s.run)))
 	s.stats.pending.Store(int64(pend))
 	s.stats.kv.Store(int64(kv))
+	blocks := -1
+	if s.pager != nil {
+		blocks = s.pager.KVBlocksInUse()
+	}
+	s.stats.kvBlocks.Store(int64(blocks))
+	s.stats.threshold.Store(int64(s.policy.Load().B.At(len(s.recs))))
 }
 
 // receive drains the inbox and applies every event.
@@ -350,9 +404,13 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r.req.Params, r.req.PromptLen, r.req.Committed = m.Params, m.PromptLen, m.Committed
 	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
+	r.lps = logprobsIn(r.lps[:0], m.Logprobs, m.Committed, len(r.req.Tokens))
 	copy(r.seen, m.Seen)
 	r.seen[self] = m.Anchor
-	r.at, r.readyAt = runnable, s.now()
+	r.at, r.readyAt, r.arrived = runnable, s.now(), handed
+	if e.From == bus.Frontend {
+		r.arrived = entered
+	}
 	s.run = append(s.run, r)
 }
 
@@ -381,16 +439,36 @@ func (s *Server) step(ctx context.Context) {
 			want = s.wanter.Want(self, &r.req)
 		}
 		toks := r.req.Tokens[r.seen[self]:]
+		allow, err := s.allow(r, r.seen[self], want)
+		if err != nil {
+			s.fail(ctx, r, err)
+			continue
+		}
 		appended += len(toks)
 		r.req.Appended = len(toks)
-		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: r.req.Params.Sampling})
+		sp := r.req.StepSampling()
+		if sp.Logprobs {
+			r.fresh, sp.Record = r.fresh[:0], &r.fresh
+		}
+		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: sp, Allow: allow})
+		s.batch[len(s.in)-1] = r
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
 	}
+	if len(s.in) < n { // requests whose schema could not be applied left the batch
+		clear(s.batch[len(s.in):])
+		s.batch, n = s.batch[:len(s.in)], len(s.in)
+		s.out = s.out[:n]
+		if n == 0 {
+			return
+		}
+	}
+	s.observeWaits()
 	t0 := time.Now()
 	err := s.cfg.Engine.Step(ctx, s.in, s.out)
 	d := time.Since(t0)
 	s.stats.steps.Add(1)
+	s.stats.stepped.Add(uint64(n))
 	s.stats.batch.Store(int64(n))
 	s.stats.last.Store(int64(d))
 	s.stats.busy.Add(int64(d))
@@ -429,6 +507,18 @@ func (s *Server) step(ctx context.Context) {
 	clear(s.reqs)
 }
 
+// observeWaits reports the wait of each request of the batch that arrived
+// since its last step.
+func (s *Server) observeWaits() {
+	now := s.now()
+	for _, r := range s.batch {
+		if r.arrived != stayed && s.waits != nil {
+			s.waits.Waited(s.cfg.Index, r.arrived == entered, now-r.readyAt)
+		}
+		r.arrived = stayed
+	}
+}
+
 // apply carries out one decision.
 func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.Duration) {
 	self := s.cfg.Index
@@ -439,6 +529,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 			return
 		}
 		q.Tokens, q.By = q.Tokens[:d.Cut], q.By[:d.Cut]
+		r.lps = logprobsIn(r.lps[:0], r.lps, 0, d.Cut)
 		for k := range r.seen {
 			r.seen[k] = min(r.seen[k], d.Cut)
 		}
@@ -448,6 +539,9 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 		}
 	}
 	if d.Token != route.NoToken {
+		if q.Params.Sampling.Logprobs {
+			r.keepLogprob(len(q.Tokens), d.Token)
+		}
 		q.Tokens = append(q.Tokens, d.Token)
 		q.By = append(q.By, int8(self))
 	}
@@ -466,6 +560,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 		s.run = append(s.run, r)
 		return
 	}
+	s.stats.handed.Add(1)
 	s.send(ctx, r, d.Next)
 }
 
@@ -483,6 +578,9 @@ func (s *Server) commit(ctx context.Context, r *rec) bool {
 		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
 		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)
 		e.By = append(e.By[:0], q.By[from:to]...)
+		if q.Params.Sampling.Logprobs {
+			e.Logprobs = r.takeLogprobs(from, to)
+		}
 		_ = s.cfg.Bus.Send(ctx, bus.Frontend, e) // a front end that is gone has nobody to tell
 	}
 	if reason == "" {
@@ -520,6 +618,7 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	m.By = append(m.By[:0], q.By[anchor:]...)
 	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
 	m.Seen = append(m.Seen[:0], r.seen...)
+	m.Logprobs = append(m.Logprobs[:0], r.lps...)
 	if s.sender != nil {
 		s.sender.Send(q, m)
 	}
@@ -527,4 +626,43 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: hand-off to model %d: %w", s.cfg.Name, to, err))
 	}
+}
+
+// logprobsIn appends to dst the entries of lps at positions in [lo, hi).
+func logprobsIn(dst, lps []engine.Logprob, lo, hi int) []engine.Logprob {
+	for _, lp := range lps {
+		if int(lp.Pos) >= lo && int(lp.Pos) < hi {
+			dst = append(dst, lp)
+		}
+	}
+	return dst
+}
+
+// keepLogprob keeps the log-probability the last step gave tok at pos
+// (none when the algorithm placed a token the step did not sample there).
+func (r *rec) keepLogprob(pos int, tok int32) {
+	r.lps = logprobsIn(r.lps[:0], r.lps, 0, pos)
+	for _, lp := range r.fresh {
+		if int(lp.Pos) == pos && lp.Token == tok {
+			r.lps = append(r.lps, lp)
+			return
+		}
+	}
+}
+
+// takeLogprobs returns the log-probabilities of the tokens at [from, to),
+// which are being committed, and forgets them; a token without one gets
+// NaN.
+func (r *rec) takeLogprobs(from, to int) []engine.Logprob {
+	out := make([]engine.Logprob, to-from)
+	for i := range out {
+		out[i] = engine.Logprob{Pos: int32(from + i), Token: r.req.Tokens[from+i], Logprob: float32(math.NaN())}
+	}
+	for _, lp := range r.lps {
+		if p := int(lp.Pos); p >= from && p < to && lp.Token == r.req.Tokens[p] {
+			out[p-from] = lp
+		}
+	}
+	r.lps = logprobsIn(r.lps[:0], r.lps, to, math.MaxInt)
+	return out
 }

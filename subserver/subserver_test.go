@@ -78,8 +78,8 @@ func TestGeneratesAndFinishes(t *testing.T) {
 		t.Fatalf("finish for %d", f.ID)
 	}
 	r.idle()
-	if st := r.srv.Stats(); st.Steps != 4 || st.Tokens != 4 || st.LastBatch != 1 {
-		t.Fatalf("stats %+v, want 4 steps, 4 tokens, last batch 1", st)
+	if st := r.srv.Stats(); st.Steps != 4 || st.Tokens != 4 || st.LastBatch != 1 || st.Stepped != 4 || st.HandedOff != 0 {
+		t.Fatalf("stats %+v, want 4 steps of 1 request, 4 tokens, last batch 1, none handed off", st)
 	}
 }
 
@@ -590,6 +590,9 @@ func TestObserverSeesStepsAndRoutes(t *testing.T) {
 	}
 	if w := [][]int{{0, 1, 0}, {0, 0, 1}, {0, 0, 0}}; !reflect.DeepEqual(obs.routed, w) {
 		t.Fatalf("routed %v, want %v", obs.routed, w)
+	}
+	if st := r.srv.Stats(); st.Stepped != 3 || st.HandedOff != 1 {
+		t.Fatalf("stats %+v, want 3 requests stepped, 1 handed off", st)
 	}
 }
 

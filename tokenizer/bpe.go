@@ -16,6 +16,9 @@ const (
 	preLlama3
 	// preQwen2 is preLlama3 with single digits (\p{N}).
 	preQwen2
+	// preDigits splits out every digit (\p{N}) first, then applies
+	// preGPT2 to the text between (SmolLM).
+	preDigits
 )
 
 func preFor(name string) preKind {
@@ -24,6 +27,8 @@ func preFor(name string) preKind {
 		return preLlama3
 	case "qwen2", "qwen35", "deepseek-r1-qwen":
 		return preQwen2
+	case "smollm":
+		return preDigits
 	}
 	return preGPT2
 }
@@ -146,6 +151,9 @@ func preTokenize(kind preKind, text string) []string {
 	var words []string
 	for i := 0; i < len(rs); {
 		j := matchPre(kind, rs, i)
+		if kind == preDigits {
+			j = matchDigits(rs, i)
+		}
 		if j <= i {
 			j = i + 1
 		}
@@ -245,6 +253,19 @@ func matchPre(kind preKind, rs []rune, i int) int {
 		}
 	}
 	return matchSpaces(rs, i)
+}
+
+// matchDigits matches one digit at i, or the GPT-2 pattern within the
+// text before the next digit.
+func matchDigits(rs []rune, i int) int {
+	if isN(rs[i]) {
+		return i + 1
+	}
+	end := i
+	for end < len(rs) && !isN(rs[end]) {
+		end++
+	}
+	return matchPre(preGPT2, rs[:end], i)
 }
 
 // matchSpaces matches \s+(?!\S)|\s+ at i.

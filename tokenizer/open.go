@@ -11,9 +11,13 @@ import (
 )
 
 // Open reads a standalone tokenizer file: a GGUF file (its tokenizer
-// metadata), a SentencePiece .model protobuf, or a llama2.c tokenizer.bin
-// holding vocabSize tokens (0 reads them all).
+// metadata), a Hugging Face tokenizer.json (or a folder holding one), a
+// SentencePiece .model protobuf, or a llama2.c tokenizer.bin holding
+// vocabSize tokens (0 reads them all).
 func Open(path string, vocabSize int) (*Tokenizer, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() || strings.HasSuffix(path, ".json") {
+		return OpenHF(path)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)

@@ -133,6 +133,7 @@ func ParseSentencePiece(b []byte) (*Tokenizer, error) {
 	t.AddBOS = t.BOS >= 0
 	t.AddSpacePrefix = addDummy
 	t.RemoveExtraWhitespace = removeWS
+	t.setEOG()
 	return t, nil
 }
 

@@ -54,6 +54,11 @@ type Tokenizer struct {
 	bytes  [256]int32 // SPM byte-fallback token for each byte, -1 if none
 	merges map[string]int
 	pre    preKind
+	nfc    bool // normalise text to NFC before encoding
+
+	special     []special // control and user-defined tokens
+	userDefined []special // user-defined tokens alone
+	eog         []int32   // end-of-generation tokens (setEOG)
 
 	// BOS, EOS and UNK are special token ids (-1 when absent).
 	BOS, EOS, UNK int32
@@ -128,6 +133,7 @@ func newTokenizer(kind Kind, tokens []string, scores []float32, types []int32) (
 			}
 		}
 	}
+	t.indexSpecials()
 	return t, nil
 }
 
@@ -195,6 +201,13 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if t.EOS < 0 {
 		t.AddEOS = false
 	}
+	var turn []int32
+	for _, k := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if v, ok := f.Uint(k); ok {
+			turn = append(turn, t.validID(int64(v)))
+		}
+	}
+	t.setEOG(turn...)
 	return t, nil
 }
 
@@ -230,6 +243,7 @@ func FromLlama2c(v *llama2c.Vocab) (*Tokenizer, error) {
 	if t.BOS < 0 {
 		t.AddBOS = false
 	}
+	t.setEOG()
 	return t, nil
 }
 
@@ -248,12 +262,7 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	if addSpecial && t.AddBOS {
 		out = append(out, t.BOS)
 	}
-	switch t.kind {
-	case SPM:
-		out = t.encodeSPM(out, text)
-	case BPE:
-		out = t.encodeBPE(out, text)
-	}
+	out = t.encodeFragment(out, text)
 	if addSpecial && t.AddEOS {
 		out = append(out, t.EOS)
 	}

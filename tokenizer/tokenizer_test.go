@@ -220,13 +220,15 @@ func TestByteLevelBPE(t *testing.T) {
 		{"llama-bpe", "a 12345 b", []string{"a", " ", "123", "45", " b"}},
 		{"llama-bpe", "x  \n\ty", []string{"x", "  \n", "\ty"}},
 		{"qwen2", "a 123 b", []string{"a", " ", "1", "2", "3", " b"}},
+		{"smollm", "a 123 b's", []string{"a", " ", "1", "2", "3", " b", "'s"}},
+		{"smollm", "x2y  z", []string{"x", "2", "y", " ", " z"}},
 	} {
 		if got := preTokenize(preFor(c.pre), c.text); !slices.Equal(got, c.want) {
 			t.Errorf("%s %q: %q, want %q", c.pre, c.text, got, c.want)
 		}
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, pre := range []string{"gpt2", "llama-bpe", "qwen2"} {
+	for _, pre := range []string{"gpt2", "llama-bpe", "qwen2", "smollm"} {
 		tk := tinyGPT2(t, pre)
 		for range 500 {
 			s := randomText(rng)

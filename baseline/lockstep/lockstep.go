@@ -197,7 +197,7 @@ func (s *System) loop(ctx context.Context) {
 					want = w.Want(m, &r.q)
 				}
 				batch = append(batch, r)
-				in = append(in, engine.Input{Seq: engine.SeqID(r.q.ID), Tokens: toks, Want: want, Sampling: r.q.Params.Sampling})
+				in = append(in, engine.Input{Seq: engine.SeqID(r.q.ID), Tokens: toks, Want: want, Sampling: r.q.StepSampling()})
 				reqs = append(reqs, &r.q)
 				dec = append(dec, route.Decision{})
 			}

@@ -8,12 +8,13 @@ import (
 	"math"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
 // Version is the event encoding's version, the first byte of every
 // encoded event. A decoder rejects any other version.
-const Version = 1
+const Version = 2
 
 // Hard limits of the decoder: a hostile or corrupt message fails with an
 // error before it can force an allocation beyond them.
@@ -24,6 +25,12 @@ const (
 	MaxModels = 128
 	// MaxState bounds an encoded algorithm state in bytes.
 	MaxState = 1 << 24
+	// MaxSchema bounds a request's output schema in bytes.
+	MaxSchema = 1 << 20
+	// MaxBias bounds the logit biases of a request.
+	MaxBias = 1 << 20
+	// MaxTopLogprobs bounds the top log-probabilities asked per token.
+	MaxTopLogprobs = 1 << 10
 	// MaxText bounds a finish reason or error text in bytes.
 	MaxText = 1 << 16
 )
@@ -31,7 +38,7 @@ const (
 // Section flags: which optional parts an encoded event carries.
 const (
 	hasMsg    = 1 << iota // Msg (peer messages)
-	hasCommit             // Tokens, By, Pos (commits)
+	hasCommit             // Tokens, By, Pos, Logprobs (commits)
 	hasText               // Reason, Err (done)
 	hasState              // Msg.State (only with hasMsg)
 	hasFinish             // Msg.Finished
@@ -55,7 +62,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 			flags |= hasFinish
 		}
 	}
-	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 {
+	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 || len(e.Logprobs) > 0 {
 		flags |= hasCommit
 	}
 	if e.Reason != "" || e.Err != "" {
@@ -83,12 +90,16 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(p.Sampling.TopK))
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.TopP))
 		b = binary.LittleEndian.AppendUint64(b, p.Sampling.Seed)
+		b = appendPenalties(b, &p.Sampling)
 		ign := byte(0)
 		if p.IgnoreEOS {
 			ign = 1
 		}
 		b = append(b, ign)
 		b = binary.LittleEndian.AppendUint64(b, p.Seed)
+		b = appendLogprobs(b, m.Logprobs)
+		b = binary.AppendUvarint(b, uint64(len(p.Schema)))
+		b = append(b, p.Schema...)
 		if m.State != nil {
 			var err error
 			if b, err = appendState(b, m.State); err != nil {
@@ -100,6 +111,7 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(e.Pos))
 		b = appendTokens(b, e.Tokens)
 		b = appendBy(b, e.By)
+		b = appendLogprobs(b, e.Logprobs)
 	}
 	if flags&hasText != 0 {
 		b = appendText(b, e.Reason)
@@ -111,7 +123,92 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 // msgZero reports whether m is the zero message (nothing to carry).
 func msgZero(m *route.Message) bool {
 	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
-		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && m.Params == (route.Params{}) && m.State == nil
+		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil &&
+		len(m.Logprobs) == 0
+}
+
+// paramsZero reports whether p is the zero Params.
+func paramsZero(p *route.Params) bool {
+	sp := &p.Sampling
+	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
+		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0 && !sp.Logprobs && sp.TopLogprobs == 0
+}
+
+// appendPenalties encodes min-p, the penalties and the log-probabilities
+// asked for (not the per-step history and record, which every model has).
+func appendPenalties(b []byte, sp *engine.Sampling) []byte {
+	p := &sp.Penalties
+	for _, f := range []float32{sp.MinP, p.Frequency, p.Presence, p.Repetition} {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.Bias)))
+	for _, x := range p.Bias {
+		b = binary.AppendVarint(b, int64(x.Token))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x.Bias))
+	}
+	top := int64(-1)
+	if sp.Logprobs {
+		top = int64(sp.TopLogprobs)
+	}
+	return binary.AppendVarint(b, top)
+}
+
+// appendLogprobs encodes log-probabilities.
+func appendLogprobs(b []byte, lps []engine.Logprob) []byte {
+	b = binary.AppendUvarint(b, uint64(len(lps)))
+	for _, lp := range lps {
+		b = binary.AppendVarint(b, int64(lp.Pos))
+		b = binary.AppendVarint(b, int64(lp.Token))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(lp.Logprob))
+		b = binary.AppendUvarint(b, uint64(len(lp.Top)))
+		for _, x := range lp.Top {
+			b = binary.AppendVarint(b, int64(x.Token))
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x.Logprob))
+		}
+	}
+	return b
+}
+
+// logprobs decodes what appendLogprobs wrote (nil for none).
+func (d *decoder) logprobs() []engine.Logprob {
+	n := d.length(math.MaxInt32, 7)
+	if n == 0 {
+		return nil
+	}
+	out := make([]engine.Logprob, n)
+	for i := range out {
+		lp := &out[i]
+		lp.Pos = int32(d.int(0, math.MaxInt32))
+		lp.Token = int32(d.int(0, math.MaxInt32))
+		lp.Logprob = math.Float32frombits(d.u32())
+		if k := d.length(MaxTopLogprobs, 5); k > 0 {
+			lp.Top = make([]engine.TokenLogprob, k)
+			for j := range lp.Top {
+				lp.Top[j].Token = int32(d.int(0, math.MaxInt32))
+				lp.Top[j].Logprob = math.Float32frombits(d.u32())
+			}
+		}
+	}
+	return out
+}
+
+// penalties decodes what appendPenalties wrote into sp.
+func (d *decoder) penalties(sp *engine.Sampling) {
+	p := &sp.Penalties
+	for _, f := range []*float32{&sp.MinP, &p.Frequency, &p.Presence, &p.Repetition} {
+		*f = math.Float32frombits(d.u32())
+	}
+	n := d.length(MaxBias, 5)
+	p.Bias = nil // never reused: a copied event may share the old list
+	if n > 0 {
+		p.Bias = make([]engine.TokenBias, n)
+	}
+	for i := range p.Bias {
+		p.Bias[i].Token = int32(d.int(0, math.MaxInt32))
+		p.Bias[i].Bias = math.Float32frombits(d.u32())
+	}
+	top := d.int(-1, MaxTopLogprobs)
+	sp.Logprobs, sp.TopLogprobs = top >= 0, max(top, 0)
 }
 
 func appendTokens(b []byte, t []int32) []byte {
@@ -210,6 +307,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 		p.Sampling.TopK = d.int(math.MinInt32, math.MaxInt32)
 		p.Sampling.TopP = math.Float32frombits(d.u32())
 		p.Sampling.Seed = d.u64()
+		d.penalties(&p.Sampling)
 		switch d.byte() {
 		case 0:
 			p.IgnoreEOS = false
@@ -219,6 +317,8 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 			d.fail("ignore-eos flag")
 		}
 		p.Seed = d.u64()
+		m.Logprobs = d.logprobs()
+		p.Schema = string(d.bytes(MaxSchema))
 		m.Finished = flags&hasFinish != 0
 		m.State = nil
 		if flags&hasState != 0 {
@@ -242,6 +342,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 		e.Pos = d.int(math.MinInt32, math.MaxInt32)
 		e.Tokens = d.tokens(e.Tokens[:0])
 		e.By = d.by(e.By[:0])
+		e.Logprobs = d.logprobs()
 	}
 	if flags&hasText != 0 {
 		e.Reason = string(d.bytes(MaxText))

@@ -86,10 +86,13 @@ func TestEncodingIsCompact(t *testing.T) {
 // carries, so the encoding is extended (and its version bumped) with it.
 func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[bus.Event]():       9,
-		reflect.TypeFor[route.Message]():   12,
-		reflect.TypeFor[route.Params]():    4,
-		reflect.TypeFor[engine.Sampling](): 4,
+		reflect.TypeFor[bus.Event]():     10,
+		reflect.TypeFor[route.Message](): 13,
+		reflect.TypeFor[route.Params]():  5,
+		// History, PromptLen and Record are set by every model for its own
+		// step.
+		reflect.TypeFor[engine.Sampling]():  8 + 3,
+		reflect.TypeFor[engine.Penalties](): 4,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%v has %d fields, the codec carries %d: extend codec.go", typ, typ.NumField(), n)

@@ -150,7 +150,7 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 	var text []byte
 	start := time.Now()
 	err = decode(ctx, m.Engine, prompt, cfg, func(id int32) (bool, error) {
-		if id == m.Tokenizer.EOS || id == m.Tokenizer.BOS {
+		if m.Tokenizer.IsEOG(id) || id == m.Tokenizer.BOS {
 			return false, nil
 		}
 		res.OutputIDs = append(res.OutputIDs, id)

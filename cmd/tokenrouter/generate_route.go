@@ -121,7 +121,7 @@ func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[
 
 // streamRouted submits prompt and records (and, as text, prints) each
 // committed token with the model that wrote it, until the request ends or
-// the model writes BOS.
+// the model writes BOS or an end-of-generation token.
 func streamRouted(cmd *cobra.Command, cfg generateConfig, r *deploy.Deployment, tok *tokenizer.Tokenizer, prompt []int32,
 	maxTokens int, res *routedResult, text *[]byte) error {
 	ctx := cmd.Context()
@@ -137,7 +137,7 @@ func streamRouted(cmd *cobra.Command, cfg generateConfig, r *deploy.Deployment, 
 			return fmt.Errorf("generate: %w", err)
 		}
 		for i, id := range c.Tokens {
-			if id == tok.BOS {
+			if id == tok.BOS || tok.IsEOG(id) {
 				return nil
 			}
 			name := names[c.By[i]]

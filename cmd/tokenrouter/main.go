@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -37,13 +38,15 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("tokenrouter {{.Version}}\n")
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().String("log-format", "text", "log format: text (key=value) or json (one object per line)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		lvl, _ := cmd.Flags().GetString("log-level")
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(lvl)); err != nil {
-			return fmt.Errorf("--log-level: %w", err)
+		format, _ := cmd.Flags().GetString("log-format")
+		h, err := logHandler(os.Stderr, lvl, format)
+		if err != nil {
+			return err
 		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+		slog.SetDefault(slog.New(h))
 		return nil
 	}
 	root.AddCommand(
@@ -57,4 +60,20 @@ func newRootCmd() *cobra.Command {
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root
+}
+
+// logHandler is the log handler --log-level and --log-format ask for.
+func logHandler(w io.Writer, level, format string) (slog.Handler, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -22,11 +22,11 @@ import (
 // serveFlags are the serve command's flags.
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
-	placement                                                                   string
+	placement, chatTemplate                                                     string
 	port, maxInFlight, defaultMaxTokens                                         int
 	maxBody                                                                     int64
 	p                                                                           float64
-	params, models, threads, cpus                                               []string
+	params, models, threads, cpus, corsOrigins                                  []string
 	maxWait, shutdownTimeout                                                    time.Duration
 	// Client-facing limits: timeouts, the connection cap, open listening.
 	writeTimeout, readHeaderTimeout, bodyTimeout, idleTimeout time.Duration
@@ -53,6 +53,10 @@ checkpoint with --tokenizer), in routing order (small model first):
 
   tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin
 
+Chat requests are laid out by the model's own chat template (GGUF
+tokenizer.chat_template, run as Jinja); --chat-template FILE, or a built-in
+layout (plain, chatml, llama2, llama3), overrides it.
+
 --placement says how a deployment's models share the cores: partitioned (each
 model on threads of its own, an even share of the cores unless --threads says;
 --cpus pins them), time-shared (every model on every core, one step at a time;
@@ -62,7 +66,9 @@ models on the cpu engine, and logged).
 --config FILE reads a YAML configuration (models, presets, thresholds, limits);
 the listener and limit flags override it. Endpoints: POST /v1/completions,
 POST /v1/chat/completions, GET /v1/models, POST /generate, GET /health,
-GET /metrics. SIGTERM or Ctrl-C drains requests in flight (up to
+GET /metrics, and the web console at GET / (http://127.0.0.1:30000/: a
+playground that colours each token by its model, and a live dashboard).
+SIGTERM or Ctrl-C drains requests in flight (up to
 --shutdown-timeout) before exiting.
 
 Scale out: --processes runs each model's sub-server in its own OS process
@@ -115,9 +121,11 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", config.DefaultIdleTimeout, "close a kept-alive connection idle this long")
 	fl.IntVar(&f.maxConns, "max-connections", 0, "connections served at once (0: the descriptor limit less a margin); past it /health still answers and other requests get 503")
 	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
+	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "allow browser calls from this origin (scheme://host[:port], or * for any; repeatable; default: no CORS)")
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
 	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
-	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (tokenizer.bin or .model)")
+	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file: for llama2.c checkpoints (tokenizer.bin or .model), or a Hugging Face tokenizer.json (or its folder)")
+	fl.StringVar(&f.chatTemplate, "chat-template", "", "chat template of every model: a Jinja file, or a built-in layout (plain, chatml, llama2, llama3); default: the one the model file ships")
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
@@ -143,7 +151,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 		err error
 	)
 	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
+		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
@@ -200,6 +208,9 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if changed("allow-no-key") {
 		cfg.AllowNoKey = f.allowNoKey
 	}
+	if changed("cors-origin") {
+		cfg.CORSOrigins = f.corsOrigins
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -231,6 +242,9 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 		for i, n := range preset.Models {
 			cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
 		}
+	}
+	for i := range cfg.Models {
+		cfg.Models[i].ChatTemplate = f.chatTemplate
 	}
 	if err := applyPlacementFlags(cfg.Models, f.threads, f.cpus); err != nil {
 		return cfg, err
@@ -272,7 +286,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			}
 		}
 		lvl, _ := cmd.Flags().GetString("log-level")
-		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl,
+		format, _ := cmd.Flags().GetString("log-format")
+		opts.Deploy = clusterDeploy{processes: f.processes, nats: f.natsURL, prefix: f.prefix, logLevel: lvl, logFormat: format,
 			joinTimeout: f.joinTimeout, secrets: secrets, log: log}.deploy
 		log.Info("scale out", "processes", f.processes, "nats", f.natsURL)
 	}

@@ -29,6 +29,7 @@ type clusterDeploy struct {
 	prefix      string // the subject prefix of a joined deployment
 	binary      string // the subserver executable ("": this executable)
 	logLevel    string // the children's --log-level
+	logFormat   string // the children's --log-format
 	joinTimeout time.Duration
 	// secrets authenticate to an external NATS server (nats); joining
 	// also takes the deployment's message key from them (--processes
@@ -53,16 +54,21 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		if err != nil {
 			return nil, nil, err
 		}
-		return f.Deployment(), remoteCloser{f, f}, nil
+		return f.Deployment(), remoteCloser{Closer: f, front: f}, nil
 	}
 	args := make([][]string, len(models))
+	pols := make([]sched.Policy, len(models))
 	for i, m := range models {
-		a, err := subserverArgs(m, rc.Launch.Policy(i), rc.MaxBatch)
+		pols[i] = rc.Launch.Policy(i)
+		a, err := subserverArgs(m, pols[i], rc.MaxBatch)
 		if err != nil {
 			return nil, nil, err
 		}
 		if c.logLevel != "" {
 			a = append(a, "--log-level", c.logLevel)
+		}
+		if c.logFormat != "" {
+			a = append(a, "--log-format", c.logFormat)
 		}
 		args[i] = a
 	}
@@ -72,14 +78,17 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Deployment(), remoteCloser{l, l.Front()}, nil
+	return l.Deployment(), remoteCloser{Closer: l, front: l.Front(), policies: pols}, nil
 }
 
 // remoteCloser closes a deployment and reports its sub-servers' last
-// heartbeats to the server's metrics (server.RemoteStatser).
+// heartbeats to the server's metrics and console (server.RemoteStatser),
+// with the policies it gave the sub-servers it started (none for
+// sub-servers started elsewhere: they own theirs).
 type remoteCloser struct {
 	io.Closer
-	front *cluster.Front
+	front    *cluster.Front
+	policies []sched.Policy
 }
 
 // RemoteStats implements server.RemoteStatser.
@@ -88,6 +97,9 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	out := make([]server.RemoteStat, len(ms))
 	for i, m := range ms {
 		out[i] = server.RemoteStat{Up: m.Up, Restarts: m.Restarts, Stats: m.Last.Stats}
+		if i < len(r.policies) {
+			out[i].Policy = &r.policies[i]
+		}
 	}
 	return out
 }
@@ -96,7 +108,11 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 // the model's description as one YAML value and the policy as one JSON
 // value.
 func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	for _, p := range []*string{&m.Path, &m.Tokenizer} {
+	paths := []*string{&m.Path, &m.Tokenizer}
+	if config.IsTemplateFile(m.ChatTemplate) {
+		paths = append(paths, &m.ChatTemplate)
+	}
+	for _, p := range paths {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
 			if err != nil {

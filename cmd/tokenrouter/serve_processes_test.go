@@ -28,6 +28,7 @@ import (
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/console"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -64,22 +65,7 @@ func TestMain(m *testing.M) {
 }
 
 // logBuffer collects log lines (the front end's and the children's).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ testkit.Buffer }
 
 var startedRE = regexp.MustCompile(`msg="sub-server process started" preset=\S+ model=(\S+) pid=(\d+)`)
 
@@ -261,6 +247,7 @@ func TestServeProcesses(t *testing.T) {
 	f := startFront(t, clusterDeploy{processes: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	dash := watchConsole(t, f)
 
 	res, err := f.chat(ctx, false, 64, nil)
 	bothModels(t, "non-streaming", res, err)
@@ -268,6 +255,21 @@ func TestServeProcesses(t *testing.T) {
 	bothModels(t, "streaming", res, err)
 	if !res.done {
 		t.Fatalf("stream without [DONE]: %+v", res)
+	}
+	// Structured output: each child masks its draws with its own vocabulary.
+	body, _ := json.Marshal(map[string]any{"model": "r2r-random", "text": "Tell me a story",
+		"sampling_params": map[string]any{"max_new_tokens": 400, "json_schema": map[string]any{"type": "object",
+			"properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []string{"n"}}}})
+	resp, err := f.client.Post(f.url+"/generate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen struct{ Text string }
+	err = json.NewDecoder(resp.Body).Decode(&gen)
+	resp.Body.Close()
+	var obj struct{ N *int64 }
+	if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(gen.Text), &obj) != nil || obj.N == nil {
+		t.Fatalf("json_schema across processes: HTTP %d %q (%v)", resp.StatusCode, gen.Text, err)
 	}
 	// /metrics reports the children's counters from their heartbeats.
 	waitFor(t, 5*time.Second, "/metrics to report both children's steps", func() bool {
@@ -280,6 +282,14 @@ func TestServeProcesses(t *testing.T) {
 		}
 		return true
 	})
+	// So does the console's dashboard, with the thresholds the children
+	// were given.
+	for _, m := range []string{"slm", "llm"} {
+		dash.waitSeen(t, m, "working", working)
+		if !dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil && m.MaxWaitMS > 0 }) {
+			t.Errorf("the console does not show %s's thresholds", m)
+		}
+	}
 
 	// Load: streaming and non-streaming requests far longer than the test.
 	const streams, plain = 6, 2
@@ -341,6 +351,7 @@ func TestServeProcesses(t *testing.T) {
 	}
 	res, err = f.chat(ctx, true, 64, nil)
 	bothModels(t, "streaming after restart", res, err)
+	dash.waitSeen(t, "llm", "back up after a restart", func(m console.ModelFrame) bool { return m.Up && m.Restarts > 0 })
 
 	// Shutdown stops every child.
 	f.shutdown(t)
@@ -389,8 +400,23 @@ func TestServeJoinsNATS(t *testing.T) {
 	defer f.shutdown(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	dash := watchConsole(t, f)
 	res, err := f.chat(ctx, true, 64, nil)
 	bothModels(t, "streaming over joined sub-servers", res, err)
+	for _, m := range []string{"slm", "llm"} {
+		dash.waitSeen(t, m, "working", working)
+		if dash.seen(m, func(m console.ModelFrame) bool { return m.B != nil }) {
+			t.Errorf("the console claims to know the thresholds of %s, which owns them", m)
+		}
+	}
+	// A sub-server that stops (nobody restarts it here) shows as down.
+	if err := children[1].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	dash.waitSeen(t, "llm", "down", func(m console.ModelFrame) bool { return !m.Up })
+	if !dash.seen("slm", func(m console.ModelFrame) bool { return m.Up }) {
+		t.Fatal("slm not up")
+	}
 	if logs.String() != "" {
 		t.Logf("sub-servers:\n%s", logs)
 	}

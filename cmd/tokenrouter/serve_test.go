@@ -31,7 +31,7 @@ func TestServeDefaults(t *testing.T) {
 func TestServeFlags(t *testing.T) {
 	cmd := newServeCmd()
 	if err := cmd.ParseFlags([]string{"--port", "0", "--p", "0.1", "--thresholds", "1,3", "--preset", "fast",
-		"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--api-key", "k"}); err != nil {
+		"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--api-key", "k", "--chat-template", "chatml"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := serveConfig(cmd, flagsOf(t, cmd))
@@ -40,13 +40,19 @@ func TestServeFlags(t *testing.T) {
 	}
 	p := cfg.Presets[0]
 	if cfg.Port != 0 || p.Name != "fast" || p.Params["p"] != "0.1" || p.Thresholds != "1,3" || cfg.APIKey != "k" ||
-		cfg.Models[1].Name != "b" || cfg.Models[1].Engine != "cpu" || cfg.Models[1].Path != "/x/b.gguf" {
+		cfg.Models[1].Name != "b" || cfg.Models[1].Engine != "cpu" || cfg.Models[1].Path != "/x/b.gguf" ||
+		cfg.Models[0].ChatTemplate != "chatml" || cfg.Models[1].ChatTemplate != "chatml" {
 		t.Fatalf("%+v", cfg)
 	}
 	cmd = newServeCmd()
 	_ = cmd.ParseFlags([]string{"--config", "x.yaml", "--p", "0.2"})
 	if _, err := serveConfig(cmd, flagsOf(t, cmd)); err == nil || !strings.Contains(err.Error(), "--p") {
 		t.Fatalf("model flags with --config: %v", err)
+	}
+	cmd = newServeCmd()
+	_ = cmd.ParseFlags([]string{"--config", "x.yaml", "--chat-template", "t.jinja"})
+	if _, err := serveConfig(cmd, flagsOf(t, cmd)); err == nil || !strings.Contains(err.Error(), "--chat-template") {
+		t.Fatalf("--chat-template with --config: %v", err)
 	}
 }
 
@@ -82,6 +88,8 @@ func flagsOf(t *testing.T, cmd *cobra.Command) serveFlags {
 	f.models, e = fl.GetStringArray("model")
 	get(e)
 	f.tokenizer, e = fl.GetString("tokenizer")
+	get(e)
+	f.chatTemplate, e = fl.GetString("chat-template")
 	get(e)
 	f.algorithm, e = fl.GetString("algorithm")
 	get(e)

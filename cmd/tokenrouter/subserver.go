@@ -21,6 +21,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/server"
 )
 
 // subserverFlags are the subserver command's flags.
@@ -122,10 +123,11 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
-	eng, err := loader.Builtin().OpenEngine(ctx, desc)
+	opened, err := loader.Builtin().Open(ctx, desc)
 	if err != nil {
 		return err
 	}
+	eng := opened.Engine
 	if f.stdinEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -140,7 +142,7 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
 		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
-		Policy: pol, MaxBatch: f.maxBatch,
+		Policy: pol, MaxBatch: f.maxBatch, Vocab: server.OutputVocab(opened.Text, eng.Info().VocabSize),
 		Heartbeat: f.heartbeat, Misses: f.misses,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})

@@ -133,7 +133,7 @@ func TestWantAllTokensMatchesDecode(t *testing.T) {
 	if out[0].Token != gen[19] || len(out[0].Logits) != 512 || len(out[0].Hidden) != 64 {
 		t.Fatalf("token %d logits %d hidden %d", out[0].Token, len(out[0].Logits), len(out[0].Hidden))
 	}
-	if argmax(out[0].Logits) != out[0].Token {
+	if engine.Argmax(out[0].Logits) != out[0].Token {
 		t.Fatalf("greedy token %d is not the argmax of the logits", out[0].Token)
 	}
 	var ss float64

@@ -581,7 +581,11 @@ func (e *Engine) finish(in []engine.Input, out []engine.Output) {
 		for j := range n {
 			row := o + j
 			p := s.n + len(ip.Tokens) - n + j + 1 // position the sampled token will take
-			e.tokens[row] = e.sample(e.logits[row*c.vocab:(row+1)*c.vocab], ip.Sampling, p)
+			logits := e.logits[row*c.vocab : (row+1)*c.vocab]
+			if allow := ip.AllowFor(len(ip.Tokens) - n + j); allow != nil {
+				engine.Restrict(logits, allow)
+			}
+			e.tokens[row] = e.sample(logits, ip.Sampling, p)
 		}
 		last := o + n - 1
 		res := engine.Output{Token: e.tokens[last]}

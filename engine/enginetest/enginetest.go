@@ -92,6 +92,9 @@ func Run(t *testing.T, o Options) {
 		{"ContextFull", testContextFull},
 		{"SeededSampling", testSeededSampling},
 		{"SamplingFollowsLogits", testSamplingFollowsLogits},
+		{"AllowRestricts", testAllowRestricts},
+		{"PenaltiesAsShared", testPenalties},
+		{"Logprobs", testLogprobs},
 		{"Cancelled", testCancelled},
 		{"CancelledMidStep", testCancelledMidStep},
 		{"Embedder", testEmbedder},
@@ -643,6 +646,131 @@ func testSeededSampling(t *testing.T, o Options) {
 	hot := func(seed uint64) engine.Sampling { return engine.Sampling{Temperature: 8, Seed: seed} }
 	if a, c := run(20, hot(42), false), run(30, hot(43), false); slices.Equal(a, c) {
 		t.Errorf("seeds 42 and 43 sampled the same %v", a)
+	}
+}
+
+// TestAllowRestricts: a token drawn under an Allow set is in the set, at
+// the last position and at every position of an extend, greedy or seeded.
+func testAllowRestricts(t *testing.T, o Options) {
+	h := newHarness(t, o)
+	v := h.info.VocabSize
+	set := func(ids ...int32) []uint64 {
+		m := make([]uint64, (v+63)/64)
+		for _, id := range ids {
+			m[id/64] |= 1 << (id % 64)
+		}
+		return m
+	}
+	for k, sp := range []engine.Sampling{{}, seeded(5), {Temperature: 8, Seed: 9}} {
+		seq := engine.SeqID(100 + k)
+		toks := h.tokens(4)
+		one, two := int32(v-1-k), []int32{int32(v / 3), int32(v/3 + 7)}
+		allow := [][]uint64{set(two...), nil, set(one), set(two...)}
+		out := h.step(engine.Input{Seq: seq, Tokens: toks, Want: engine.WantAllTokens, Sampling: sp, Allow: allow})
+		got := out[0].Tokens
+		if len(got) != 4 || got[2] != one || !slices.Contains(two, got[0]) || !slices.Contains(two, got[3]) || out[0].Token != got[3] {
+			t.Fatalf("sampling %+v: extend drew %v (token %d); want positions 0 and 3 in %v, 2 = %d", sp, got, out[0].Token, two, one)
+		}
+		out = h.step(engine.Input{Seq: seq, Tokens: []int32{got[3]}, Sampling: sp, Allow: [][]uint64{set(one)}})
+		if out[0].Token != one {
+			t.Fatalf("sampling %+v: decode drew %d, the only allowed token is %d", sp, out[0].Token, one)
+		}
+	}
+}
+
+// TestPenalties: with penalties, biases or min-p, the sampled token is the
+// shared sampler's (engine.Sampler) over the step's own logits and the
+// sequence's history, in every engine; a bias against the greedy token
+// moves it.
+func testPenalties(t *testing.T, o Options) {
+	h := newHarness(t, o)
+	prompt := h.tokens(6)
+	prompt = append(prompt, prompt[:3]...)
+	free := h.step(engine.Input{Seq: 1, Tokens: prompt, Want: engine.WantLogits})[0]
+	against := engine.Sampling{Penalties: engine.Penalties{Bias: []engine.TokenBias{{Token: free.Token, Bias: -1e4}}},
+		History: prompt, PromptLen: len(prompt)}
+	if b := h.step(engine.Input{Seq: 2, Tokens: prompt, Want: engine.WantLogits, Sampling: against})[0]; b.Token == free.Token {
+		t.Fatalf("a bias of -1e4 against token %d left it sampled", free.Token)
+	}
+	pen := engine.Penalties{Frequency: 0.7, Presence: 0.4, Repetition: 1.3, Bias: []engine.TokenBias{{Token: prompt[0], Bias: 2}}}
+	for n, base := range []engine.Sampling{{Penalties: pen}, {Temperature: 1.5, MinP: 0.05, Seed: 11, Penalties: pen}} {
+		seq := engine.SeqID(10 + n)
+		var held []int32
+		toks := prompt
+		for range 12 {
+			full := append(slices.Clone(held), toks...)
+			sp := base
+			sp.History, sp.PromptLen = full, len(prompt)
+			out := h.step(engine.Input{Seq: seq, Tokens: toks, Want: engine.WantLogits, Sampling: sp})[0]
+			var s engine.Sampler
+			if want := s.Sample(out.Logits, &sp, len(full)); out.Token != want {
+				t.Fatalf("sampling %d: token %d after %d tokens, the shared sampler draws %d from the step's logits", n, out.Token, len(full), want)
+			}
+			held, toks = full, []int32{out.Token}
+		}
+	}
+}
+
+// TestLogprobs: the recorded log-probability of each sampled token is the
+// log-softmax of the step's own logits at it, and the top tokens are the
+// most likely ones, in order; an extend that wants every token records one
+// per position.
+func testLogprobs(t *testing.T, o Options) {
+	h := newHarness(t, o)
+	var rec []engine.Logprob
+	prompt := h.tokens(5)
+	for n, sp := range []engine.Sampling{{}, {Temperature: 1, Seed: 4, Penalties: engine.Penalties{Presence: 1}}} {
+		sp.Logprobs, sp.TopLogprobs, sp.Record = true, 3, &rec
+		held, toks := []int32(nil), prompt
+		for range 4 {
+			rec = rec[:0]
+			full := append(slices.Clone(held), toks...)
+			sp.History = full
+			out := h.step(engine.Input{Seq: engine.SeqID(1 + n), Tokens: toks, Want: engine.WantLogits, Sampling: sp})[0]
+			if len(rec) != 1 || rec[0].Pos != int32(len(full)) || rec[0].Token != out.Token {
+				t.Fatalf("sampling %d: recorded %+v for token %d at %d", n, rec, out.Token, len(full))
+			}
+			checkLogprob(t, out.Logits, rec[0], 3)
+			held, toks = full, []int32{out.Token}
+		}
+	}
+	rec = rec[:0]
+	x := h.tokens(4)
+	sp := engine.Sampling{Logprobs: true, Record: &rec}
+	out := h.step(engine.Input{Seq: 9, Tokens: x, Want: engine.WantAllTokens | engine.WantLogits, Sampling: sp})[0]
+	if len(rec) != len(x) {
+		t.Fatalf("an extend of %d wanting every token recorded %d", len(x), len(rec))
+	}
+	for i, r := range rec {
+		if r.Pos != int32(i+1) || r.Token != out.Tokens[i] || len(r.Top) != 0 {
+			t.Fatalf("record %d: %+v, tokens %v", i, r, out.Tokens)
+		}
+	}
+	checkLogprob(t, out.Logits, rec[len(rec)-1], 0)
+}
+
+// checkLogprob compares r with the log-softmax of logits.
+func checkLogprob(t *testing.T, logits []float32, r engine.Logprob, top int) {
+	t.Helper()
+	mx := slices.Max(logits)
+	sum := 0.0
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	ls := func(tok int32) float64 { return float64(logits[tok]-mx) - math.Log(sum) }
+	if d := math.Abs(float64(r.Logprob) - ls(r.Token)); d > 1e-4 {
+		t.Fatalf("logprob of %d: %v, the log-softmax is %v", r.Token, r.Logprob, ls(r.Token))
+	}
+	if len(r.Top) != top {
+		t.Fatalf("%d top logprobs, want %d", len(r.Top), top)
+	}
+	for i, x := range r.Top {
+		if math.Abs(float64(x.Logprob)-ls(x.Token)) > 1e-4 || (i > 0 && x.Logprob > r.Top[i-1].Logprob) {
+			t.Fatalf("top %d: %+v of %+v", i, x, r.Top)
+		}
+	}
+	if top > 0 && logits[r.Top[0].Token] != mx {
+		t.Fatalf("the most likely token is not first: %+v", r.Top)
 	}
 }
 

@@ -72,15 +72,18 @@ func (f *Fake) Step(ctx context.Context, in []engine.Input, out []engine.Output)
 		old := len(f.seqs[ip.Seq])
 		s := append(f.seqs[ip.Seq], ip.Tokens...)
 		f.seqs[ip.Seq] = s
-		o := engine.Output{Token: f.token(s, ip.Sampling)}
+		raw := allowed(f.token(s, ip.Sampling), ip.AllowFor(len(ip.Tokens)-1))
+		var o engine.Output
 		if ip.Want&engine.WantAllTokens != 0 {
 			for j := range ip.Tokens {
-				o.Tokens = append(o.Tokens, f.token(s[:old+j+1], ip.Sampling))
+				o.Tokens = append(o.Tokens, f.sampled(allowed(f.token(s[:old+j+1], ip.Sampling), ip.AllowFor(j)), &ip.Sampling, old+j+1, ip.AllowFor(j)))
 			}
+			o.Token = o.Tokens[len(o.Tokens)-1]
+		} else {
+			o.Token = f.sampled(raw, &ip.Sampling, len(s), ip.AllowFor(len(ip.Tokens)-1))
 		}
 		if ip.Want&engine.WantLogits != 0 {
-			o.Logits = make([]float32, f.info.VocabSize)
-			o.Logits[o.Token] = 1 // the greedy token is the largest logit
+			o.Logits = f.logits(raw)
 		}
 		if ip.Want&engine.WantHidden != 0 {
 			o.Hidden = make([]float32, f.info.HiddenSize)
@@ -115,6 +118,46 @@ func (f *Fake) check(in []engine.Input) error {
 		}
 	}
 	return nil
+}
+
+// allowed returns tok if allow permits it (or is nil), else the lowest
+// allowed token.
+func allowed(tok int32, allow []uint64) int32 {
+	if allow == nil || engine.Allowed(allow, tok) {
+		return tok
+	}
+	for w, bits := range allow {
+		for k := range 64 {
+			if bits&(1<<k) != 0 {
+				return int32(w*64 + k)
+			}
+		}
+	}
+	return tok
+}
+
+// logits are the fake's logits when raw is its token: raw's is the largest.
+func (f *Fake) logits(raw int32) []float32 {
+	l := make([]float32, f.info.VocabSize)
+	l[raw] = 1
+	return l
+}
+
+// sampled is the token drawn at pos when the fake's own is raw: raw, or
+// with penalties or min-p the shared sampler's draw over its logits.
+func (f *Fake) sampled(raw int32, sp *engine.Sampling, pos int, allow []uint64) int32 {
+	var s engine.Sampler
+	l := f.logits(raw)
+	if allow != nil {
+		engine.Restrict(l, allow)
+	}
+	if !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0) {
+		if sp.Records() {
+			s.Record(l, raw, sp, pos)
+		}
+		return raw
+	}
+	return s.Sample(l, sp, pos)
 }
 
 // token is the token sampled after s.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"runtime"
 	"slices"
@@ -168,10 +169,13 @@ type Engine struct {
 	toks   []int32
 	logit  []float32
 	hid    []float32
-	timer  *time.Timer
-	spin   time.Duration // current spin window
-	late   time.Duration // average timer lateness
-	debt   time.Duration // overshoot not yet paid back
+	// penalties and min-p: the shared sampler over synthetic logits
+	sampler engine.Sampler
+	plogit  []float32
+	timer   *time.Timer
+	spin    time.Duration // current spin window
+	late    time.Duration // average timer lateness
+	debt    time.Duration // overshoot not yet paid back
 }
 
 // seq holds one sequence's prefix hashes: h[i] is the hash of the first i+1
@@ -279,15 +283,23 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 			h := mix(prev ^ mix(uint64(uint32(t))+0x9e3779b97f4a7c15))
 			s.h = append(s.h, h)
 			if all {
-				o.Tokens[j] = e.token(h, in[i].Sampling, len(s.h))
+				o.Tokens[j] = e.sampled(h, &in[i].Sampling, len(s.h), in[i].AllowFor(j))
 			}
 		}
 		last := s.h[len(s.h)-1]
-		o.Token = e.token(last, in[i].Sampling, len(s.h))
+		if all {
+			o.Token = o.Tokens[len(o.Tokens)-1]
+		} else {
+			o.Token = e.sampled(last, &in[i].Sampling, len(s.h), in[i].AllowFor(len(in[i].Tokens)-1))
+		}
 		if in[i].Want&engine.WantLogits != 0 {
 			o.Logits = e.logit[tl : tl+e.cfg.VocabSize : tl+e.cfg.VocabSize]
 			tl += e.cfg.VocabSize
-			e.fillLogits(o.Logits, last, o.Token)
+			allow := in[i].AllowFor(len(in[i].Tokens) - 1)
+			e.fillLogits(o.Logits, last, e.allowed(e.token(last, in[i].Sampling, len(s.h)), allow, last))
+			if allow != nil {
+				engine.Restrict(o.Logits, allow)
+			}
 		}
 		if in[i].Want&engine.WantHidden != 0 {
 			o.Hidden = e.hid[th : th+e.cfg.HiddenSize : th+e.cfg.HiddenSize]
@@ -360,7 +372,32 @@ func (e *Engine) wait(ctx context.Context, deadline time.Time) error {
 	return nil
 }
 
-// token derives the sampled token from a prefix hash.
+// sampled is the token drawn at position pos after prefix hash h: the
+// model's own token, or, when sp has penalties or min-p, the shared
+// sampler's draw over the synthetic logits (engine.Sampler), as every
+// engine samples. Log-probabilities are those of the synthetic logits.
+func (e *Engine) sampled(h uint64, sp *engine.Sampling, pos int, allow []uint64) int32 {
+	tok := e.allowed(e.token(h, *sp, pos), allow, h)
+	own := !sp.Adjusts() && !(sp.MinP > 0 && sp.Temperature > 0)
+	if own && !sp.Records() {
+		return tok
+	}
+	if cap(e.plogit) < e.cfg.VocabSize {
+		e.plogit = make([]float32, e.cfg.VocabSize)
+	}
+	l := e.plogit[:e.cfg.VocabSize]
+	e.fillLogits(l, h, tok)
+	if allow != nil {
+		engine.Restrict(l, allow)
+	}
+	if own {
+		e.sampler.Record(l, tok, sp, pos)
+		return tok
+	}
+	return e.sampler.Sample(l, sp, pos)
+}
+
+// token derives the model's token from a prefix hash.
 func (e *Engine) token(h uint64, s engine.Sampling, pos int) int32 {
 	seed := e.cfg.Seed
 	if e.cfg.Agree > 0 && unit(mix(h^e.cfg.Seed*0x2545f4914f6cdd1d)) < e.cfg.Agree {
@@ -371,6 +408,33 @@ func (e *Engine) token(h uint64, s engine.Sampling, pos int) int32 {
 		x = mix(x ^ mix(s.Seed+uint64(pos)))
 	}
 	return int32(3 + x%uint64(e.cfg.VocabSize-3))
+}
+
+// allowed returns tok if allow permits it (or is nil), otherwise an
+// allowed token chosen by the prefix hash h: the k-th of the allowed set.
+func (e *Engine) allowed(tok int32, allow []uint64, h uint64) int32 {
+	if allow == nil || engine.Allowed(allow, tok) {
+		return tok
+	}
+	n := 0
+	for _, w := range allow {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		return tok
+	}
+	k := int(mix(h^0x51ed) % uint64(n))
+	for wi, w := range allow {
+		if c := bits.OnesCount64(w); k >= c {
+			k -= c
+			continue
+		}
+		for ; k > 0; k-- {
+			w &= w - 1
+		}
+		return int32(wi*64 + bits.TrailingZeros64(w))
+	}
+	return tok
 }
 
 // fillLogits writes a synthetic distribution whose argmax is tok and whose

@@ -22,6 +22,7 @@ package r2r
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -156,11 +157,13 @@ func (a *Algorithm) Route(s *route.Step, d []route.Decision) {
 }
 
 // topK writes the len(dst) largest logits in descending order (zeros pad
-// a vocabulary smaller than len(dst)).
+// a vocabulary smaller than len(dst)). Tokens ruled out by a
+// structured-output mask (−∞) are left out, as if the vocabulary lacked
+// them.
 func topK(logits, dst []float32) {
 	n := 0
 	for _, v := range logits {
-		if len(dst) == 0 || n == len(dst) && v <= dst[n-1] {
+		if len(dst) == 0 || n == len(dst) && v <= dst[n-1] || math.IsInf(float64(v), -1) {
 			continue
 		}
 		k := min(n, len(dst)-1)

@@ -65,6 +65,9 @@ func Entropy(logits []float32) float64 {
 	var z, e float64
 	for _, v := range logits {
 		x := float64(v) - m
+		if math.IsInf(x, -1) {
+			continue // a token ruled out (a structured-output mask): p = 0 adds nothing
+		}
 		p := math.Exp(x)
 		z += p
 		e += p * x

@@ -30,3 +30,13 @@ func TestEntropyAndRule(t *testing.T) {
 		}
 	}
 }
+
+// TestEntropyMasked: tokens ruled out by a mask (logit −∞) count as
+// probability 0, not NaN.
+func TestEntropyMasked(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	got := Entropy([]float32{0, 0, inf, inf})
+	if want := math.Log(2) / math.Log(4); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("entropy of two equal tokens of four: %v, want %v", got, want)
+	}
+}

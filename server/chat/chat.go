@@ -1,7 +1,9 @@
 // Package chat turns a list of chat messages into a prompt. A model file
-// names its chat template as Jinja source (GGUF key tokenizer.chat_template);
-// rather than running Jinja, Detect recognises the common families by their
-// markers and Render writes the same layout:
+// ships its chat template as Jinja source (GGUF key
+// tokenizer.chat_template, or a file named by --chat-template); Template
+// runs it with a Jinja engine the way Hugging Face's apply_chat_template
+// does. For models without one, three built-in layouts remain, found by
+// Detect from a template's markers or named explicitly:
 //
 //   - ChatML (Qwen, many others): "<|im_start|>role\ncontent<|im_end|>\n"
 //     per message, then "<|im_start|>assistant\n".
@@ -9,12 +11,14 @@
 //     content<|eot_id|>" per message, then the assistant header.
 //   - Llama 2: "<s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>"
 //     per turn, the system prompt folded into the first user message.
-//   - Plain, the fallback for every other template and for models without
-//     one (simulated models): one "role: content" line per message, then
-//     "assistant:" for the model to continue.
+//   - Plain, the fallback for models without a template (simulated
+//     models): one "role: content" line per message, then "assistant:"
+//     for the model to continue.
 //
-// Render returns segments so that markers such as <|im_start|> are encoded
-// as their special token ids, never as text.
+// Rendering returns segments so that control tokens the template writes
+// (such as <|im_start|>) are encoded as their special token ids, while
+// message content is always text, even where a user spells a control
+// token.
 package chat
 
 import "strings"
@@ -92,7 +96,10 @@ func (f Family) StopTokens() []string {
 
 // Render lays out msgs in the family's format and opens the assistant's
 // turn.
-func (f Family) Render(msgs []Message) []Segment {
+func (f Family) Render(msgs []Message) []Segment { return f.render(msgs, true) }
+
+// render lays out msgs; open adds the assistant's opening.
+func (f Family) render(msgs []Message, open bool) []Segment {
 	var r renderer
 	switch f {
 	case ChatML:
@@ -102,8 +109,10 @@ func (f Family) Render(msgs []Message) []Segment {
 			r.special("<|im_end|>")
 			r.text("\n")
 		}
-		r.special("<|im_start|>")
-		r.text("assistant\n")
+		if open {
+			r.special("<|im_start|>")
+			r.text("assistant\n")
+		}
 	case Llama3:
 		r.special("<|begin_of_text|>")
 		for _, m := range msgs {
@@ -111,9 +120,11 @@ func (f Family) Render(msgs []Message) []Segment {
 			r.text(strings.TrimSpace(m.Content))
 			r.special("<|eot_id|>")
 		}
-		r.header("assistant")
+		if open {
+			r.header("assistant")
+		}
 	case Llama2:
-		r.llama2(msgs)
+		r.llama2(msgs, open)
 	default:
 		var b strings.Builder
 		for _, m := range msgs {
@@ -122,7 +133,9 @@ func (f Family) Render(msgs []Message) []Segment {
 			b.WriteString(m.Content)
 			b.WriteString("\n")
 		}
-		b.WriteString("assistant:")
+		if open {
+			b.WriteString("assistant:")
+		}
 		r.text(b.String())
 	}
 	return r.segs
@@ -152,25 +165,26 @@ func (r *renderer) header(role string) {
 
 // llama2 writes the Llama 2 chat layout: the system prompt goes inside the
 // first [INST] block; each user message opens a turn with BOS and each
-// assistant answer closes it with EOS.
-func (r *renderer) llama2(msgs []Message) {
+// assistant answer closes it with EOS. With open, a conversation that
+// ends with an answer gets an empty next turn.
+func (r *renderer) llama2(msgs []Message, open bool) {
 	system := ""
 	if len(msgs) > 0 && msgs[0].Role == "system" {
 		system, msgs = strings.TrimSpace(msgs[0].Content), msgs[1:]
 	}
-	open := false
+	pending := false
 	for _, m := range msgs {
 		switch m.Role {
 		case "assistant":
-			if !open {
+			if !pending {
 				r.special("<s>")
 				r.text("[INST]  [/INST]")
 			}
 			r.text(" " + strings.TrimSpace(m.Content) + " ")
 			r.special("</s>")
-			open = false
+			pending = false
 		default:
-			if open { // two user messages in a row: close the empty answer
+			if pending { // two user messages in a row: close the empty answer
 				r.text(" ")
 				r.special("</s>")
 			}
@@ -181,10 +195,10 @@ func (r *renderer) llama2(msgs []Message) {
 				system = ""
 			}
 			r.text("[INST] " + content + " [/INST]")
-			open = true
+			pending = true
 		}
 	}
-	if !open {
+	if !pending && open {
 		r.special("<s>")
 		content := ""
 		if system != "" {

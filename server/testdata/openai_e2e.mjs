@@ -31,6 +31,10 @@ const model = models[0].id;
 check(models[0].simulated === true, 'the default preset says it is simulated');
 summary.models = models.map((m) => m.id);
 
+// models.retrieve
+const card = await client.models.retrieve(model);
+check(card.id === model && card.object === 'model', 'models.retrieve returns the preset');
+
 // chat completion
 const chat = await client.chat.completions.create({
   model,
@@ -95,6 +99,99 @@ try {
   check(err instanceof OpenAI.NotFoundError, 'unknown model is a NotFoundError, got ' + err);
   check(err.status === 404 && err.code === 'model_not_found' && err.param === 'model', 'error fields');
   summary.error = { status: err.status, code: err.code, type: err.type };
+}
+
+// Every honoured request field (TR_CHAT_FIELDS, TR_COMPLETION_FIELDS: the
+// server's tables), non-streaming and streaming; an unknown field name
+// here fails the run.
+const values = {
+  model: {},
+  messages: {},
+  prompt: {},
+  stream: {},
+  stream_options: {},
+  max_tokens: { max_tokens: 3 },
+  max_completion_tokens: { max_completion_tokens: 3 },
+  temperature: { temperature: 0.7, seed: 1 },
+  top_p: { top_p: 0.9, temperature: 1 },
+  n: { n: 2 },
+  stop: { stop: ['zzzz', 'qqqq'] },
+  seed: { seed: 42, temperature: 1 },
+  frequency_penalty: { frequency_penalty: 0.5 },
+  presence_penalty: { presence_penalty: 0.5 },
+  logit_bias: { logit_bias: { 5: -100, 7: 3 } },
+  top_k: { top_k: 5, temperature: 1 },
+  ignore_eos: { ignore_eos: true },
+  min_p: { min_p: 0.1, temperature: 1 },
+  repetition_penalty: { repetition_penalty: 1.2 },
+  stop_token_ids: { stop_token_ids: [2] },
+  logprobs: { logprobs: true },
+  top_logprobs: { logprobs: true, top_logprobs: 2 },
+  response_format: {
+    max_tokens: 60,
+    response_format: { type: 'json_schema', json_schema: { name: 'count', strict: true,
+      schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false } } },
+  },
+};
+// Values that differ by endpoint.
+const completionValues = { logprobs: { logprobs: 2 } };
+
+async function exercise(kind, create, base, fields, own = {}) {
+  const done = [];
+  for (const f of fields) {
+    check(f in values, 'no test value for the honoured field ' + f);
+    const params = { ...base, ...(own[f] || values[f]) };
+    const n = params.n || 1;
+    const want = params.max_tokens || params.max_completion_tokens || base.max_tokens;
+    const plain = await create(params);
+    check(plain.choices.length === n, kind + ' ' + f + ': ' + n + ' choices');
+    check(plain.usage.completion_tokens <= n * want, kind + ' ' + f + ': usage');
+    if ('response_format' in params) {
+      let parsed = null;
+      try { parsed = JSON.parse(plain.choices[0].message.content); } catch (e) { parsed = null; }
+      check(parsed && Number.isInteger(parsed.n), kind + ' ' + f + ': JSON matching the schema, got ' + plain.choices[0].message.content);
+    }
+    if ('logprobs' in params) {
+      const lp = plain.choices[0].logprobs;
+      const entries = kind === 'chat' ? lp.content.length : lp.token_logprobs.length;
+      check(entries === plain.usage.completion_tokens, kind + ' ' + f + ': one logprob per token');
+    }
+    const chunks = await create({ ...params, stream: true, stream_options: { include_usage: true } });
+    const finished = new Set();
+    let usage = null;
+    let lpEntries = 0;
+    for await (const c of chunks) {
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) {
+        if (ch.finish_reason) finished.add(ch.index);
+        if (ch.logprobs) lpEntries += kind === 'chat' ? ch.logprobs.content.length : ch.logprobs.token_logprobs.length;
+      }
+    }
+    if ('logprobs' in params) {
+      check(usage && lpEntries === usage.completion_tokens, kind + ' ' + f + ' streaming: one logprob per token, got ' + lpEntries);
+    }
+    check(finished.size === n, kind + ' ' + f + ' streaming: ' + n + ' finished choices, got ' + finished.size);
+    check(usage && usage.completion_tokens <= n * want, kind + ' ' + f + ' streaming: usage');
+    done.push(f);
+  }
+  return done;
+}
+
+summary.fields = {
+  chat: await exercise('chat', (p) => client.chat.completions.create(p),
+    { model, messages: [{ role: 'user', content: 'Fields.' }], max_tokens: 4 },
+    (process.env.TR_CHAT_FIELDS || '').split(',').filter(Boolean)),
+  completions: await exercise('completions', (p) => client.completions.create(p),
+    { model, prompt: 'Fields', max_tokens: 4 },
+    (process.env.TR_COMPLETION_FIELDS || '').split(',').filter(Boolean), completionValues),
+};
+
+// A refused field is a BadRequestError naming it.
+try {
+  await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] });
+  check(false, 'tools must be refused');
+} catch (err) {
+  check(err instanceof OpenAI.BadRequestError && err.param === 'tools' && err.code === 'unsupported_parameter', 'refusal names the field, got ' + err);
 }
 
 console.log(JSON.stringify(summary));

@@ -1,0 +1,523 @@
+package constrain
+
+import "math/bits"
+
+// MaxDepth bounds the nesting of the JSON a Matcher produces: at this
+// depth no further object or array may open.
+const MaxDepth = 32
+
+// maxNumber bounds a number's length in bytes: a model cannot run a
+// number on forever.
+const maxNumber = 24
+
+// frame is one open value: its node, a state within it and two counters
+// whose meaning depends on the kind (see step).
+type frame struct {
+	n   *node
+	st  uint8
+	idx int32  // object: property; array: items; string: characters; number, literal: bytes
+	aux uint64 // literal: live candidates; string: pending UTF-8 or \u state
+}
+
+// Matcher follows one output through a Schema's automaton. The zero value
+// is not usable: get one from Schema.Matcher. A Matcher is a value: copying
+// it copies its state.
+type Matcher struct {
+	stack [MaxDepth]frame
+	depth int
+	done  bool // the top-level value is complete: only the end may follow
+}
+
+// Matcher returns a matcher at the start of the output.
+func (s *Schema) Matcher() Matcher {
+	var m Matcher
+	m.stack[0] = frame{n: s.root}
+	m.depth = 1
+	return m
+}
+
+// result is what one byte did to the top frame.
+type result uint8
+
+const (
+	rReject result = iota // the byte cannot come here
+	rOK                   // consumed
+	rDone                 // consumed, and the frame's value is complete
+	rEnd                  // not consumed: the frame's value ended before it
+	rAgain                // not consumed: frames changed, feed it to the new top
+)
+
+// Advance feeds the bytes of one token and reports whether the automaton
+// accepts them; on false the matcher is unchanged.
+func (m *Matcher) Advance(piece []byte) bool {
+	save := *m
+	for _, b := range piece {
+		if !m.feed(b) {
+			*m = save
+			return false
+		}
+	}
+	return true
+}
+
+// Complete reports whether the output so far is a whole value: the end of
+// generation may come now.
+func (m *Matcher) Complete() bool {
+	if m.done {
+		return true
+	}
+	if m.depth != 1 {
+		return false
+	}
+	f := &m.stack[0]
+	switch f.n.kind {
+	case kNumber, kInteger:
+		return numberAccepts(f.st)
+	case kLiteral:
+		return f.st == 1 && literalComplete(f) >= 0
+	}
+	return false
+}
+
+// Closed reports whether nothing but the end of generation may follow.
+func (m *Matcher) Closed() bool { return m.done }
+
+// feed consumes one byte, or reports false (the state is then undefined:
+// the caller restores it).
+func (m *Matcher) feed(b byte) bool {
+	for {
+		if m.done {
+			return false
+		}
+		switch m.step(&m.stack[m.depth-1], b) {
+		case rReject:
+			return false
+		case rOK:
+			return true
+		case rDone:
+			m.pop()
+			return true
+		case rEnd:
+			m.pop()
+		case rAgain:
+		}
+	}
+}
+
+// push opens a child value; false at MaxDepth.
+func (m *Matcher) push(f frame) bool {
+	if m.depth == MaxDepth {
+		return false
+	}
+	m.stack[m.depth] = f
+	m.depth++
+	return true
+}
+
+// pop closes the top value and tells its parent.
+func (m *Matcher) pop() {
+	m.depth--
+	if m.depth == 0 {
+		m.done = true
+		return
+	}
+	child := &m.stack[m.depth]
+	p := &m.stack[m.depth-1]
+	switch p.n.kind {
+	case kObject:
+		if p.st == 1 || p.st == 5 { // a key
+			p.idx, p.st = int32(literalComplete(child)), 2
+		} else {
+			p.st = 4
+		}
+	case kAnyObject:
+		p.st++ // key (2) → expect ':' (3); value (4) → after value (5)
+	case kArray:
+		p.idx++
+		p.st = 3
+	}
+}
+
+// step feeds b to frame f (the top).
+func (m *Matcher) step(f *frame, b byte) result {
+	switch f.n.kind {
+	case kAny, kUnion:
+		return m.start(f, b)
+	case kObject:
+		return m.object(f, b)
+	case kAnyObject:
+		return m.anyObject(f, b)
+	case kArray:
+		return m.array(f, b)
+	case kString:
+		return stringStep(f, b)
+	case kNumber, kInteger:
+		return numberStep(f, b)
+	case kLiteral:
+		return literalStep(f, b)
+	}
+	return rReject
+}
+
+// start resolves an "any value" or a union by the value's first byte:
+// the frame becomes the chosen alternative and b is fed to it.
+func (m *Matcher) start(f *frame, b byte) result {
+	i := f.n.pick[b]
+	if i < 0 {
+		return rReject
+	}
+	*f = frame{n: f.n.alts[i]}
+	return rAgain
+}
+
+// object states: 0 expect '{'; 1 after '{' (a key or '}'); 2 after a
+// key (idx: its property), expect ':'; 3 in the value; 4 after the value
+// (',' or '}'); 5 after ',' (a key).
+func (m *Matcher) object(f *frame, b byte) result {
+	n := f.n
+	switch f.st {
+	case 0:
+		if b != '{' {
+			return rReject
+		}
+		f.st = 1
+		return rOK
+	case 1, 5:
+		from := 0
+		if f.st == 5 {
+			from = int(f.idx) + 1
+		}
+		if b == '}' && f.st == 1 && !requiredFrom(n, from) {
+			return rDone
+		}
+		live := keysFrom(n, from)
+		if b != '"' || live == 0 || !m.push(frame{n: n.keys, st: 1, aux: live}) {
+			return rReject
+		}
+		return rAgain
+	case 2:
+		if b != ':' || !m.push(frame{n: n.props[f.idx].node}) {
+			return rReject
+		}
+		f.st = 3
+		return rOK
+	case 4:
+		next := int(f.idx) + 1
+		switch {
+		case b == ',' && keysFrom(n, next) != 0:
+			f.st = 5
+			return rOK
+		case b == '}' && !requiredFrom(n, next):
+			return rDone
+		}
+	}
+	return rReject
+}
+
+// keysFrom is the set of properties that may come next when the first
+// not yet passed is from: every one up to and including the first
+// required one.
+func keysFrom(n *node, from int) uint64 {
+	var live uint64
+	for i := from; i < len(n.props); i++ {
+		live |= 1 << i
+		if n.props[i].required {
+			break
+		}
+	}
+	return live
+}
+
+// requiredFrom reports whether a property at or after from is required.
+func requiredFrom(n *node, from int) bool {
+	for i := from; i < len(n.props); i++ {
+		if n.props[i].required {
+			return true
+		}
+	}
+	return false
+}
+
+// anyObject states: 0 expect '{'; 1 after '{'; 2 in a key; 3 expect ':';
+// 4 in a value; 5 after a value; 6 after ','.
+func (m *Matcher) anyObject(f *frame, b byte) result {
+	key, value := f.n.alts[0], f.n.alts[1]
+	switch f.st {
+	case 0:
+		if b != '{' {
+			return rReject
+		}
+		f.st = 1
+		return rOK
+	case 1, 6:
+		if b == '}' && f.st == 1 {
+			return rDone
+		}
+		if b != '"' || !m.push(frame{n: key}) {
+			return rReject
+		}
+		f.st = 2
+		return rAgain
+	case 3:
+		if b != ':' || !m.push(frame{n: value}) {
+			return rReject
+		}
+		f.st = 4
+		return rOK
+	case 5:
+		switch b {
+		case ',':
+			f.st = 6
+			return rOK
+		case '}':
+			return rDone
+		}
+	}
+	return rReject
+}
+
+// array states: 0 expect '['; 1 after '[' (an item or ']'); 2 in an item;
+// 3 after an item (',' or ']'); 4 after ','. idx counts the items.
+func (m *Matcher) array(f *frame, b byte) result {
+	n := f.n
+	switch f.st {
+	case 0:
+		if b != '[' {
+			return rReject
+		}
+		f.st = 1
+		return rOK
+	case 1, 4:
+		if b == ']' && f.st == 1 && n.minItems == 0 {
+			return rDone
+		}
+		if n.maxItems >= 0 && int(f.idx) >= n.maxItems || !m.push(frame{n: n.items}) {
+			return rReject
+		}
+		f.st = 2
+		return rAgain
+	case 3:
+		switch {
+		case b == ',' && (n.maxItems < 0 || int(f.idx) < n.maxItems):
+			f.st = 4
+			return rOK
+		case b == ']' && int(f.idx) >= n.minItems:
+			return rDone
+		}
+	}
+	return rReject
+}
+
+// String states: 0 expect '"'; 1 in the string; 2 after '\'; 3 in a \u
+// escape (aux: hex digits so far, bit 8: the first was d or D). In state
+// 1, aux holds the UTF-8 continuation bytes still due (low byte) and the
+// range of the next one (bits 8-15 low, 16-23 high).
+func stringStep(f *frame, b byte) result {
+	n := f.n
+	full := n.maxLen >= 0 && int(f.idx) >= n.maxLen
+	switch f.st {
+	case 0:
+		if b != '"' {
+			return rReject
+		}
+		f.st = 1
+		return rOK
+	case 1:
+		if due := f.aux & 0xff; due > 0 {
+			lo, hi := byte(f.aux>>8), byte(f.aux>>16)
+			if b < lo || b > hi {
+				return rReject
+			}
+			f.aux = (due - 1) | 0x80<<8 | 0xbf<<16
+			if due == 1 {
+				f.aux = 0
+			}
+			return rOK
+		}
+		switch {
+		case b == '"':
+			if int(f.idx) < n.minLen {
+				return rReject
+			}
+			return rDone
+		case full || b < 0x20:
+			return rReject
+		case b == '\\':
+			f.st = 2
+			return rOK
+		case b < 0x80:
+			f.idx++
+			return rOK
+		}
+		due, lo, hi := utf8Lead(b)
+		if due == 0 {
+			return rReject
+		}
+		f.aux = due | uint64(lo)<<8 | uint64(hi)<<16
+		f.idx++
+		return rOK
+	case 2:
+		switch b {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			f.st = 1
+			f.idx++
+			return rOK
+		case 'u':
+			f.st, f.aux = 3, 0
+			return rOK
+		}
+		return rReject
+	case 3:
+		if !isHex(b) {
+			return rReject
+		}
+		k := f.aux & 0xff
+		switch {
+		case k == 0 && (b == 'd' || b == 'D'):
+			f.aux |= 1 << 8
+		case k == 1 && f.aux&(1<<8) != 0 && (b >= '8' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'):
+			return rReject // a surrogate: never valid on its own
+		}
+		f.aux++
+		if f.aux&0xff == 4 {
+			f.st, f.aux = 1, 0
+			f.idx++
+		}
+		return rOK
+	}
+	return rReject
+}
+
+// utf8Lead returns the continuation bytes a lead byte calls for and the
+// range of the first of them (0 continuation bytes: not a lead byte).
+func utf8Lead(b byte) (due uint64, lo, hi byte) {
+	switch {
+	case b >= 0xc2 && b <= 0xdf:
+		return 1, 0x80, 0xbf
+	case b == 0xe0:
+		return 2, 0xa0, 0xbf
+	case b == 0xed:
+		return 2, 0x80, 0x9f
+	case b >= 0xe1 && b <= 0xef:
+		return 2, 0x80, 0xbf
+	case b == 0xf0:
+		return 3, 0x90, 0xbf
+	case b >= 0xf1 && b <= 0xf3:
+		return 3, 0x80, 0xbf
+	case b == 0xf4:
+		return 3, 0x80, 0x8f
+	}
+	return 0, 0, 0
+}
+
+func isHex(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// Number states: 0 start; 1 after '-'; 2 after a leading 0; 3 in the
+// integer digits; 4 after '.'; 5 in the fraction; 6 after 'e'; 7 after the
+// exponent's sign; 8 in the exponent. idx counts the bytes.
+func numberStep(f *frame, b byte) result {
+	integer := f.n.kind == kInteger
+	next := uint8(255)
+	switch f.st {
+	case 0:
+		switch {
+		case b == '-':
+			next = 1
+		case b == '0':
+			next = 2
+		case isDigit(b):
+			next = 3
+		}
+	case 1:
+		switch {
+		case b == '0':
+			next = 2
+		case isDigit(b):
+			next = 3
+		}
+	case 2, 3:
+		switch {
+		case f.st == 3 && isDigit(b):
+			next = 3
+		case b == '.' && !integer:
+			next = 4
+		case (b == 'e' || b == 'E') && !integer:
+			next = 6
+		}
+	case 4, 5:
+		switch {
+		case isDigit(b):
+			next = 5
+		case f.st == 5 && (b == 'e' || b == 'E'):
+			next = 6
+		}
+	case 6:
+		switch {
+		case b == '+' || b == '-':
+			next = 7
+		case isDigit(b):
+			next = 8
+		}
+	case 7, 8:
+		if isDigit(b) {
+			next = 8
+		}
+	}
+	if next != 255 && f.idx < maxNumber {
+		f.st = next
+		f.idx++
+		return rOK
+	}
+	if numberAccepts(f.st) {
+		return rEnd
+	}
+	return rReject
+}
+
+// numberAccepts reports whether a number may end in state st.
+func numberAccepts(st uint8) bool { return st == 2 || st == 3 || st == 5 || st == 8 }
+
+// Literal states: 0 not started (aux not yet set); 1 matching (aux: the
+// candidates still live, idx: bytes matched).
+func literalStep(f *frame, b byte) result {
+	lits := f.n.lits
+	if f.st == 0 {
+		f.st, f.aux = 1, 1<<len(lits)-1
+	}
+	var next uint64
+	for live := f.aux; live != 0; live &= live - 1 {
+		i := bits.TrailingZeros64(live)
+		if l := lits[i]; len(l) > int(f.idx) && l[f.idx] == b {
+			next |= 1 << i
+		}
+	}
+	if next == 0 {
+		if literalComplete(f) >= 0 {
+			return rEnd
+		}
+		return rReject
+	}
+	f.aux = next
+	f.idx++
+	for live := next; live != 0; live &= live - 1 {
+		if len(lits[bits.TrailingZeros64(live)]) > int(f.idx) {
+			return rOK
+		}
+	}
+	return rDone
+}
+
+// literalComplete returns the live candidate matched in full, or -1.
+func literalComplete(f *frame) int {
+	for live := f.aux; live != 0; live &= live - 1 {
+		i := bits.TrailingZeros64(live)
+		if len(f.n.lits[i]) == int(f.idx) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
+)
+
+// lintMetrics scrapes /metrics and fails on what promtool check metrics
+// reports (the same linter).
+func lintMetrics(t *testing.T, e *env) string {
+	t.Helper()
+	code, b := e.do(http.MethodGet, "/metrics", nil)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	problems, err := promlint.New(bytes.NewReader(b)).Lint()
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	return string(b)
+}
+
+func TestRequestMetrics(t *testing.T) {
+	e := start(t, nil)
+	prompt := 0
+	for i := range 3 {
+		var r NativeResponse
+		e.post("/generate", map[string]any{"text": strings.Repeat("word ", i+1), "sampling_params": map[string]any{"max_new_tokens": 5}}, &r)
+		prompt += r.Usage.PromptTokens
+	}
+	body := lintMetrics(t, e)
+	for _, want := range []string{
+		fmt.Sprintf(`tokenrouter_prompt_tokens_total{preset="r2r-random"} %d`, prompt),
+		`tokenrouter_request_duration_seconds_count{preset="r2r-random"} 3`,
+		`tokenrouter_request_queue_seconds_count{preset="r2r-random"} 3`,
+		`tokenrouter_model_handoff_wait_seconds_bucket{model="llm",preset="r2r-random",le=`,
+		`tokenrouter_model_threshold{model="slm",preset="r2r-random"} 1`,
+		`tokenrouter_model_threshold{model="llm",preset="r2r-random"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
+
+// TestRequestLog: one info line per finished request, with its id,
+// preset, tokens by model, TTFT, duration and finish reason.
+func TestRequestLog(t *testing.T) {
+	var buf testkit.Buffer
+	e := startWith(t, nil, Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	var r chatResponse
+	e.post("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 7}, &r)
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] == "request" {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d request lines in %s", len(lines), buf.String())
+	}
+	l := lines[0]
+	by, _ := l["tokens_by_model"].(map[string]any)
+	if l["level"] != "INFO" || "chatcmpl-"+l["id"].(string) != r.ID || l["preset"] != "r2r-random" || l["finish_reason"] != "length" ||
+		by == nil || by["slm"].(float64)+by["llm"].(float64) != 7 || l["ttft"].(float64) <= 0 || l["duration"].(float64) < l["ttft"].(float64) {
+		t.Fatalf("request line %v", l)
+	}
+}
