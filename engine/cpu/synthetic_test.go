@@ -93,19 +93,20 @@ func (g *tinyWriter) meta() {
 	kv := func(k string, v any) { g.must(g.w.AddKV(k, v)) }
 	kv("general.architecture", a)
 	kv("general.name", "tiny-"+a)
-	kv(a+".context_length", uint32(tinyCtx))
-	kv(a+".embedding_length", uint32(s.dim))
-	kv(a+".feed_forward_length", uint32(s.hidden))
-	kv(a+".block_count", uint32(s.layers))
-	kv(a+".attention.head_count", uint32(s.heads))
-	kv(a+".attention.head_count_kv", uint32(s.kvHeads))
-	kv(a+".attention.key_length", uint32(s.headDim))
-	kv(a+".attention.value_length", uint32(s.headDim))
-	kv(a+".rope.dimension_count", uint32(s.ropeDim))
-	kv(a+".rope.freq_base", s.ropeBase)
-	kv(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
 	kv("tokenizer.ggml.bos_token_id", uint32(1))
 	kv("tokenizer.ggml.eos_token_id", uint32(2))
+	kv(a+".rope.freq_base", s.ropeBase)
+	kv(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
+	for _, e := range []struct {
+		key string
+		v   int
+	}{
+		{"context_length", tinyCtx}, {"embedding_length", s.dim}, {"feed_forward_length", s.hidden},
+		{"block_count", s.layers}, {"attention.head_count", s.heads}, {"attention.head_count_kv", s.kvHeads},
+		{"attention.key_length", s.headDim}, {"attention.value_length", s.headDim}, {"rope.dimension_count", s.ropeDim},
+	} {
+		kv(a+"."+e.key, uint32(e.v))
+	}
 	if s.window > 0 {
 		kv(a+".attention.sliding_window", uint32(s.window))
 	}
