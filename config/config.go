@@ -173,6 +173,9 @@ type Model struct {
 	CPUs []int `yaml:"cpus,omitempty,flow"`
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
 	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
+	// NoPrefixCache (cpu) turns off the sharing of KV blocks between
+	// requests whose prompts begin alike (on by default).
+	NoPrefixCache bool `yaml:"no_prefix_cache,omitempty"`
 }
 
 // IsTemplateFile reports whether a ChatTemplate value names a file

@@ -360,11 +360,22 @@ func TestConsoleTinyPair(t *testing.T) {
 		cdp.Navigate(url+"/"),
 		cdp.WaitReady(cdp.CSS(`[data-pane=A] select[name=preset] option`)),
 		cdp.Click(cdp.CSS(`[data-pane=A] input[value=prompt]`)),
+		cdp.Click(cdp.CSS(`[data-pane=A] details.params summary`)),
+		cdp.Click(cdp.CSS(`[data-pane=A] input[name=logprobs]`)),
 		fill("A", "Once upon a time", 60, 3),
 		cdp.Click(cdp.CSS(`[data-pane=A] button.run`)),
 	)
 	a := waitPane(t, ctx, "A")
 	checkColoured(t, a, "stories", "llama2xs")
+	// Each token carries the log-probability the server reported; a
+	// focused token shows it.
+	do(t, ctx, cdp.Focus(cdp.CSS(`[data-pane=A] .out`)), cdp.KeyEvent(kb.ArrowRight))
+	if info := text(t, ctx, `[data-pane=A] .tokinfo`); !strings.Contains(info, ", log-probability -") && !strings.Contains(info, ", log-probability 0.000") {
+		t.Fatalf("focused token info %q: no log-probability", info)
+	}
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('[data-pane=A] .tok[data-m]')].filter(s => !(Number(s.dataset.lp) <= 0)).length`); n != 0 {
+		t.Fatalf("%d tokens without a log-probability at most 0", n)
+	}
 	out := text(t, ctx, `[data-pane=A] .out`)
 	if len(strings.Fields(out)) < 5 {
 		t.Fatalf("the real models wrote %q", out)

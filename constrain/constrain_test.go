@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 // schemas are the test schemas: each kind, nesting, unions, enums, $ref.
@@ -36,24 +38,6 @@ func compile(t testing.TB, name string) *Schema {
 		t.Fatalf("%s: %v", name, err)
 	}
 	return s
-}
-
-// validator compiles a schema with an independent JSON Schema validator.
-func validator(t testing.TB, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 func accepts(s *Schema, text string) bool {
@@ -165,7 +149,7 @@ func randomValue(rng *rand.Rand, s *Schema) string {
 func TestGeneratedValidates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for name, schema := range schemas {
-		v := validator(t, schema)
+		v := testkit.JSONSchema(t, schema)
 		s := compile(t, name)
 		done := 0
 		for range 200 {

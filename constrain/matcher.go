@@ -170,6 +170,15 @@ func (m *Matcher) start(f *frame, b byte) result {
 	return rAgain
 }
 
+// open consumes a container's opening byte (state 0 to 1).
+func open(f *frame, b, want byte) result {
+	if b != want {
+		return rReject
+	}
+	f.st = 1
+	return rOK
+}
+
 // object states: 0 expect '{'; 1 after '{' (a key or '}'); 2 after a
 // key (idx: its property), expect ':'; 3 in the value; 4 after the value
 // (',' or '}'); 5 after ',' (a key).
@@ -177,11 +186,7 @@ func (m *Matcher) object(f *frame, b byte) result {
 	n := f.n
 	switch f.st {
 	case 0:
-		if b != '{' {
-			return rReject
-		}
-		f.st = 1
-		return rOK
+		return open(f, b, '{')
 	case 1, 5:
 		from := 0
 		if f.st == 5 {
@@ -244,11 +249,7 @@ func (m *Matcher) anyObject(f *frame, b byte) result {
 	key, value := f.n.alts[0], f.n.alts[1]
 	switch f.st {
 	case 0:
-		if b != '{' {
-			return rReject
-		}
-		f.st = 1
-		return rOK
+		return open(f, b, '{')
 	case 1, 6:
 		if b == '}' && f.st == 1 {
 			return rDone
@@ -282,11 +283,7 @@ func (m *Matcher) array(f *frame, b byte) result {
 	n := f.n
 	switch f.st {
 	case 0:
-		if b != '[' {
-			return rReject
-		}
-		f.st = 1
-		return rOK
+		return open(f, b, '[')
 	case 1, 4:
 		if b == ']' && f.st == 1 && n.minItems == 0 {
 			return rDone

@@ -240,6 +240,33 @@ type KVPager interface {
 	KVBlocksInUse() int
 }
 
+// PrefixCacher is an optional Engine capability: an engine that shares the
+// KV cache of common prompt prefixes between sequences reports, for
+// metrics, the tokens of the sequences that looked the cache up and the
+// tokens found there. Like Step, it is called from the goroutine that owns
+// the engine.
+type PrefixCacher interface {
+	PrefixCacheStats() (looked, hit uint64, idleBlocks int)
+}
+
+// Capability returns e's optional capability T, looking through engines
+// that wrap another (a method Unwrap() Engine), so that a wrapper need not
+// forward every capability: the innermost engine that has it answers.
+func Capability[T any](e Engine) (T, bool) {
+	for e != nil {
+		if c, ok := e.(T); ok {
+			return c, true
+		}
+		u, ok := e.(interface{ Unwrap() Engine })
+		if !ok {
+			break
+		}
+		e = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // Errors shared by engines; wrap them with %w so callers can match.
 var (
 	// ErrContextFull reports a sequence that would exceed the context length.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -38,7 +37,8 @@ func cpuKind() Kind {
 			return checkCPUs(m.CPUs)
 		},
 		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
-			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength})
+			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength,
+				NoPrefixCache: m.NoPrefixCache})
 		},
 		Text: cpuText,
 	}
@@ -75,7 +75,7 @@ func cpuText(m config.Model, vocab int) (Text, error) {
 		if t.Tokenizer, err = tokenizer.Open(m.Tokenizer, vocab); err != nil {
 			return Text{}, err
 		}
-		if shipped == "" && isHF(m.Tokenizer) {
+		if shipped == "" && tokenizer.IsHF(m.Tokenizer) {
 			if shipped, err = tokenizer.HFChatTemplate(m.Tokenizer); err != nil {
 				return Text{}, err
 			}
@@ -83,13 +83,6 @@ func cpuText(m config.Model, vocab int) (Text, error) {
 	}
 	err := t.setTemplate(m, shipped)
 	return t, err
-}
-
-// isHF reports whether a tokenizer path is a Hugging Face tokenizer (a
-// .json file or a folder).
-func isHF(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir() || strings.HasSuffix(path, ".json")
 }
 
 // checkCPUs validates a cpu model's CPU set. Pinning needs Linux; a CPU set

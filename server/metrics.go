@@ -35,6 +35,7 @@ type metrics struct {
 	steps, tokens, busy, restarts                             *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 	kvBlocks, threshold                                       *prometheus.Desc
+	prefixLooked, prefixHit                                   *prometheus.Desc
 	conns, connLimit, connsDropped                            *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
 }
@@ -76,6 +77,8 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.queue = d("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
 	m.requestsBy = d("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
+	m.prefixLooked = d("tokenrouter_model_prefix_cache_lookup_tokens_total", "Prompt tokens of the sequences that looked up the engine's prefix cache (engines that share KV blocks of common prefixes).", pm...)
+	m.prefixHit = d("tokenrouter_model_prefix_cache_hit_tokens_total", "Prompt tokens found in the engine's prefix cache (their KV reused, not computed); over the lookup total: the hit rate.", pm...)
 	m.kvBlocks = d("tokenrouter_model_kv_blocks", "KV cache blocks (pages) in use in the model's engine (engines that page their KV cache).", pm...)
 	m.threshold = d("tokenrouter_model_threshold", "Launch threshold in force: the batch size the model waits for at the current number of active requests.", pm...)
 	m.kv = d("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
@@ -148,7 +151,7 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
-		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold} {
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit} {
 		ch <- d
 	}
 }
@@ -186,6 +189,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			g(m.kv, float64(st.KVSequences), p, name)
 			if st.KVBlocks >= 0 {
 				g(m.kvBlocks, float64(st.KVBlocks), p, name)
+			}
+			if st.PrefixLooked > 0 {
+				c(m.prefixLooked, float64(st.PrefixLooked), p, name)
+				c(m.prefixHit, float64(st.PrefixHit), p, name)
 			}
 			g(m.threshold, float64(st.Threshold), p, name)
 			g(m.lastBatch, float64(st.LastBatch), p, name)

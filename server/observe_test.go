@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+	"github.com/tokenrouter/tokenrouter/loader"
 )
 
 // lintMetrics scrapes /metrics and fails on what promtool check metrics
@@ -83,5 +88,35 @@ func TestRequestLog(t *testing.T) {
 	if l["level"] != "INFO" || "chatcmpl-"+l["id"].(string) != r.ID || l["preset"] != "r2r-random" || l["finish_reason"] != "length" ||
 		by == nil || by["slm"].(float64)+by["llm"].(float64) != 7 || l["ttft"].(float64) <= 0 || l["duration"].(float64) < l["ttft"].(float64) {
 		t.Fatalf("request line %v", l)
+	}
+}
+
+// TestPrefixCacheMetrics: requests that share a long prompt on a real
+// model reuse its KV (the cpu engine's prefix cache), and /metrics says
+// how many prompt tokens were looked up and found; the outputs are the
+// same as with the cache off.
+func TestPrefixCacheMetrics(t *testing.T) {
+	models := testmodels.Dir(t)
+	var outs [2][]string
+	for k, off := range []bool{false, true} {
+		e := start(t, func(c *config.Config) {
+			c.Models = []config.Model{{Name: "stories", Engine: loader.KindCPU, Path: filepath.Join(models, "stories260K.bin"),
+				Tokenizer: filepath.Join(models, "tok512.bin"), NoPrefixCache: off}}
+			c.Presets = []config.Preset{{Name: "one", Algorithm: "single", Models: []string{"stories"}, Thresholds: "1"}}
+		})
+		system := strings.Repeat("Once upon a time there was a little dog named Spot. ", 6)
+		for i := range 4 {
+			var r NativeResponse
+			e.post("/generate", map[string]any{"text": system + fmt.Sprintf("Question %d:", i), "sampling_params": map[string]any{"max_new_tokens": 8}}, &r)
+			outs[k] = append(outs[k], r.Text)
+		}
+		body := lintMetrics(t, e)
+		hit := `tokenrouter_model_prefix_cache_hit_tokens_total{model="stories",preset="one"}`
+		if off == strings.Contains(body, hit) || !off && strings.Contains(body, hit+" 0\n") {
+			t.Fatalf("prefix cache off=%v: metrics %s", off, body)
+		}
+	}
+	if !slices.Equal(outs[0], outs[1]) {
+		t.Fatalf("outputs with the cache %q, without %q", outs[0], outs[1])
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
+
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
@@ -46,30 +48,13 @@ func tinyPresets(t *testing.T) func(*config.Config) {
 	}
 }
 
-func compileValidator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // TestStructuredOutputTinyPair: seeded generations of the real tiny pair
 // under r2r-random, r-stitch and speculative with a json_schema response
 // format all parse and validate against the schema, and both models
 // wrote some of the tokens.
 func TestStructuredOutputTinyPair(t *testing.T) {
 	e := start(t, tinyPresets(t))
-	v := compileValidator(t, personSchema)
+	v := testkit.JSONSchema(t, personSchema)
 	n := 12 // per algorithm; TOKENROUTER_STRUCTURED_RUNS=100 for the full check
 	if v, err := strconv.Atoi(os.Getenv("TOKENROUTER_STRUCTURED_RUNS")); err == nil && v > 0 {
 		n = v
@@ -122,7 +107,7 @@ func TestStructuredOutputRequests(t *testing.T) {
 	var nr NativeResponse
 	e.post("/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 300,
 		"json_schema": jsonRaw(`{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":5}`)}}, &nr)
-	v := compileValidator(t, `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":5}`)
+	v := testkit.JSONSchema(t, `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":5}`)
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(nr.Text))
 	if err != nil || v.Validate(doc) != nil {
 		t.Fatalf("sim /generate with a schema wrote %q (%v)", nr.Text, err)

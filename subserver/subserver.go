@@ -136,6 +136,10 @@ type Stats struct {
 	// Threshold is the launch threshold in force: the batch size the
 	// policy waits for at the current number of active requests.
 	Threshold int
+	// PrefixLooked and PrefixHit count the prompt tokens of sequences that
+	// looked up the engine's prefix cache and those found there
+	// (engine.PrefixCacher; zero otherwise).
+	PrefixLooked, PrefixHit uint64
 }
 
 // Server is one model's sub-server.
@@ -164,6 +168,7 @@ type Server struct {
 	wanter   route.Wanter
 	turner   engine.Turner // the engine, if it takes turns with others
 	pager    engine.KVPager
+	prefix   engine.PrefixCacher
 	waits    WaitObserver
 	sender   route.Sender
 	receiver route.Receiver
@@ -172,6 +177,7 @@ type Server struct {
 		records, runnable, pending, kv, batch atomic.Int64
 		kvBlocks, threshold                   atomic.Int64
 		steps, tokens, stepped, handed        atomic.Uint64
+		prefixLooked, prefixHit               atomic.Uint64
 		last, busy                            atomic.Int64
 	}
 }
@@ -194,7 +200,8 @@ func New(cfg Config) (*Server, error) {
 	s.embed, _ = cfg.Engine.(engine.Embedder)
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.turner, _ = cfg.Engine.(engine.Turner)
-	s.pager, _ = cfg.Engine.(engine.KVPager)
+	s.pager, _ = engine.Capability[engine.KVPager](cfg.Engine)
+	s.prefix, _ = engine.Capability[engine.PrefixCacher](cfg.Engine)
 	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
@@ -226,6 +233,7 @@ func (s *Server) Stats() Stats {
 		BusyTime: time.Duration(s.stats.busy.Load()),
 		Stepped:  s.stats.stepped.Load(), HandedOff: s.stats.handed.Load(),
 		KVBlocks: int(s.stats.kvBlocks.Load()), Threshold: int(s.stats.threshold.Load()),
+		PrefixLooked: s.stats.prefixLooked.Load(), PrefixHit: s.stats.prefixHit.Load(),
 	}
 }
 
@@ -315,6 +323,11 @@ func (s *Server) publish() {
 		blocks = s.pager.KVBlocksInUse()
 	}
 	s.stats.kvBlocks.Store(int64(blocks))
+	if s.prefix != nil {
+		looked, hit, _ := s.prefix.PrefixCacheStats()
+		s.stats.prefixLooked.Store(looked)
+		s.stats.prefixHit.Store(hit)
+	}
 	s.stats.threshold.Store(int64(s.policy.Load().B.At(len(s.recs))))
 }
 

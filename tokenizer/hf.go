@@ -404,3 +404,12 @@ func hfPre(pattern string, digits bool) preKind {
 	}
 	return preGPT2
 }
+
+// padTo appends unused tokens without text up to n ids.
+func (t *Tokenizer) padTo(n int) {
+	for len(t.tokens) < n {
+		t.tokens = append(t.tokens, "")
+		t.scores = append(t.scores, 0)
+		t.types = append(t.types, TypeUnused)
+	}
+}

@@ -181,6 +181,11 @@ func TestHFByteLevelMatchesGGUF(t *testing.T) {
 	if !slices.Equal(tk.EOG(), []int32{int32(n + 1), int32(n - 1)}) {
 		t.Fatalf("EOG %v", tk.EOG())
 	}
+	padded, err := Open(dir, n+10)
+	if err != nil || padded.VocabSize() != n+10 || padded.Token(int32(n+5)) != "" || len(padded.AppendPiece(nil, int32(n+5))) != 0 ||
+		!slices.Equal(padded.Encode("the cat", false), tk.Encode("the cat", false)) {
+		t.Fatalf("padded to %d: %v, %d tokens", n+10, err, padded.VocabSize())
+	}
 	if s, err := HFChatTemplate(dir); err != nil || s != "{{ messages }}" {
 		t.Fatalf("chat template %q, %v", s, err)
 	}

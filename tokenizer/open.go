@@ -13,10 +13,17 @@ import (
 // Open reads a standalone tokenizer file: a GGUF file (its tokenizer
 // metadata), a Hugging Face tokenizer.json (or a folder holding one), a
 // SentencePiece .model protobuf, or a llama2.c tokenizer.bin holding
-// vocabSize tokens (0 reads them all).
+// vocabSize tokens (0 reads them all). A Hugging Face tokenizer with fewer
+// than vocabSize ids gets unused ones up to it, as models pad their
+// embeddings (Qwen2.5: 151,665 tokens, 151,936 rows).
 func Open(path string, vocabSize int) (*Tokenizer, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() || strings.HasSuffix(path, ".json") {
-		return OpenHF(path)
+	if IsHF(path) {
+		t, err := OpenHF(path)
+		if err != nil {
+			return nil, err
+		}
+		t.padTo(vocabSize)
+		return t, nil
 	}
 	fh, err := os.Open(path)
 	if err != nil {
@@ -40,4 +47,11 @@ func Open(path string, vocabSize int) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	return FromLlama2c(v)
+}
+
+// IsHF reports whether a tokenizer path names a Hugging Face tokenizer: a
+// .json file or a folder (holding tokenizer.json).
+func IsHF(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir() || strings.HasSuffix(path, ".json")
 }

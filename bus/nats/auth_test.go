@@ -176,19 +176,7 @@ func TestNkeyAuth(t *testing.T) {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		Nkeys: []*server.NkeyUser{{Nkey: pub}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server did not start")
-	}
+	ns := startPlainServer(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	if _, err := busnats.Connect(ns.ClientURL(), busnats.Options{}); err == nil {
 		t.Fatal("connected without the nkey")
 	}
@@ -202,4 +190,24 @@ func TestNkeyAuth(t *testing.T) {
 	if _, err := busnats.Connect(ns.ClientURL(), busnats.Options{Auth: busnats.Auth{NkeyFile: seedFile, Token: "x"}}); err == nil {
 		t.Fatal("two authentication methods were accepted")
 	}
+}
+
+// startPlainServer runs a nats-server on a free loopback port with opts (host,
+// port and quiet settings filled in) until the test ends.
+func startPlainServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server did not start")
+	}
+	return ns
 }

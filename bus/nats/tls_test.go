@@ -73,19 +73,7 @@ func TestTLSAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server did not start")
-	}
+	ns := startPlainServer(t, &server.Options{TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
 	for name, a := range map[string]busnats.Auth{
 		"no TLS files":          {},
 		"no client certificate": {CAFile: ca.cert},

@@ -71,8 +71,8 @@ async function boot() {
   const load = async () => {
     const list = await presets();
     play.setPresets(list);
-    status(list.length + " preset" + (list.length === 1 ? "" : "s") + " served");
-    if (!$("dash").hidden) dash.start(); // the dashboard was waiting for the key
+    if ($("dash").hidden) status(list.length + " preset" + (list.length === 1 ? "" : "s") + " served");
+    else dash.start(); // the dashboard may have been waiting for the key
   };
   onUnauthorized(() => askKey(load));
   tabs(dash);

@@ -197,7 +197,7 @@ class Pane {
 
   describeToken(span) {
     const m = Number(span.dataset.m);
-    let s = "Token " + (Number(span.dataset.i) + 1) + ": " + (this.models[m] ?? "model " + m) + ", id " + span.dataset.id;
+    let s = "Token " + (Number(span.dataset.i) + 1) + ": " + (this.models[m] ?? "model " + m) + ", text " + JSON.stringify(span.textContent) + ", id " + span.dataset.id;
     if (span.dataset.lp !== undefined) s += ", log-probability " + Number(span.dataset.lp).toFixed(3);
     return s;
   }

@@ -40,6 +40,10 @@ type Options struct {
 	// means the highest level the CPU supports. A level the CPU lacks is an
 	// error.
 	Kernels string
+	// NoPrefixCache turns prefix caching off: by default, full KV blocks
+	// are shared between sequences that begin with the same tokens (see
+	// PrefixCacheStats).
+	NoPrefixCache bool
 	// CPUs, when set, pins the kernel threads (Linux only; elsewhere it is
 	// an error): worker w's OS thread to CPUs[w mod len(CPUs)], the thread
 	// calling Step to CPUs[0] for the duration of the step (its previous
@@ -94,7 +98,9 @@ type Engine struct {
 	hn, logits, probs []float32
 	tokens            []int32
 	order             []int32
-	partRow, partOut  []int // sequence-split parts of the current step
+	partRow, partOut  []int          // sequence-split parts of the current step
+	skip              []int          // per input: positions found in the prefix cache
+	view              []engine.Input // the inputs without them
 	mm                matmulTask
 	set               *kernels.Set
 	scores            kernels.ScoresFunc
@@ -185,7 +191,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
 			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
 		},
-		kv:    newKVPool(c.layers, c.kvDim(), budget),
+		kv:    newKVPool(c.layers, c.kvDim(), budget, !opts.NoPrefixCache),
 		seqs:  make(map[engine.SeqID]*sequence),
 		scale: float32(1 / math.Sqrt(float64(c.headDim))),
 	}
@@ -248,9 +254,18 @@ func (e *Engine) Truncate(seq engine.SeqID, n int) error {
 	if !ok || n >= s.n {
 		return nil
 	}
+	if err := e.truncateShared(s, n); err != nil {
+		return err
+	}
 	s.n = n
 	e.shrink(s, blocksFor(n))
 	return nil
+}
+
+// forget releases everything s holds.
+func (e *Engine) forget(s *sequence) {
+	e.shrink(s, 0)
+	s.n, s.toks, s.nodes = 0, s.toks[:0], s.nodes[:0]
 }
 
 func (e *Engine) shrink(s *sequence, keep int) {
@@ -267,13 +282,12 @@ func (e *Engine) Release(seq engine.SeqID) {
 		return
 	}
 	delete(e.seqs, seq)
-	e.shrink(s, 0)
-	s.n = 0
+	e.forget(s)
 	e.spare = append(e.spare, s)
 }
 
 // KVBlocksInUse reports the KV blocks held by sequences (for tests and metrics).
-func (e *Engine) KVBlocksInUse() int { return len(e.kv.blocks) - len(e.kv.free) }
+func (e *Engine) KVBlocksInUse() int { return e.kv.held() }
 
 // Close stops the worker pool and frees the weights (unmapping the file
 // the engine opened) and the KV cache.
@@ -327,11 +341,13 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	if err != nil {
 		return err
 	}
+	in = e.uncached(in)
 	if err := e.forward(ctx, in, T, O); err != nil {
 		e.rollback()
 		return err
 	}
 	e.finish(in, out)
+	e.remember(in)
 	return nil
 }
 
@@ -403,13 +419,35 @@ func (e *Engine) admit(in []engine.Input) (T, O int, err error) {
 		}
 		return 0, 0, fail
 	}
+	e.skip = grow(e.skip, len(in))
 	for i, s := range e.batch {
 		s.oldN, s.oldBlk = s.n, len(s.blocks)
-		for len(s.blocks) < blocksFor(s.n+len(in[i].Tokens)) {
+		k := e.attachPrefix(s, &in[i])
+		e.skip[i], T = k, T-k
+		for len(s.blocks) < blocksFor(s.n+len(in[i].Tokens)-k) {
 			s.blocks = append(s.blocks, e.kv.alloc())
 		}
 	}
 	return T, O, nil
+}
+
+// uncached returns the inputs as the forward pass sees them: without the
+// positions found in the prefix cache (in itself when there are none).
+func (e *Engine) uncached(in []engine.Input) []engine.Input {
+	if !slices.ContainsFunc(e.skip[:len(in)], func(k int) bool { return k > 0 }) {
+		return in
+	}
+	e.view = append(e.view[:0], in...)
+	for i, k := range e.skip[:len(in)] {
+		v := &e.view[i]
+		v.Tokens = v.Tokens[k:]
+		if len(v.Allow) > k {
+			v.Allow = v.Allow[k:]
+		} else {
+			v.Allow = nil
+		}
+	}
+	return e.view
 }
 
 // rollback undoes admit after a failed forward pass.
@@ -417,6 +455,9 @@ func (e *Engine) rollback() {
 	for _, s := range e.batch {
 		s.n = s.oldN
 		e.shrink(s, s.oldBlk)
+		if s.n == 0 {
+			s.toks, s.nodes = s.toks[:0], s.nodes[:0]
+		}
 		s.inBatch = false
 		if s.created {
 			s.created = false

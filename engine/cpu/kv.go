@@ -20,32 +20,84 @@ type kvPool struct {
 	kvDim       int
 	maxBlocks   int
 	blocks      [][]float32
+	ref         []int32 // per block: the sequences holding it
 	free        []int32
+	cache       *prefixCache // nil: prefix caching off
 }
 
-func newKVPool(layers, kvDim int, budgetBytes int64) *kvPool {
+func newKVPool(layers, kvDim int, budgetBytes int64, prefix bool) *kvPool {
 	lf := 2 * blockTokens * kvDim
 	p := &kvPool{layerFloats: lf, blockFloats: layers * lf, kvDim: kvDim}
 	p.maxBlocks = int(min(budgetBytes/int64(4*p.blockFloats), 1<<31-1))
+	if prefix {
+		p.cache = newPrefixCache()
+	}
 	return p
 }
 
-// available reports how many more blocks can be handed out.
+// available reports how many more blocks can be handed out (cached blocks
+// no sequence holds count: they are evicted on demand).
 func (p *kvPool) available() int {
-	return len(p.free) + p.maxBlocks - len(p.blocks)
-}
-
-func (p *kvPool) alloc() int32 {
-	if n := len(p.free); n > 0 {
-		b := p.free[n-1]
-		p.free = p.free[:n-1]
-		return b
+	n := len(p.free) + p.maxBlocks - len(p.blocks)
+	if p.cache != nil {
+		n += p.cache.idle
 	}
-	p.blocks = append(p.blocks, make([]float32, p.blockFloats))
-	return int32(len(p.blocks) - 1)
+	return n
 }
 
-func (p *kvPool) release(b int32) { p.free = append(p.free, b) }
+// alloc hands out a block held once: a free one, a new one within the
+// budget, or the cached block released longest ago.
+func (p *kvPool) alloc() int32 {
+	var b int32
+	switch n := len(p.free); {
+	case n > 0:
+		b = p.free[n-1]
+		p.free = p.free[:n-1]
+	case len(p.blocks) < p.maxBlocks || p.cache == nil || p.cache.head < 0:
+		p.blocks = append(p.blocks, make([]float32, p.blockFloats))
+		p.ref = append(p.ref, 0)
+		b = int32(len(p.blocks) - 1)
+		if p.cache != nil {
+			p.cache.grow(len(p.blocks))
+		}
+	default:
+		b = p.cache.head
+		p.cache.remove(b)
+		p.cache.unregister(b)
+	}
+	p.ref[b] = 1
+	return b
+}
+
+// acquire adds a holder to a cached block.
+func (p *kvPool) acquire(b int32) {
+	if p.ref[b] == 0 {
+		p.cache.remove(b)
+	}
+	p.ref[b]++
+}
+
+// release drops a holder; a block no one holds is freed, or kept idle in
+// the cache when it is registered there.
+func (p *kvPool) release(b int32) {
+	if p.ref[b]--; p.ref[b] > 0 {
+		return
+	}
+	if p.cache != nil && p.cache.node[b] != 0 {
+		p.cache.push(b)
+		return
+	}
+	p.free = append(p.free, b)
+}
+
+// held reports the blocks sequences hold.
+func (p *kvPool) held() int {
+	n := len(p.blocks) - len(p.free)
+	if p.cache != nil {
+		n -= p.cache.idle
+	}
+	return n
+}
 
 // putKey stores key k of position off within block b at layer l.
 func (p *kvPool) putKey(b int32, l, off int, k []float32) {
@@ -66,6 +118,10 @@ type sequence struct {
 	id     engine.SeqID
 	n      int     // tokens held
 	blocks []int32 // KV blocks, block i holds positions [16i, 16i+16)
+	// with prefix caching: the tokens held, and the cache node of each
+	// full block's content (the parents of the next blocks' keys)
+	toks  []int32
+	nodes []uint64
 	// step bookkeeping
 	inBatch bool
 	created bool

@@ -16,7 +16,7 @@ const Module = "github.com/tokenrouter/tokenrouter"
 func Level(pkg string) (int, bool) {
 	levels := map[string]int{
 		// Concepts with no dependency on the runtime.
-		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0,
+		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0, "constrain": 0,
 		// Formats (chat templates among them), engines, the algorithm
 		// interface, the throughput model.
 		"tokenizer": 1, "server/chat": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
