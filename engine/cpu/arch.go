@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -155,7 +156,7 @@ func (c *config) readRope(m meta, vec func(name string, n int) []float32) error 
 	}
 	c.rope.long = vec("rope_factors_long.weight", half)
 	if !(c.rope.mscale > 0) || math.IsInf(c.rope.mscale, 0) || !(c.rope.scale > 0) || math.IsInf(c.rope.scale, 0) {
-		return fmt.Errorf("cpu: bad rope attention factor %v", c.rope.mscale)
+		return fmt.Errorf("cpu: bad rope scaling (attention factor %v, position scale %v)", c.rope.mscale, c.rope.scale)
 	}
 	c.ropeLocal = ropeSpec{base: m.float("rope.freq_base_swa", 10000), scale: 1, mscale: 1}
 	if !(c.ropeLocal.base > 0) || math.IsInf(c.ropeLocal.base, 0) {
@@ -174,11 +175,13 @@ func (c *config) readLayout(m meta, spec archSpec) error {
 	if err := m.uint("attention.sliding_window_pattern", &c.swaPattern, false); err != nil {
 		return err
 	}
-	if m.arch == "gemma2" && c.window == 0 {
-		c.window = 4096 // the default of Gemma 2 files that do not say
+	attnCap, finalCap := 0.0, 0.0
+	if m.arch == "gemma2" { // Gemma 2's values, for files that do not say
+		c.window = cmp.Or(c.window, 4096)
+		attnCap, finalCap = 50, 30
 	}
-	c.attnCap = float32(m.float("attn_logit_softcapping", 0))
-	c.finalCap = float32(m.float("final_logit_softcapping", 0))
+	c.attnCap = float32(m.float("attn_logit_softcapping", attnCap))
+	c.finalCap = float32(m.float("final_logit_softcapping", finalCap))
 	if spec.gemma {
 		c.embedScale = float32(math.Sqrt(float64(c.dim)))
 		c.gelu = true

@@ -13,11 +13,11 @@ import (
 )
 
 // TestGeneratedShapesGenerateText writes every tiny shape of package synth
-// (one per architecture, as gen-model writes it) in a K-quant mix, loads
+// (one per architecture, as gen-model writes it) in Q8_0, loads
 // it, and generates text after a prompt longer than the shapes' sliding
 // windows.
 func TestGeneratedShapesGenerateText(t *testing.T) {
-	mix, err := quantize.Lookup("Q4_K_M")
+	mix, err := quantize.Lookup("Q8_0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,5 +80,23 @@ func TestUnsupportedArchitecture(t *testing.T) {
 	_, err = NewFromGGUF(f, Options{Threads: 1})
 	if err == nil || !strings.Contains(err.Error(), `"gpt2"`) || !strings.Contains(err.Error(), strings.Join(Architectures(), ", ")) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestGemma2Defaults checks the values a Gemma 2 file that omits them
+// gets: a window of 4096 on even layers, soft-capping at 50 and 30.
+func TestGemma2Defaults(t *testing.T) {
+	s := archShape("gemma2", gguf.F32)
+	s.window, s.attnCap, s.finalCap = 0, 0, 0
+	f, err := gguf.Parse(buildTiny(t, s, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, w, err := fromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.attnCap != 50 || c.finalCap != 30 || w.layers[0].window != 4096 || w.layers[1].window != 0 {
+		t.Fatalf("caps %v/%v, windows %d/%d", c.attnCap, c.finalCap, w.layers[0].window, w.layers[1].window)
 	}
 }

@@ -32,7 +32,7 @@ func write(t *testing.T, s Shape, m quantize.Mix, opt Options) (*gguf.File, []by
 // distributed as promised, and a tokenizer this repository loads.
 func TestTinyShapes(t *testing.T) {
 	for name, mixes := range map[string][]string{"tiny-llama": {"Q4_K_M", "F16"}, "tiny-qwen2": {"Q4_K_M", "Q8_0"},
-		"tiny-qwen3": {"Q4_K_M"}, "tiny-llama3": {"Q4_K_M"}, "tiny-gemma2": {"Q4_K_M"}, "tiny-gemma3": {"Q8_0"}, "tiny-phi3": {"Q4_K_M"}} {
+		"tiny-qwen3": {"Q8_0"}, "tiny-llama3": {"Q8_0"}, "tiny-gemma2": {"Q8_0"}, "tiny-gemma3": {"Q8_0"}, "tiny-phi3": {"Q4_K_M"}} {
 		s, err := Lookup(name)
 		if err != nil {
 			t.Fatal(err)
