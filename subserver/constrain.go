@@ -2,6 +2,7 @@ package subserver
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -45,7 +46,8 @@ func (s *Server) allow(r *rec, from int, want engine.Want) ([][]uint64, error) {
 		}
 	}
 	n := len(q.Tokens) - from
-	c.allow = append(c.allow[:0], make([][]uint64, n)...)
+	c.allow = slices.Grow(c.allow[:0], n)[:n]
+	clear(c.allow)
 	first := n - 1
 	if want&engine.WantAllTokens != 0 {
 		first = 0
