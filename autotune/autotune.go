@@ -125,12 +125,12 @@ type Options struct {
 }
 
 // plannerMaxStates is the default planner's exact-chain cutoff; larger
-// chains are simulated. A chain of this size, with its transpose, ILU
-// factors and Krylov basis, holds under 10 MB while it is solved. With the
-// planner's own default (250,000 states) a plan during a 2,000-stream
-// burst raised the server's peak RSS to 1.6-2.9x that of static
-// thresholds; with this one, 1.3-1.45x. The best tables of the paper's
-// pair up to N = 32 are the same either way (their chains are small).
+// chains are simulated, so the chain, its transpose, ILU factors and
+// Krylov basis held while one is solved stay small. With the planner's own
+// default (250,000 states) a plan during a 2,000-stream burst raised the
+// server's peak RSS to 1.4-2.9x that of static thresholds; with this one,
+// 1.3-1.45x. For the paper's pair the best thresholds at N = 16, 24 and 32
+// came out the same with either cutoff (tokenrouter plan --max-states).
 const plannerMaxStates = 25_000
 
 // maxBucket is the largest batch size counted on its own; larger batches

@@ -117,7 +117,7 @@ func randomValue(rng *rand.Rand, s *Schema) string {
 	m := s.Matcher()
 	var out []byte
 	for len(out) < 4000 {
-		if m.Complete() && (m.Closed() || rng.IntN(4) == 0) {
+		if m.Complete() && (m.done || rng.IntN(4) == 0) {
 			return string(out)
 		}
 		var ok []byte
@@ -210,7 +210,7 @@ func referenceAllowed(m Matcher, vocab [][]byte) []uint64 {
 func checkAllowed(t *testing.T, rng *rand.Rand, s *Schema, vocab [][]byte, v *Vocab) {
 	m := s.Matcher()
 	dst := make([]uint64, (len(vocab)+63)/64)
-	for step := 0; step < 40 && !m.Closed(); step++ {
+	for step := 0; step < 40 && !m.done; step++ {
 		before := m
 		m.Allowed(v, dst)
 		if m.depth != before.depth || m.done != before.done || !slices.Equal(m.stack[:m.depth], before.stack[:before.depth]) {

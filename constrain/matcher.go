@@ -79,9 +79,6 @@ func (m *Matcher) Complete() bool {
 	return false
 }
 
-// Closed reports whether nothing but the end of generation may follow.
-func (m *Matcher) Closed() bool { return m.done }
-
 // feed consumes one byte, or reports false (the state is then undefined:
 // the caller restores it).
 func (m *Matcher) feed(b byte) bool {
