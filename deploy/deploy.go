@@ -75,6 +75,11 @@ type Config struct {
 	// steps overlap (the engines' threads partition the cores, or the
 	// engines are simulated).
 	TimeShared bool
+	// Speculate configures speculative continuation in the local
+	// sub-servers (the zero value: where the algorithm opted in, depth
+	// from measurements). SpeculateOn refuses an algorithm that did not
+	// opt in.
+	Speculate subserver.Speculation
 }
 
 // Deployment is a running deployment.
@@ -144,6 +149,9 @@ func New(cfg Config) (*Deployment, error) {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	r.front = front
+	if sp, ok := front.(route.Speculable); cfg.Speculate.Mode == subserver.SpeculateOn && !(ok && speculable(sp, len(names))) {
+		return nil, fmt.Errorf("deploy: speculation on, but algorithm %s does not allow it", cfg.Algorithm)
+	}
 	r.entry, _ = front.(route.Entrant)
 	r.stat, _ = front.(route.Stater)
 	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
@@ -190,7 +198,7 @@ func New(cfg Config) (*Deployment, error) {
 		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab, Speculate: cfg.Speculate,
 		})
 		if err != nil {
 			r.abort()
@@ -222,6 +230,19 @@ func New(cfg Config) (*Deployment, error) {
 		}()
 	}
 	return r, nil
+}
+
+// speculable reports whether sp speculates past some routed position
+// between n models.
+func speculable(sp route.Speculable, n int) bool {
+	for i := range n {
+		for j := range n {
+			if i != j && sp.Speculable(i, j) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // observers fans one sub-server's observations out to several observers.

@@ -87,8 +87,8 @@ func TestEncodingIsCompact(t *testing.T) {
 func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeFor[bus.Event]():     10,
-		reflect.TypeFor[route.Message](): 13,
-		reflect.TypeFor[route.Params]():  5,
+		reflect.TypeFor[route.Message](): 16,
+		reflect.TypeFor[route.Params]():  6,
 		// History, PromptLen and Record are set by every model for its own
 		// step.
 		reflect.TypeFor[engine.Sampling]():  8 + 3,
@@ -110,6 +110,7 @@ func TestDecodeRejects(t *testing.T) {
 		"kind":        {Version, 99, 0, 1, 0},
 		"flags":       {Version, byte(bus.Admit), 0x80, 1, 0},
 		"state alone": {Version, byte(bus.Admit), hasState, 1, 0},
+		"spec alone":  {Version, byte(bus.Admit), hasSpec, 1, 0},
 		"truncated":   good[:len(good)-3],
 		"trailing":    append(append([]byte(nil), good...), 0),
 		"huge length": huge,
