@@ -80,6 +80,9 @@ type Setup struct {
 	Observer subserver.Observer
 	// HTTP configures the systems named by a server's URL (IsURL).
 	HTTP HTTPOptions
+	// Speculate configures the routed systems' speculative continuation
+	// (deploy.Config.Speculate).
+	Speculate subserver.Speculation
 	// TimeShared runs the routed systems' steps one at a time
 	// (deploy.Config.TimeShared); Models then give every model all cores
 	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
@@ -149,7 +152,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
 	}
 	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
-		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared}
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared, Speculate: s.Speculate}
 	switch name {
 	case "tokenrouter":
 		cfg.Launch = s.Launch

@@ -149,6 +149,9 @@ func New(cfg Config) (*Deployment, error) {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	r.front = front
+	if d := cfg.Speculate.Depth; d < 0 || d > subserver.MaxDepth {
+		return nil, fmt.Errorf("deploy: speculation depth %d: want 0 (automatic) to %d", d, subserver.MaxDepth)
+	}
 	if sp, ok := front.(route.Speculable); cfg.Speculate.Mode == subserver.SpeculateOn && !(ok && speculable(sp, len(names))) {
 		return nil, fmt.Errorf("deploy: speculation on, but algorithm %s does not allow it", cfg.Algorithm)
 	}
