@@ -9,7 +9,9 @@
 // seen, a position anchor, the committed length, the algorithm's per-request
 // State) and the optional Sender and Receiver hooks let an algorithm adjust
 // what travels and how it is applied. Algorithms never see queues, batches,
-// threads or KV memory.
+// threads or KV memory. An algorithm whose routed positions hand exactly
+// one token back (R2R-shaped) may declare it (Speculable): the runtime then
+// speculates past those positions without changing the output.
 package route
 
 import (

@@ -11,6 +11,10 @@
 //     Route on the results, then for each request: stay, move to a peer
 //     (parked as pending here), or finish.
 //
+// For algorithms that opt in (route.Speculable), a routed position need
+// not stop the request: it goes on as a draft here while the peer
+// verifies the position (speculative continuation, speculate.go).
+//
 // Sub-servers share nothing but the bus.
 package subserver
 

@@ -47,6 +47,7 @@ func Speculation(t *testing.T, reg *route.Registry, c Case, mk Engines, o SpecOp
 			if o.Sampled && seed%2 == 1 {
 				ps[i].Sampling = engine.Sampling{Temperature: 0.9, TopK: 40, Seed: rng.Uint64()}
 			}
+			ps[i].Sampling.Logprobs = rng.IntN(3) == 0
 		}
 		want := serveAll(t, reg, c, mk(t, 2), o.Options, subserver.Speculation{Mode: subserver.SpeculateOff}, ps, nil)
 		cancelAt := make([]int, len(ps))
@@ -74,9 +75,9 @@ func Speculation(t *testing.T, reg *route.Registry, c Case, mk Engines, o SpecOp
 				n := min(len(g.Tokens), len(w.Tokens))
 				g.Tokens, g.By, w.Tokens, w.By = g.Tokens[:n], g.By[:n], w.Tokens[:n], w.By[:n]
 			}
-			if !slices.Equal(g.Tokens, w.Tokens) || !slices.Equal(g.By, w.By) {
-				t.Fatalf("seed %d, request %d (depth %d, override %d, cancel at %d):\nwith speculation    %v %v\nwithout speculation %v %v",
-					seed, i, sp.Depth, ps[i].Speculate, cancelAt[i], g.Tokens, g.By, w.Tokens, w.By)
+			if !slices.Equal(g.Tokens, w.Tokens) || !slices.Equal(g.By, w.By) || !sameLogprobs(g.lps[:min(len(g.lps), len(w.lps))], w.lps[:min(len(g.lps), len(w.lps))]) {
+				t.Fatalf("seed %d, request %d (depth %d, override %d, cancel at %d):\nwith speculation    %v %v %v\nwithout speculation %v %v %v",
+					seed, i, sp.Depth, ps[i].Speculate, cancelAt[i], g.Tokens, g.By, g.lps, w.Tokens, w.By, w.lps)
 			}
 		}
 		total.Speculated, total.Kept, total.RolledBack = total.Speculated+st.Speculated, total.Kept+st.Kept, total.RolledBack+st.RolledBack
@@ -88,12 +89,27 @@ func Speculation(t *testing.T, reg *route.Registry, c Case, mk Engines, o SpecOp
 	}
 }
 
+// output is one request's output: committed tokens, their producers and
+// log-probabilities (when asked for).
+type output struct {
+	stream.Result
+	lps []engine.Logprob
+}
+
+// sameLogprobs reports whether a and b give the same tokens the same
+// log-probabilities (NaN, for a token placed without one, equals NaN).
+func sameLogprobs(a, b []engine.Logprob) bool {
+	return slices.EqualFunc(a, b, func(x, y engine.Logprob) bool {
+		return x.Pos == y.Pos && x.Token == y.Token && (x.Logprob == y.Logprob || x.Logprob != x.Logprob && y.Logprob != y.Logprob)
+	})
+}
+
 // serveAll serves every prompt concurrently with parameters ps and returns
 // the outputs; request i is cancelled once it has cancelAt[i] >= 0 tokens
 // (when cancelAt is given). after, if set, sees the deployment once every
 // request ended; then nothing may be held.
 func serveAll(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o Options, sp subserver.Speculation,
-	ps []route.Params, after func(*deploy.Deployment), cancelAt ...int) []stream.Result {
+	ps []route.Params, after func(*deploy.Deployment), cancelAt ...int) []output {
 	t.Helper()
 	cfg := deploy.Config{Models: models(es), Algorithm: c.Algorithm, Params: c.Params, Registry: reg, Speculate: sp}
 	if o.Bus != nil {
@@ -106,7 +122,7 @@ func serveAll(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o O
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
-	res := make([]stream.Result, len(o.Prompts))
+	res := make([]output, len(o.Prompts))
 	errs := make([]error, len(o.Prompts))
 	var wg sync.WaitGroup
 	for i, p := range o.Prompts {
@@ -135,8 +151,8 @@ func serveAll(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, o O
 
 // collect receives s's output; with at >= 0 it closes the stream (cancels
 // the request) once at tokens have arrived.
-func collect(ctx context.Context, s *stream.Stream, at int) (stream.Result, error) {
-	var out stream.Result
+func collect(ctx context.Context, s *stream.Stream, at int) (output, error) {
+	var out output
 	var ch stream.Chunk
 	for {
 		if at >= 0 && len(out.Tokens) >= at {
@@ -148,6 +164,7 @@ func collect(ctx context.Context, s *stream.Stream, at int) (stream.Result, erro
 			return out, fmt.Errorf("recv: %w", err)
 		}
 		out.Tokens, out.By = append(out.Tokens, ch.Tokens...), append(out.By, ch.By...)
+		out.lps = append(out.lps, ch.Logprobs...)
 		if ch.Done {
 			out.Reason = ch.Reason
 			return out, nil
