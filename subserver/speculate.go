@@ -297,6 +297,10 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 	m := &e.Msg
 	self := s.cfg.Index
 	queued := r.at == runnable && len(r.verify) > 0
+	if !queued && m.Epoch == r.vepoch && (r.vdead || r.refused(m)) {
+		r.vdead = true // the sender rolls back and starts a new round
+		return
+	}
 	kv := r.seen[self]
 	if !r.hasKV {
 		kv = 0
@@ -320,6 +324,9 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 	if !queued || m.Epoch != r.vepoch {
 		r.verify = r.verify[:0]
 	}
+	if m.Epoch != r.vepoch {
+		r.vlast, r.vdead = r.vlast[:0], false
+	}
 	for len(r.verify) > 0 && int(r.verify[len(r.verify)-1]) > m.Anchor {
 		r.verify = r.verify[:len(r.verify)-1] // a rolled-back position
 	}
@@ -336,6 +343,26 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 	}
 }
 
+// refused reports whether verify job m was built on a token this model
+// refused in the job it answered last (of the same round): the sender
+// will roll back past it, so the job is wasted work.
+func (r *rec) refused(m *route.Message) bool {
+	for i := 0; i+1 < len(r.vlast); i += 2 {
+		p, v := int(r.vlast[i]), r.vlast[i+1]
+		switch {
+		case p < m.Anchor && p < len(r.req.Tokens):
+			if r.req.Tokens[p] != v {
+				return true
+			}
+		case p >= m.Anchor && p-m.Anchor < len(m.Tokens):
+			if m.Tokens[p-m.Anchor] != v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // answer sends the verdict of r's verify job, which the step just ran
 // (o is its output), back to the model that asked.
 func (s *Server) answer(ctx context.Context, r *rec, o *engine.Output) {
@@ -346,6 +373,7 @@ func (s *Server) answer(ctx context.Context, r *rec, o *engine.Output) {
 	m := &e.Msg
 	m.ID, m.From, m.To, m.Epoch = q.ID, s.cfg.Index, r.vfrom, r.vepoch
 	m.Verify, m.Verdict = append(m.Verify[:0], r.verify...), m.Verdict[:0]
+	r.vlast = r.vlast[:0]
 	for _, p := range r.verify {
 		j := int(p) - 1 - held
 		if j < 0 || j >= len(o.Tokens) {
@@ -354,6 +382,7 @@ func (s *Server) answer(ctx context.Context, r *rec, o *engine.Output) {
 			return
 		}
 		m.Verdict = append(m.Verdict, o.Tokens[j])
+		r.vlast = append(r.vlast, p, o.Tokens[j])
 		for _, lp := range r.fresh {
 			if lp.Pos == p {
 				m.Logprobs = append(m.Logprobs, lp)

@@ -135,7 +135,7 @@ func TestSpeculationCancelled(t *testing.T) {
 // TestVerifyJobs: as the verifier, jobs still queued for a request merge
 // into one extend that asks for every appended position's token; the
 // verdict lists the peer's token at each position; a cancel frees a
-// queued job.
+// queued job; a job built on a token the verifier refused is dropped.
 func TestVerifyJobs(t *testing.T) {
 	gate := make(chan struct{})
 	r := start(t, opts{onStep: func(ctx context.Context, in []engine.Input) error {
@@ -166,6 +166,22 @@ func TestVerifyJobs(t *testing.T) {
 	v := r.peer.next(t, bus.Peer).Msg
 	if !slices.Equal(v.Verify, []int32{4, 6}) || !slices.Equal(v.Verdict, []int32{count(seq[:4]), count(seq[:6])}) || v.Epoch != 2 || v.ID != 2 {
 		t.Fatalf("verdict %+v", v)
+	}
+	// A job of the same round built on the token refused at 6 is dropped;
+	// the next round's job runs.
+	r.message(1, job(2, 6, 7))
+	r.submit(5, prompt, route.Params{MaxTokens: 1})
+	if s := r.step(); len(s) != 1 || s[0].seq != 5 {
+		t.Fatalf("step %+v, want request 5 alone (the job built on a refused token dropped)", s)
+	}
+	fresh := route.Message{ID: 2, From: 1, To: 0, Anchor: 4, Tokens: []int32{20, 21}, By: []int8{0, 0},
+		PromptLen: 3, Committed: 3, Seen: []int{0, 0}, Verify: []int32{6}, Epoch: 3}
+	r.message(1, fresh)
+	if s := r.step(); len(s) != 1 || !slices.Equal(s[0].tokens, []int32{20, 21}) || len(s[0].held) != 4 {
+		t.Fatalf("step after a refused token %+v, want the new round's job (4 held, [20 21] appended)", s)
+	}
+	if v := r.peer.next(t, bus.Peer).Msg; v.Epoch != 3 || !slices.Equal(v.Verify, []int32{6}) {
+		t.Fatalf("verdict %+v, want the new round's", v)
 	}
 	r.event(bus.Cancel, 2, bus.Frontend)
 	r.idle()

@@ -107,11 +107,15 @@ type rec struct {
 	lps, fresh []engine.Logprob
 	// draft is the request's speculation where it speculates from; verify
 	// lists the positions of its verify job queued here, for round vepoch
-	// of model vfrom.
+	// of model vfrom; vlast holds the positions and verdicts of the job
+	// answered last, and vdead says a later job of its round was found
+	// built on a refused token.
 	draft  draft
 	verify []int32
 	vepoch uint32
 	vfrom  int
+	vlast  []int32
+	vdead  bool
 }
 
 // arrival says how a request became runnable on a sub-server.
@@ -419,7 +423,7 @@ func (s *Server) drop(id uint64, r *rec) {
 	tok, by, seen := r.req.Tokens[:0], r.req.By[:0], r.seen
 	dr := draft{open: r.draft.open[:0], sent: r.draft.sent[:0], snaps: r.draft.snaps[:0]}
 	clear(seen)
-	*r = rec{seen: seen, draft: dr, verify: r.verify[:0]}
+	*r = rec{seen: seen, draft: dr, verify: r.verify[:0], vlast: r.vlast[:0]}
 	r.req.Tokens, r.req.By = tok, by
 	s.spare = append(s.spare, r)
 }
