@@ -301,10 +301,7 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 		r.vdead = true // the sender rolls back and starts a new round
 		return
 	}
-	kv := r.seen[self]
-	if !r.hasKV {
-		kv = 0
-	}
+	kv := s.kvHeld(r)
 	have := kv
 	if queued {
 		have = len(r.req.Tokens)
@@ -315,11 +312,8 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: verify job at anchor %d (%d tokens held) out of order", s.cfg.Name, m.Anchor, have))
 		return
 	}
-	if kv > m.Anchor {
-		if err := s.cfg.Engine.Truncate(engine.SeqID(e.ID), m.Anchor); err != nil {
-			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
-			return
-		}
+	if !s.cutKV(ctx, r, m.Anchor) {
+		return
 	}
 	if !queued || m.Epoch != r.vepoch {
 		r.verify = r.verify[:0]

@@ -3,6 +3,7 @@ package subserver_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,14 +50,43 @@ func (a specAt) Route(s *route.Step, d []route.Decision) {
 
 func (specAt) Speculable(from, to int) bool { return from == 0 && to == 1 }
 
-// specRig starts model 0 with specAt{5} and depth 3, submits request 9
-// (prompt of 3, 9 output tokens) and returns the verify job for position 5
-// once model 0 is parked at its bound.
-func specRig(t *testing.T) (*rig, *bus.Event) {
-	r := start(t, opts{alg: specAt{5}})
-	r.submit(9, prompt, route.Params{MaxTokens: 9, Speculate: 3})
+// counted is specAt with per-request state: the number of model 0 steps
+// the request took, recorded by position (the last value seen).
+type counted struct {
+	specAt
+	mu   sync.Mutex
+	seen map[int]int64
+}
+
+func (a *counted) NewState(*route.Request) route.State { return &route.Ints{0} }
+
+func (a *counted) Route(s *route.Step, d []route.Decision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range s.Requests {
+		st := r.State.(*route.Ints)
+		(*st)[0]++
+		a.seen[len(r.Tokens)] = (*st)[0]
+	}
+	a.specAt.Route(s, d)
+}
+
+// specRig starts model 0 with alg (specAt{5} when nil) and depth 3,
+// submits request 9 (prompt of 3, 9 output tokens) and returns the verify
+// job for position 5 once model 0 is parked at its bound.
+func specRig(t *testing.T, alg route.Algorithm) (*rig, *bus.Event) {
+	if alg == nil {
+		alg = specAt{5}
+	}
+	r := start(t, opts{alg: alg})
+	m := entry(9, prompt, route.Params{MaxTokens: 9, Speculate: 3}, 2)
+	if st, ok := alg.(route.Stater); ok {
+		m.State = st.NewState(nil)
+	}
+	r.admit(9)
+	r.message(bus.Frontend, m)
 	job := r.peer.next(t, bus.Peer)
-	m := job.Msg
+	m = job.Msg
 	if !slices.Equal(m.Verify, []int32{5}) || m.Anchor != 0 || !slices.Equal(m.Tokens, append(slices.Clone(prompt), 13, 14)) || m.Epoch != 0 {
 		t.Fatalf("verify job %+v", m)
 	}
@@ -79,7 +109,7 @@ func verdict(job *bus.Event, toks ...int32) route.Message {
 // agreeing verdict commits every draft, attributes 5 to model 1, and the
 // request goes on to its limit.
 func TestSpeculationKeepsAgreedDrafts(t *testing.T) {
-	r, job := specRig(t)
+	r, job := specRig(t, nil)
 	r.message(1, verdict(job, 15))
 	res := r.result(9)
 	if w := outputs(len(prompt), 9); !slices.Equal(res.tokens, w) || !slices.Equal(res.by, []int8{0, 0, 1, 0, 0, 0, 0, 0, 0}) || res.reason != "length" {
@@ -97,7 +127,7 @@ func TestSpeculationKeepsAgreedDrafts(t *testing.T) {
 // of the old round is ignored; the next verify job anchors at the
 // position and starts a new round.
 func TestSpeculationRollsBack(t *testing.T) {
-	r, job := specRig(t)
+	r, job := specRig(t, nil)
 	r.message(1, verdict(job, 40))
 	if tr := r.truncated(); tr.n != 5 {
 		t.Fatalf("truncated to %d, want 5", tr.n)
@@ -119,10 +149,30 @@ func TestSpeculationRollsBack(t *testing.T) {
 	r.idle()
 }
 
+// TestSpeculationRestoresState: after a rollback the algorithm's state is
+// the one it had at the position: every position sees the number of steps
+// that led to it, as without speculation.
+func TestSpeculationRestoresState(t *testing.T) {
+	alg := &counted{specAt: specAt{5}, seen: map[int]int64{}}
+	r, job := specRig(t, alg)
+	r.message(1, verdict(job, 40))
+	if res := r.result(9); len(res.tokens) != 9 {
+		t.Fatalf("output %v", res.tokens)
+	}
+	alg.mu.Lock()
+	defer alg.mu.Unlock()
+	for p := 3; p < 12; p++ {
+		if alg.seen[p] != int64(p-2) {
+			t.Errorf("position %d saw state %d, want %d (steps %v)", p, alg.seen[p], p-2, alg.seen)
+		}
+	}
+	r.idle()
+}
+
 // TestSpeculationCancelled: a request cancelled while its position is
 // being verified is freed at once; the late verdict changes nothing.
 func TestSpeculationCancelled(t *testing.T) {
-	r, job := specRig(t)
+	r, job := specRig(t, nil)
 	r.event(bus.Cancel, 9, bus.Frontend)
 	r.idle()
 	r.message(1, verdict(job, 15))

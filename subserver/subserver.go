@@ -454,19 +454,13 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 		s.receiver.Receive(&r.req, m)
 	}
 	self := s.cfg.Index
-	kv := r.seen[self]
-	if !r.hasKV {
-		kv = 0
-	}
+	kv := s.kvHeld(r)
 	if m.Anchor > kv || m.Anchor > len(r.req.Tokens) || m.Anchor < 0 || len(m.Seen) != s.cfg.Models {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: message anchor %d beyond the %d tokens held", s.cfg.Name, m.Anchor, kv))
 		return
 	}
-	if kv > m.Anchor {
-		if err := s.cfg.Engine.Truncate(engine.SeqID(e.ID), m.Anchor); err != nil {
-			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
-			return
-		}
+	if !s.cutKV(ctx, r, m.Anchor) {
+		return
 	}
 	r.req.Params, r.req.PromptLen, r.req.Committed = m.Params, m.PromptLen, m.Committed
 	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
@@ -480,6 +474,27 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	}
 	s.run = append(s.run, r)
 	s.probed(r)
+}
+
+// kvHeld is how many tokens of r's sequence the engine holds here.
+func (s *Server) kvHeld(r *rec) int {
+	if !r.hasKV {
+		return 0
+	}
+	return r.seen[s.cfg.Index]
+}
+
+// cutKV truncates r's KV here to n tokens when it holds more. On failure
+// it fails r and returns false.
+func (s *Server) cutKV(ctx context.Context, r *rec, n int) bool {
+	if s.kvHeld(r) <= n {
+		return true
+	}
+	if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), n); err != nil {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+		return false
+	}
+	return true
 }
 
 // step runs one engine step over the runnable requests and applies the
