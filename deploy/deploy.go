@@ -78,7 +78,7 @@ type Config struct {
 	// Speculate configures speculative continuation in the local
 	// sub-servers (the zero value: where the algorithm opted in, depth
 	// from measurements). SpeculateOn refuses an algorithm that did not
-	// opt in.
+	// opt in (subserver.New).
 	Speculate subserver.Speculation
 }
 
@@ -149,12 +149,6 @@ func New(cfg Config) (*Deployment, error) {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	r.front = front
-	if d := cfg.Speculate.Depth; d < 0 || d > subserver.MaxDepth {
-		return nil, fmt.Errorf("deploy: speculation depth %d: want 0 (automatic) to %d", d, subserver.MaxDepth)
-	}
-	if sp, ok := front.(route.Speculable); cfg.Speculate.Mode == subserver.SpeculateOn && !(ok && speculable(sp, len(names))) {
-		return nil, fmt.Errorf("deploy: speculation on, but algorithm %s does not allow it", cfg.Algorithm)
-	}
 	r.entry, _ = front.(route.Entrant)
 	r.stat, _ = front.(route.Stater)
 	if err := b.Attach(bus.Frontend, r.deliver); err != nil {
@@ -233,19 +227,6 @@ func New(cfg Config) (*Deployment, error) {
 		}()
 	}
 	return r, nil
-}
-
-// speculable reports whether sp speculates past some routed position
-// between n models.
-func speculable(sp route.Speculable, n int) bool {
-	for i := range n {
-		for j := range n {
-			if i != j && sp.Speculable(i, j) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // observers fans one sub-server's observations out to several observers.

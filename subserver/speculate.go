@@ -153,6 +153,19 @@ type draft struct {
 	probeAt         time.Duration
 }
 
+// speculable reports whether sp speculates past some routed position
+// between n models.
+func speculable(sp route.Speculable, n int) bool {
+	for i := range n {
+		for j := range n {
+			if i != j && sp != nil && sp.Speculable(i, j) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // depth is the speculation depth for a request's next routed position.
 func (s *Server) depth(q *route.Request) int {
 	switch d := q.Params.Speculate; {

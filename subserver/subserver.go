@@ -245,6 +245,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Speculate.Mode != SpeculateOff {
 		s.spec, _ = cfg.Algorithm.(route.Speculable)
 	}
+	if cfg.Speculate.Mode == SpeculateOn && !speculable(s.spec, cfg.Models) {
+		return nil, fmt.Errorf("subserver %s: speculation on, but the algorithm does not allow it", cfg.Name)
+	}
+	if cfg.Speculate.Depth < 0 || cfg.Speculate.Depth > MaxDepth {
+		return nil, fmt.Errorf("subserver %s: speculation depth %d: want 0 (automatic) to %d", cfg.Name, cfg.Speculate.Depth, MaxDepth)
+	}
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
 		if st, ok := cfg.Algorithm.(route.Stater); ok {
 			b.BindStates(cfg.Index, st) // states arriving here decode into this algorithm's
