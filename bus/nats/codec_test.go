@@ -28,6 +28,9 @@ func sampleEvents() []*bus.Event {
 			State: &st,
 		}},
 		{Kind: bus.Peer, ID: 43, From: bus.Frontend, Msg: route.Message{ID: 43, From: -1, Tokens: []int32{1}, By: []int8{-1}, Seen: []int{0, 0}}},
+		{Kind: bus.Peer, ID: 44, From: 0, Msg: route.Message{ID: 44, From: 0, To: 1, Anchor: 3, Tokens: []int32{8, 9}, By: []int8{0, 0},
+			Seen: []int{5, 3}, Verify: []int32{5}, Epoch: 2, Params: route.Params{MaxTokens: 9, Speculate: 4}}},
+		{Kind: bus.Peer, ID: 44, From: 1, Msg: route.Message{ID: 44, From: 1, To: 0, Verify: []int32{5, 8}, Verdict: []int32{17, 3}, Epoch: 2}},
 		{Kind: bus.Commit, ID: 7, From: 1, Tokens: []int32{10, 11}, By: []int8{0, 1}, Pos: 12},
 		{Kind: bus.Done, ID: 7, From: 1, Reason: "error", Err: "engine: boom"},
 	}
@@ -36,7 +39,7 @@ func sampleEvents() []*bus.Event {
 // normalise makes nil and empty slices compare equal.
 func normalise(e *bus.Event) bus.Event {
 	c := *e
-	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen} {
+	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen, &c.Msg.Verify, &c.Msg.Verdict} {
 		v := reflect.ValueOf(s).Elem()
 		if v.Len() == 0 {
 			v.Set(reflect.Zero(v.Type()))
