@@ -13,9 +13,10 @@ import (
 // sub-servers, that is sent by a model endpoint (Event.From ≥ 0) to a
 // model endpoint or broadcast by one, reaches the inner bus a fixed delay
 // after it was sent. Events from or to the front end pass at once. Send
-// and Broadcast never block on the delay; one goroutine, started by
-// NewDelayed and ended by Close, hands the delayed events on in the order
-// they were sent, so each sender's events to an endpoint keep their order.
+// and Broadcast never block on the delay. While events wait, one goroutine
+// hands them on in the order they were sent, so each sender's events to
+// an endpoint keep their order; it ends when none is left or at Close, so
+// a Delayed that nobody closes holds no goroutine once it is quiet.
 //
 // A delayed event's delivery error (no such endpoint, a closed inner bus)
 // has no sender left to return it to: the event is dropped and counted
@@ -27,9 +28,9 @@ type Delayed struct {
 	mu      sync.Mutex
 	queue   []delayedEvent
 	closed  bool
-	wake    chan struct{} // capacity 1: the queue went from empty to not
-	stop    chan struct{}
-	done    chan struct{}
+	running bool          // the delivery goroutine runs
+	stop    chan struct{} // closed by Close
+	wg      sync.WaitGroup
 	dropped atomic.Uint64
 }
 
@@ -48,9 +49,7 @@ const broadcastTo = Frontend - 1
 // sub-servers. Close stops its goroutine, drops the events still waiting
 // and closes inner.
 func NewDelayed(inner Bus, d time.Duration) *Delayed {
-	b := &Delayed{inner: inner, delay: d, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go b.run()
-	return b
+	return &Delayed{inner: inner, delay: d, stop: make(chan struct{})}
 }
 
 // Delay returns the one-way delay.
@@ -101,57 +100,52 @@ func (b *Delayed) Broadcast(ctx context.Context, e *Event) error {
 	return b.later(broadcastTo, e)
 }
 
-// later queues e for delivery after the delay.
+// later queues e for delivery after the delay, starting the delivery
+// goroutine when it is not running.
 func (b *Delayed) later(to int, e *Event) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
-		b.mu.Unlock()
 		b.inner.Put(e)
 		return ErrClosed
 	}
 	b.queue = append(b.queue, delayedEvent{due: time.Now().Add(b.delay), to: to, e: e})
-	first := len(b.queue) == 1
-	b.mu.Unlock()
-	if first {
-		select {
-		case b.wake <- struct{}{}:
-		default:
-		}
+	if !b.running {
+		b.running = true
+		b.wg.Go(b.run)
 	}
 	return nil
 }
 
 // run hands each queued event to the inner bus when it comes due, in the
-// order queued (the delay is fixed, so the due times never decrease).
+// order queued (the delay is fixed, so due times never decrease and an
+// event queued while run sleeps is due after the one it sleeps for); it
+// returns when the queue is empty or at Close.
 func (b *Delayed) run() {
-	defer close(b.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		b.mu.Lock()
-		if len(b.queue) > 0 && !time.Now().Before(b.queue[0].due) {
-			d := b.queue[0]
-			b.queue[0] = delayedEvent{}
-			b.queue = b.queue[1:]
+		if b.closed || len(b.queue) == 0 {
+			b.running = false
+			b.queue = b.queue[:0:0] // let the drained backing array go
 			b.mu.Unlock()
-			b.deliver(d)
+			return
+		}
+		if wait := time.Until(b.queue[0].due); wait > 0 {
+			b.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-b.stop:
+			case <-timer.C:
+			}
 			continue
 		}
-		var tick <-chan time.Time
-		if len(b.queue) > 0 {
-			timer.Reset(time.Until(b.queue[0].due))
-			tick = timer.C
-		} else {
-			b.queue = b.queue[:0:0] // let the drained backing array go
-		}
+		d := b.queue[0]
+		b.queue[0] = delayedEvent{}
+		b.queue = b.queue[1:]
 		b.mu.Unlock()
-		select {
-		case <-b.stop:
-			return
-		case <-b.wake:
-		case <-tick:
-		}
-		timer.Stop()
+		b.deliver(d)
 	}
 }
 
@@ -192,7 +186,7 @@ func (b *Delayed) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	close(b.stop)
-	<-b.done
+	b.wg.Wait()
 	b.mu.Lock()
 	for _, d := range b.queue {
 		b.inner.Put(d.e)
