@@ -117,7 +117,10 @@ func TestSpeculationLimits(t *testing.T) {
 }
 
 // TestBestDepth: with no agreement speculation only rolls back, and depth
-// 0 is best; with high agreement a deep setting is.
+// 0 is best; with high agreement a deep setting is. It also checks issue
+// 19's goal on the model: at a = 0.5 and N = 4 the best depth gives at
+// least 1.3 times the plain system at B* and more than its no-contention
+// bound.
 func TestBestDepth(t *testing.T) {
 	ctx := context.Background()
 	m := R2R(0.35, 6.0, 27.9)
@@ -129,5 +132,13 @@ func TestBestDepth(t *testing.T) {
 	d, rs, err = pl.BestDepth(ctx, m, 4, nil, map[int]int{0: 1}, 0, Speculation{Agree: 0.9}, 10)
 	if err != nil || d < 5 || rs[d].TokensPerSecond < 1.5*rs[0].TokensPerSecond {
 		t.Errorf("a = 0.9: depth %d (%v), throughputs %v", d, err, rs)
+	}
+	bound, err := m.NoContentionBound(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, rs, err = pl.BestDepth(ctx, m, 4, nil, map[int]int{0: 1}, 0, Speculation{Agree: 0.5}, 12)
+	if err != nil || rs[d].TokensPerSecond < 1.3*rs[0].TokensPerSecond || rs[d].TokensPerSecond <= bound {
+		t.Errorf("a = 0.5: depth %d (%v): %.1f tok/s, plain %.1f, bound %.1f", d, err, rs[d].TokensPerSecond, rs[0].TokensPerSecond, bound)
 	}
 }

@@ -25,6 +25,7 @@ type planFlags struct {
 	seed                           uint64
 	profile, placement             string
 	promptLen, outputLen           int
+	spec                           planSpecFlags
 }
 
 // newPlanCmd builds `tokenrouter plan`: predicted throughput of every
@@ -43,7 +44,9 @@ func newPlanCmd() *cobra.Command {
 			"bench --calibrate writes), curves of the batch, the tokens extended and the context held\n" +
 			"(DESIGN §6a); --prompt-len and --output-len set the requests' context and prompt share.\n" +
 			"--placement partitioned lets the models' steps overlap (with the profile's interference\n" +
-			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".",
+			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".\n\n" +
+			"--depth (a count or auto), --agree and --bus-delay predict R2R with speculative continuation\n" +
+			"(DESIGN §6b) at B* of the system without it, beside that system and its no-contention bound.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
@@ -62,6 +65,7 @@ func newPlanCmd() *cobra.Command {
 	fl.StringVar(&f.placement, "placement", "", "partitioned or time-shared (default: the profile's, else partitioned)")
 	fl.IntVar(&f.promptLen, "prompt-len", 0, "with --profile: prompt tokens per request")
 	fl.IntVar(&f.outputLen, "output-len", 0, "with --profile: output tokens per request (0: long outputs, contexts not modelled)")
+	addPlanSpecFlags(fl, &f.spec)
 	return cmd
 }
 
@@ -173,6 +177,13 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 		fixed = map[int]int{0: f.b0}
 	}
 	pl := perfmodel.NewPlanner(perfmodel.Options{MaxStates: f.maxStates, Sim: perfmodel.SimOptions{Seed: f.seed}})
+	if f.spec.on() {
+		rows, err := planSpeculation(cmd.Context(), pl, m, ns, fixed, f.spec)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		return writePlanSpec(cmd.OutOrStdout(), f.format, rows)
+	}
 	rows, err := pl.Plan(cmd.Context(), m, ns, fixed)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
