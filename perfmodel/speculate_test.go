@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/steptime"
 )
 
 // TestSpeculationOffIsToday: depth 0 without a bus delay is today's
@@ -178,5 +180,34 @@ func TestSpeculativeLimit(t *testing.T) {
 	// Full agreement: every request in every step.
 	if lim, err := SpeculativeLimit(m, 4, Speculation{Agree: 1}); err != nil || math.Abs(lim-4000/6.0) > 1e-9 {
 		t.Errorf("a = 1: %v (%v), want %v", lim, err, 4000/6.0)
+	}
+}
+
+// TestSpeculativeSimulatorDepthZero: at depth 0 without a delay the
+// speculative simulator is the system of DESIGN §6 and matches its exact
+// chain, also with batch-dependent steps (whose verify jobs extend the
+// suffix the large model has not seen: 1/p tokens on average, the chain's
+// extends) and under time-shared placement.
+func TestSpeculativeSimulatorDepthZero(t *testing.T) {
+	ctx := context.Background()
+	curves := R2R(0.35, 1, 1)
+	curves.L, curves.Steps = nil, []steptime.Curve{steptime.Linear(4, 1, 0.5), steptime.Linear(10, 2, 1)}
+	shared := curves
+	shared.Placement = TimeShared
+	for _, m := range []Model{R2R(0.35, 6.0, 27.9), curves, shared} {
+		for _, n := range []int{3, 6} {
+			pols := staticPolicies([]int{1, 2})
+			want, err := EvaluateExact(ctx, m, n, pols, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := SimulateSpeculative(ctx, m, n, pols, Speculation{Agree: 0.5}, SimOptions{Seed: 13})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := math.Abs(got.TokensPerSecond - want.TokensPerSecond); d > 2.5*got.CIHalfWidth {
+				t.Errorf("%s N=%d: simulated %.2f ± %.2f, exact %.2f", m.placement(), n, got.TokensPerSecond, got.CIHalfWidth, want.TokensPerSecond)
+			}
+		}
 	}
 }
