@@ -21,7 +21,7 @@ type planFlags struct {
 	algorithm, concurrency, format string
 	p, deltaMS                     float64
 	latencies, weights             []float64
-	b0, maxStates                  int
+	b0, b1, maxStates              int
 	seed                           uint64
 	profile, placement             string
 	promptLen, outputLen           int
@@ -57,6 +57,7 @@ func newPlanCmd() *cobra.Command {
 	fl.Float64SliceVar(&f.weights, "weights", nil, "ensemble: per-model draw weights (normalised)")
 	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
 	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
+	fl.IntVar(&f.b1, "b1", 0, "fix model 1's threshold (0: search it too)")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.deltaMS, "delta-ms", 0, "time quantum in milliseconds, latencies are rounded to it (0: 0.1 for batch-independent steps, about a fortieth of the shortest step otherwise)")
 	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
@@ -172,9 +173,11 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 	if err != nil {
 		return fmt.Errorf("--concurrency: %w", err)
 	}
-	var fixed map[int]int
-	if f.b0 > 0 {
-		fixed = map[int]int{0: f.b0}
+	fixed := map[int]int{}
+	for i, b := range []int{f.b0, f.b1} {
+		if b > 0 {
+			fixed[i] = b
+		}
 	}
 	pl := perfmodel.NewPlanner(perfmodel.Options{MaxStates: f.maxStates, Sim: perfmodel.SimOptions{Seed: f.seed}})
 	if f.spec.on() {

@@ -37,8 +37,9 @@ func (f planSpecFlags) on() bool { return f.depth != "" || f.busDelay > 0 }
 type planSpecRow struct {
 	Concurrency int   `json:"concurrency"`
 	Thresholds  []int `json:"thresholds"`
-	// Plain is the system without speculation (and without the delay) at
-	// the same thresholds, Bound its no-contention bound.
+	// Plain is the system without speculation at the same thresholds and
+	// bus delay, Bound its no-contention bound (each hand-off paying the
+	// delay twice).
 	Plain   float64 `json:"plain_tokens_per_second"`
 	Bound   float64 `json:"no_contention_bound"`
 	Depth   int     `json:"depth"`
@@ -53,8 +54,10 @@ type planSpecRow struct {
 	RolledBack float64 `json:"rolled_back_per_second"`
 }
 
-// planSpeculation predicts speculative continuation at each concurrency:
-// the thresholds are B* of the system without speculation.
+// planSpeculation predicts speculative continuation at each concurrency
+// beside the system without it: the thresholds are B* of the system
+// without speculation and without the delay (what the runtime's automatic
+// thresholds aim for).
 func planSpeculation(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, ns []int, fixed map[int]int, f planSpecFlags) ([]planSpecRow, error) {
 	sp := perfmodel.Speculation{Agree: f.agree, BusDelay: float64(f.busDelay) / float64(time.Millisecond)}
 	auto := f.depth == "auto"
@@ -67,7 +70,7 @@ func planSpeculation(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Mod
 	}
 	var rows []planSpecRow
 	for _, n := range ns {
-		plain, err := pl.TokenRouter(ctx, m, n, nil, fixed, 0)
+		plain, err := pl.Speculative(ctx, m, n, nil, fixed, 0, perfmodel.Speculation{BusDelay: sp.BusDelay})
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +78,9 @@ func planSpeculation(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Mod
 		if err != nil {
 			return nil, err
 		}
+		// R2R: n/(T0 + p·T1) tokens per millisecond; the delay adds 2h to
+		// each hand-off.
+		bound = 1 / (1/bound + m.P[0][1]*2*sp.BusDelay/(1000*float64(n)))
 		var r perfmodel.SpecResult
 		if auto {
 			d, all, err := pl.BestDepth(ctx, m, n, plain.B, fixed, 0, sp, f.maxDepth)

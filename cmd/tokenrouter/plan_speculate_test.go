@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -11,13 +12,15 @@ import (
 // TestPlanSpeculation: plan --depth predicts the speculative system beside
 // the plain one at B*: depth 0 is the plain system exactly; full agreement
 // at a depth no result reaches keeps every request in every small-model
-// step (N/T0, here 4000/6 tok/s); --depth auto picks a depth; bad depths
+// step (N/T0, here 4000/6 tok/s); --depth auto picks a depth, and a bus
+// delay adds twice its length to each hand-off of the bound; bad depths
 // fail.
 func TestPlanSpeculation(t *testing.T) {
 	run := func(args ...string) ([]planSpecRow, error) {
 		cmd := newPlanCmd()
 		var out bytes.Buffer
 		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
 		cmd.SetArgs(append([]string{"--concurrency", "4", "--b0", "1", "--format", "json"}, args...))
 		if err := cmd.Execute(); err != nil {
 			return nil, err
@@ -36,8 +39,13 @@ func TestPlanSpeculation(t *testing.T) {
 		t.Fatalf("full agreement: %+v (%v)", rows, err)
 	}
 	rows, err = run("--depth", "auto", "--max-depth", "3", "--agree", "0.9", "--bus-delay", "5ms")
-	if err != nil || len(rows) != 1 || rows[0].Depth < 1 || rows[0].Depth > 3 || rows[0].DelayMS != 5 || !(rows[0].TokensPerSecond > rows[0].Plain) {
+	if err != nil || len(rows) != 1 || rows[0].Depth < 1 || rows[0].Depth > 3 || rows[0].DelayMS != 5 || !(rows[0].TokensPerSecond > rows[0].Plain) ||
+		math.Abs(rows[0].Bound-4000/(6+0.35*(27.9+10))) > 0.01 {
 		t.Fatalf("auto depth: %+v (%v)", rows, err)
+	}
+	rows, err = run("--depth", "2", "--agree", "0.5", "--b1", "1")
+	if err != nil || len(rows) != 1 || len(rows[0].Thresholds) != 2 || rows[0].Thresholds[1] != 1 {
+		t.Fatalf("--b1 1: %+v (%v)", rows, err)
 	}
 	var table bytes.Buffer
 	cmd := newPlanCmd()
