@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/steptime"
 )
@@ -187,7 +188,8 @@ func TestSpeculativeLimit(t *testing.T) {
 // speculative simulator is the system of DESIGN §6 and matches its exact
 // chain, also with batch-dependent steps (whose verify jobs extend the
 // suffix the large model has not seen: 1/p tokens on average, the chain's
-// extends) and under time-shared placement.
+// extends) and under time-shared placement; and with a max-wait guard it
+// matches Simulate.
 func TestSpeculativeSimulatorDepthZero(t *testing.T) {
 	ctx := context.Background()
 	curves := R2R(0.35, 1, 1)
@@ -209,5 +211,25 @@ func TestSpeculativeSimulatorDepthZero(t *testing.T) {
 				t.Errorf("%s N=%d: simulated %.2f ± %.2f, exact %.2f", m.placement(), n, got.TokensPerSecond, got.CIHalfWidth, want.TokensPerSecond)
 			}
 		}
+	}
+	m := R2R(0.35, 6.0, 27.9)
+	pols := staticPolicies([]int{1, 4})
+	for i := range pols {
+		pols[i].MaxWait = 10 * time.Millisecond
+	}
+	want, err := Simulate(ctx, m, 4, pols, SimOptions{Seed: 17})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := SimulateSpeculative(ctx, m, 4, pols, Speculation{}, SimOptions{Seed: 18})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := math.Abs(got.TokensPerSecond - want.TokensPerSecond); d > 2.5*math.Hypot(got.CIHalfWidth, want.CIHalfWidth) {
+		t.Errorf("max-wait 10 ms: speculative simulator %.2f ± %.2f, Simulate %.2f ± %.2f", got.TokensPerSecond, got.CIHalfWidth, want.TokensPerSecond, want.CIHalfWidth)
+	}
+	plain, err := EvaluateExact(ctx, m, 4, staticPolicies([]int{1, 4}), Options{})
+	if err != nil || !(math.Abs(want.TokensPerSecond-plain.TokensPerSecond) > 2*want.CIHalfWidth) {
+		t.Errorf("the guard at B = (1,4) should fire and change the throughput: %.2f ± %.2f with it, %.2f without (%v)", want.TokensPerSecond, want.CIHalfWidth, plain.TokensPerSecond, err)
 	}
 }
