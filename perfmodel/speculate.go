@@ -129,13 +129,12 @@ type specSim struct {
 	end     [2]int64 // absolute end of each running step, in quanta
 	msgs    []specMsg
 	head    int
-	delay   int64 // bus delay in quanta
-	ctx1    float64
-	x       []float64
-	s       []int
-	ready   []time.Duration
-	now     int64
-	err     error // a broken invariant
+	delay   int64           // bus delay in quanta
+	ctx1    float64         // mean context of a large-model row
+	s       []int           // the launch environment's state vector
+	ready   []time.Duration // when each queue last became non-empty
+	now     int64           // quanta
+	err     error           // a broken invariant
 	// per event
 	tok                             float64
 	drafted, rolled, verified, kept float64
@@ -199,7 +198,7 @@ func SimulateSpeculative(ctx context.Context, m Model, n int, pols []Policy, sp 
 		return res, err
 	}
 	sim := &specSim{m: m, sp: sp, env: env, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15)),
-		reqs: make([]specReq, n), delay: int64(math.Round(sp.BusDelay / m.delta())), ctx1: m.StepContext(1, x), x: x,
+		reqs: make([]specReq, n), delay: int64(math.Round(sp.BusDelay / m.delta())), ctx1: m.StepContext(1, x),
 		s: make([]int, env.stateLen()), ready: make([]time.Duration, 2)}
 	for r := range n {
 		sim.enqueue(0, r)
@@ -277,8 +276,10 @@ func (sim *specSim) enqueue(i, r int) {
 
 // send posts a message that arrives after the bus delay.
 func (sim *specSim) send(msg specMsg) {
-	if sim.head > 0 && sim.head == len(sim.msgs) {
-		sim.msgs, sim.head = sim.msgs[:0], 0
+	if sim.head > 0 && 2*sim.head >= len(sim.msgs) {
+		// Drop the delivered half: the queue stays as long as the
+		// messages in flight.
+		sim.msgs, sim.head = sim.msgs[:copy(sim.msgs, sim.msgs[sim.head:])], 0
 	}
 	msg.due = sim.now + sim.delay
 	sim.msgs = append(sim.msgs, msg)
