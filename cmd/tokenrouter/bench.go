@@ -39,6 +39,7 @@ type benchFlags struct {
 	maxStepDev                                             float64
 	resolve                                                time.Duration
 	agree                                                  float64
+	busDelay                                               time.Duration
 	compare                                                benchCompareFlags
 	models                                                 benchModelFlags
 }
@@ -209,6 +210,7 @@ func newBenchCmd() *cobra.Command {
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
+	fl.DurationVar(&f.busDelay, "bus-delay", 0, "delay every event between sub-servers by this much, one way (a split deployment; 0: none)")
 	addCompareFlags(fl, &f.compare)
 	addModelFlags(fl, &f.models)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
@@ -362,7 +364,7 @@ func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, launc
 		ms[i].Engine = f.engine
 	}
 	return bench.Setup{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
-		Launch: launch, Observer: obs}
+		Launch: launch, Observer: obs, BusDelay: f.busDelay}
 }
 
 // parseParams turns name=value pairs into a map.
