@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
@@ -33,7 +34,10 @@ type Prediction struct {
 //   - tokenrouter: the chain at the static thresholds of Launch, or at B*
 //     with B0 = 1 when Launch is automatic; tokenrouter-auto: at B*;
 //     tokenrouter-b1: at B = 1. Launch.MaxWait joins as the runtime's
-//     guard (Planner.TokenRouter).
+//     guard (Planner.TokenRouter). With Setup.Speculation or Setup.BusDelay
+//     set, the speculative model at those thresholds
+//     (Planner.Speculative, simulated; depth 0 without a delay is the
+//     same prediction).
 //   - lockstep: perfmodel.Lockstep.
 //   - slm-only, llm-only: perfmodel.Alone of the first and the last model.
 func (s Setup) Predict(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, name string, n int) (Prediction, bool, error) {
@@ -61,7 +65,9 @@ func (s Setup) Predict(ctx context.Context, pl *perfmodel.Planner, m perfmodel.M
 	default:
 		return Prediction{}, false, nil
 	}
-	r, err := pl.TokenRouter(ctx, m, n, b, map[int]int{0: 1}, s.Launch.MaxWait)
+	sp := s.Speculation
+	sp.BusDelay = float64(s.BusDelay) / float64(time.Millisecond)
+	r, err := pl.Speculative(ctx, m, n, b, map[int]int{0: 1}, s.Launch.MaxWait, sp)
 	if err != nil {
 		return Prediction{}, false, fmt.Errorf("bench: predicting %s at N=%d: %w", name, n, err)
 	}

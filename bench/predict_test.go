@@ -118,3 +118,26 @@ func TestOverCurveAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictSpeculation: with a speculation or a bus delay set, the
+// tokenrouter prediction is the speculative model's: full agreement at a
+// depth no result reaches keeps every request in every small-model step
+// (N/T0), and a request alone pays a 20 ms bus delay twice per hand-off.
+func TestPredictSpeculation(t *testing.T) {
+	ctx := context.Background()
+	pl := perfmodel.NewPlanner(perfmodel.Options{})
+	m := perfmodel.R2R(0.35, 6.0, 27.9)
+	for _, c := range []struct {
+		setup Setup
+		n     int
+		want  float64
+	}{
+		{Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}, Speculation: perfmodel.Speculation{Agree: 1, Depth: 20}}, 4, 4000 / 6.0},
+		{Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(1)}}, BusDelay: 20 * time.Millisecond}, 1, 1000 / (6.0 + 0.35*(27.9+40))},
+	} {
+		p, ok, err := c.setup.Predict(ctx, pl, m, "tokenrouter", c.n)
+		if err != nil || !ok || p.Method != string(perfmodel.MethodSimulation) || math.Abs(p.TokensPerSecond-c.want) > max(3*p.CIHalfWidth, 1e-6*c.want) {
+			t.Errorf("N=%d: %+v %v %v, want %.2f simulated", c.n, p, ok, err, c.want)
+		}
+	}
+}

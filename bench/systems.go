@@ -9,11 +9,13 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
 	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
+	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/querylevel"
 	"github.com/tokenrouter/tokenrouter/route/single"
@@ -81,13 +83,22 @@ type Setup struct {
 	// HTTP configures the systems named by a server's URL (IsURL).
 	HTTP HTTPOptions
 	// Speculate configures the routed systems' speculative continuation
-	// (deploy.Config.Speculate).
+	// at run time (deploy.Config.Speculate); Speculation below is what
+	// the predictions assume.
 	Speculate subserver.Speculation
 	// TimeShared runs the routed systems' steps one at a time
 	// (deploy.Config.TimeShared); Models then give every model all cores
 	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
 	// anyway.
 	TimeShared bool
+	// BusDelay, when positive, delays every event between the routed
+	// systems' sub-servers by this much (bus.Delayed), as in a split
+	// deployment; predictions add it to each hand-off.
+	BusDelay time.Duration
+	// Speculation is the speculative continuation the predictions of
+	// TokenRouter's systems assume (agreement and depth; the zero value:
+	// none). Its BusDelay is taken from Setup.BusDelay.
+	Speculation perfmodel.Speculation
 }
 
 // SimModels describes a latency preset's models on the simulated engine,
@@ -153,6 +164,11 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 	}
 	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
 		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared, Speculate: s.Speculate}
+	if s.BusDelay > 0 {
+		// The deployment does not close a bus it was given; Delayed's
+		// goroutine ends once its last event is delivered.
+		cfg.Bus = bus.NewDelayed(bus.NewMemory(), s.BusDelay)
+	}
 	switch name {
 	case "tokenrouter":
 		cfg.Launch = s.Launch

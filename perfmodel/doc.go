@@ -82,4 +82,14 @@
 // N = 2..6), and beats the static B* by 0.3% at N = 4 and 2.0% at N = 16.
 // Most of the remaining gap to the no-contention bound
 // (Model.NoContentionBound) is therefore contention, not the launch rule.
+//
+// Speculative continuation (DESIGN §6b): with Speculation (the agreement
+// rate a, the depth D, a bus delay) a routed request keeps decoding on the
+// small model while the large one verifies; SimulateSpeculative follows
+// the rules per request (drafts, verify jobs that join, rollbacks, the
+// depth bound, messages delayed by the bus) and EvaluateSpeculativeExact
+// is the exact chain of the same rules with each request's draft region
+// in the state, for small systems; the two agree within the simulation's
+// interval. Planner.Speculative predicts a setting (D = 0 without a delay
+// is today's prediction, exactly) and Planner.BestDepth picks the depth.
 package perfmodel

@@ -313,11 +313,19 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []Policy, opts Opti
 	if err != nil {
 		return res, err
 	}
+	err = ch.solve(ctx, opts.Tolerance, &res)
+	return res, err
+}
+
+// solve computes the chain's stationary distribution and sets res's
+// throughput, states and solver figures. On ErrNotConverged res still
+// holds the best distribution's throughput and residual.
+func (ch *chain) solve(ctx context.Context, tol float64, res *Result) error {
 	// The solver takes the transition matrix: once it has its transpose
 	// and the recurrent class, P can be collected while GMRES runs.
 	p, states := ch.p, ch.p.n
 	ch.p = nil
-	sol, err := stationary(ctx, p, opts.Tolerance)
+	sol, err := stationary(ctx, p, tol)
 	res.States, res.Residual, res.Sweeps, res.Solver = states, sol.residual, sol.iters, sol.solver
 	if sol.pi != nil {
 		num, den := 0.0, 0.0
@@ -328,9 +336,9 @@ func EvaluateExact(ctx context.Context, m Model, n int, pols []Policy, opts Opti
 		res.TokensPerSecond = num / den * 1000
 	}
 	if err != nil {
-		return res, fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", n, res.B, states, err)
+		return fmt.Errorf("perfmodel: N=%d B=%v (%d states): %w", res.N, res.B, states, err)
 	}
-	return res, nil
+	return nil
 }
 
 // policyThresholds returns each policy's threshold at n active requests.

@@ -83,11 +83,8 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 	var nowQ int64
 	env.launchAll(s, -1, 0, ready, wake)
 
-	total := o.Warmup + o.Batches*o.BatchEvents
-	var tokB, timeB float64 // current batch
-	means := make([]float64, 0, o.Batches)
-	var tokAll, timeAll float64
-	for ev := 0; ev < total; ev++ {
+	meter := newBatchMeter(o)
+	for ev := 0; ev < meter.total(); ev++ {
 		if ev%8192 == 0 {
 			if err := ctx.Err(); err != nil {
 				return res, fmt.Errorf("perfmodel: simulation: %w", err)
@@ -134,31 +131,58 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 			s[3*i+1], s[3*i+2] = 0, 0
 		}
 		env.launchAll(s, fin, now, ready, wake)
-		if ev < o.Warmup {
-			continue
-		}
-		dt := float64(step) * m.delta()
-		tokB += tok
-		timeB += dt
-		tokAll += tok
-		timeAll += dt
-		if (ev-o.Warmup+1)%o.BatchEvents == 0 {
-			means = append(means, tokB/timeB*1000)
-			tokB, timeB = 0, 0
-		}
+		meter.add(ev, tok, float64(step)*m.delta())
 	}
-	res.TokensPerSecond = tokAll / timeAll * 1000
-	res.Events = o.Batches * o.BatchEvents
+	meter.finish(&res)
+	return res, nil
+}
+
+// batchMeter accumulates a simulation's committed tokens and time per
+// event, discarding the warm-up, and turns them into the throughput with a
+// 95% batch-means confidence interval.
+type batchMeter struct {
+	o               SimOptions
+	tokB, timeB     float64 // the current batch
+	tokAll, timeAll float64
+	means           []float64
+}
+
+// newBatchMeter returns a meter for options o (with defaults applied).
+func newBatchMeter(o SimOptions) *batchMeter {
+	return &batchMeter{o: o, means: make([]float64, 0, o.Batches)}
+}
+
+// total returns the number of events to simulate, warm-up included.
+func (b *batchMeter) total() int { return b.o.Warmup + b.o.Batches*b.o.BatchEvents }
+
+// add records event ev, which committed tok tokens over dt milliseconds.
+func (b *batchMeter) add(ev int, tok, dt float64) {
+	if ev < b.o.Warmup {
+		return
+	}
+	b.tokB += tok
+	b.timeB += dt
+	b.tokAll += tok
+	b.timeAll += dt
+	if (ev-b.o.Warmup+1)%b.o.BatchEvents == 0 {
+		b.means = append(b.means, b.tokB/b.timeB*1000)
+		b.tokB, b.timeB = 0, 0
+	}
+}
+
+// finish sets res's throughput, confidence interval and events.
+func (b *batchMeter) finish(res *Result) {
+	res.TokensPerSecond = b.tokAll / b.timeAll * 1000
+	res.Events = b.o.Batches * b.o.BatchEvents
 	mean, sd := 0.0, 0.0
-	for _, x := range means {
+	for _, x := range b.means {
 		mean += x
 	}
-	mean /= float64(len(means))
-	for _, x := range means {
+	mean /= float64(len(b.means))
+	for _, x := range b.means {
 		sd += (x - mean) * (x - mean)
 	}
-	sd = math.Sqrt(sd / float64(len(means)-1))
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(means) - 1)}.Quantile(0.975)
-	res.CIHalfWidth = t * sd / math.Sqrt(float64(len(means)))
-	return res, nil
+	sd = math.Sqrt(sd / float64(len(b.means)-1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(b.means) - 1)}.Quantile(0.975)
+	res.CIHalfWidth = t * sd / math.Sqrt(float64(len(b.means)))
 }

@@ -41,6 +41,7 @@ type benchFlags struct {
 	agree                                                  float64
 	speculate                                              speculateFlags
 	spec                                                   subserver.Speculation // parsed from speculate
+	busDelay                                               time.Duration
 	compare                                                benchCompareFlags
 	models                                                 benchModelFlags
 }
@@ -216,6 +217,7 @@ func newBenchCmd() *cobra.Command {
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that the large model's token at a routed position equals the small model's (model 0 samples model 1's token)")
 	addSpeculateFlags(fl, &f.speculate)
+	fl.DurationVar(&f.busDelay, "bus-delay", 0, "delay every event between sub-servers by this much, one way (a split deployment; 0: none)")
 	addCompareFlags(fl, &f.compare)
 	addModelFlags(fl, &f.models)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
@@ -369,7 +371,7 @@ func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, launc
 		ms[i].Engine = f.engine
 	}
 	return bench.Setup{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
-		Launch: launch, Observer: obs, Speculate: f.spec}
+		Launch: launch, Observer: obs, Speculate: f.spec, BusDelay: f.busDelay}
 }
 
 // parseParams turns name=value pairs into a map.

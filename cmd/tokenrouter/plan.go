@@ -21,10 +21,11 @@ type planFlags struct {
 	algorithm, concurrency, format string
 	p, deltaMS                     float64
 	latencies, weights             []float64
-	b0, maxStates                  int
+	b0, b1, maxStates              int
 	seed                           uint64
 	profile, placement             string
 	promptLen, outputLen           int
+	spec                           planSpecFlags
 }
 
 // newPlanCmd builds `tokenrouter plan`: predicted throughput of every
@@ -43,7 +44,9 @@ func newPlanCmd() *cobra.Command {
 			"bench --calibrate writes), curves of the batch, the tokens extended and the context held\n" +
 			"(DESIGN §6a); --prompt-len and --output-len set the requests' context and prompt share.\n" +
 			"--placement partitioned lets the models' steps overlap (with the profile's interference\n" +
-			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".",
+			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".\n\n" +
+			"--depth (a count or auto), --agree and --bus-delay predict R2R with speculative continuation\n" +
+			"(DESIGN §6b) at B* of the system without it, beside that system and its no-contention bound.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
@@ -54,6 +57,7 @@ func newPlanCmd() *cobra.Command {
 	fl.Float64SliceVar(&f.weights, "weights", nil, "ensemble: per-model draw weights (normalised)")
 	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
 	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
+	fl.IntVar(&f.b1, "b1", 0, "fix model 1's threshold (0: search it too)")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.deltaMS, "delta-ms", 0, "time quantum in milliseconds, latencies are rounded to it (0: 0.1 for batch-independent steps, about a fortieth of the shortest step otherwise)")
 	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
@@ -62,6 +66,7 @@ func newPlanCmd() *cobra.Command {
 	fl.StringVar(&f.placement, "placement", "", "partitioned or time-shared (default: the profile's, else partitioned)")
 	fl.IntVar(&f.promptLen, "prompt-len", 0, "with --profile: prompt tokens per request")
 	fl.IntVar(&f.outputLen, "output-len", 0, "with --profile: output tokens per request (0: long outputs, contexts not modelled)")
+	addPlanSpecFlags(fl, &f.spec)
 	return cmd
 }
 
@@ -168,11 +173,20 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 	if err != nil {
 		return fmt.Errorf("--concurrency: %w", err)
 	}
-	var fixed map[int]int
-	if f.b0 > 0 {
-		fixed = map[int]int{0: f.b0}
+	fixed := map[int]int{}
+	for i, b := range []int{f.b0, f.b1} {
+		if b > 0 {
+			fixed[i] = b
+		}
 	}
 	pl := perfmodel.NewPlanner(perfmodel.Options{MaxStates: f.maxStates, Sim: perfmodel.SimOptions{Seed: f.seed}})
+	if f.spec.on() {
+		rows, err := planSpeculation(cmd.Context(), pl, m, ns, fixed, f.spec)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		return writePlanSpec(cmd.OutOrStdout(), f.format, rows)
+	}
 	rows, err := pl.Plan(cmd.Context(), m, ns, fixed)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
