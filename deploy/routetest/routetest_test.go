@@ -160,6 +160,17 @@ func TestSpeculationSim(t *testing.T) { specSim(t, nil, 16) }
 // on a NATS bus.
 func TestSpeculationSimNATS(t *testing.T) { specSim(t, natsBus, 3) }
 
+// TestSpeculationSimDelayed: the same over a bus that delays every event
+// between the sub-servers (a split deployment), so verdicts come back
+// long after the drafts went on.
+func TestSpeculationSimDelayed(t *testing.T) {
+	specSim(t, func(t *testing.T) bus.Bus {
+		b := bus.NewDelayed(bus.NewMemory(), 2*time.Millisecond)
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}, 3)
+}
+
 // TestSpeculationCPU: the same on the real tiny pair (llama2xs small,
 // stories260K large), greedy and seeded-sampled, end of sequence honoured
 // by some requests.
