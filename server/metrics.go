@@ -221,9 +221,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.busy, st.BusyTime.Seconds(), p, name)
 			c(m.restarts, float64(rs.Restarts), p, name)
 			total += st.Tokens
-			if i > 0 {
-				large += st.Tokens
-			}
+			large += st.Tokens - min(st.SmallTokens, st.Tokens)
 		}
 		g(m.active, float64(dep.r.Active()), dep.name)
 		if t := dep.r.Tuner(); t != nil {

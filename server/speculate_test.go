@@ -42,6 +42,11 @@ func TestSpeculation(t *testing.T) {
 	if strings.Contains(body, `tokenrouter_speculated_tokens_total{large="llm",preset="r2r-random",small="slm"} 0`+"\n") {
 		t.Errorf("no token was speculated")
 	}
+	// The small model commits the large model's tokens, which still count
+	// as the large model's.
+	if ratio := `tokenrouter_large_model_token_ratio{algorithm="r2r-random",preset="r2r-random"} `; !strings.Contains(body, ratio+"0.") {
+		t.Errorf("metrics lack %s between 0 and 1", ratio)
+	}
 	code, b := e.do(http.MethodPost, "/v1/completions", map[string]any{"prompt": []int32{1, 5}, "max_tokens": 4, "speculate": 65})
 	if code != http.StatusBadRequest || !strings.Contains(string(b), `"param":"speculate"`) {
 		t.Errorf("speculate 65: %d %s", code, b)

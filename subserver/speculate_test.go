@@ -116,7 +116,7 @@ func TestSpeculationKeepsAgreedDrafts(t *testing.T) {
 		t.Fatalf("after the verdict: %v by %v (%s), want %v", res.tokens, res.by, res.reason, w)
 	}
 	st := r.stats("kept", func(s subserver.Stats) bool { return s.Verified == 1 })
-	if st.Agreed != 1 || st.Kept != 4 || st.RolledBack != 0 {
+	if st.Agreed != 1 || st.Kept != 4 || st.RolledBack != 0 || st.Tokens != 9 || st.SmallTokens != 8 {
 		t.Fatalf("stats %+v", st)
 	}
 	r.idle()

@@ -171,6 +171,11 @@ type Stats struct {
 	// Depth is the automatic speculation depth in force (AutoDepth of the
 	// measurements so far; 0 until enough routed positions were compared).
 	Depth int
+	// SmallTokens counts the tokens committed here that model 0 (the
+	// small model) produced; the rest of Tokens other models produced
+	// (with speculation the small model commits the large model's tokens
+	// at routed positions).
+	SmallTokens uint64
 }
 
 // Server is one model's sub-server.
@@ -211,7 +216,7 @@ type Server struct {
 		prefixLooked, prefixHit               atomic.Uint64
 		last, busy                            atomic.Int64
 		speculated, kept, rolledBack          atomic.Uint64
-		verified, agreed                      atomic.Uint64
+		verified, agreed, small               atomic.Uint64
 		depth                                 atomic.Int64
 	}
 
@@ -282,6 +287,7 @@ func (s *Server) Stats() Stats {
 		PrefixLooked: s.stats.prefixLooked.Load(), PrefixHit: s.stats.prefixHit.Load(),
 		Speculated: s.stats.speculated.Load(), Kept: s.stats.kept.Load(), RolledBack: s.stats.rolledBack.Load(),
 		Verified: s.stats.verified.Load(), Agreed: s.stats.agreed.Load(), Depth: int(s.stats.depth.Load()),
+		SmallTokens: s.stats.small.Load(),
 	}
 }
 
@@ -732,6 +738,13 @@ func (s *Server) commit(ctx context.Context, r *rec) bool {
 	q.Committed = to
 	if to > from {
 		s.stats.tokens.Add(uint64(to - from))
+		small := 0
+		for _, b := range q.By[from:to] {
+			if b == 0 {
+				small++
+			}
+		}
+		s.stats.small.Add(uint64(small))
 		e := s.cfg.Bus.Get()
 		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
 		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)
