@@ -82,6 +82,10 @@ type Setup struct {
 	Observer subserver.Observer
 	// HTTP configures the systems named by a server's URL (IsURL).
 	HTTP HTTPOptions
+	// Speculate configures the routed systems' speculative continuation
+	// at run time (deploy.Config.Speculate); Speculation below is what
+	// the predictions assume.
+	Speculate subserver.Speculation
 	// TimeShared runs the routed systems' steps one at a time
 	// (deploy.Config.TimeShared); Models then give every model all cores
 	// (loader.Kinds.Place sets both). Lockstep steps one model at a time
@@ -159,7 +163,7 @@ func (s Setup) Build(ctx context.Context, name string) (System, error) {
 		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
 	}
 	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
-		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared}
+		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared, Speculate: s.Speculate}
 	if s.BusDelay > 0 {
 		// The deployment does not close a bus it was given; Delayed's
 		// goroutine ends once its last event is delivered.

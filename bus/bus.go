@@ -94,9 +94,10 @@ type Event struct {
 // Reset clears e for reuse, keeping slice capacity.
 func (e *Event) Reset() {
 	tok, by, msgTok, seen := e.Tokens[:0], e.By[:0], e.Msg.Tokens[:0], e.Msg.Seen[:0]
-	msgBy := e.Msg.By[:0]
+	msgBy, verify, verdict := e.Msg.By[:0], e.Msg.Verify[:0], e.Msg.Verdict[:0]
 	*e = Event{Tokens: tok, By: by}
 	e.Msg.Tokens, e.Msg.Seen, e.Msg.By = msgTok, seen, msgBy
+	e.Msg.Verify, e.Msg.Verdict = verify, verdict
 }
 
 // Handler receives events for one endpoint. It must not block: it queues
@@ -162,9 +163,11 @@ func (p *Pool) Put(e *Event) {
 func Copy(dst, src *Event) {
 	tok, by := append(dst.Tokens[:0], src.Tokens...), append(dst.By[:0], src.By...)
 	mt, ms, mb := append(dst.Msg.Tokens[:0], src.Msg.Tokens...), append(dst.Msg.Seen[:0], src.Msg.Seen...), append(dst.Msg.By[:0], src.Msg.By...)
+	mv, md := append(dst.Msg.Verify[:0], src.Msg.Verify...), append(dst.Msg.Verdict[:0], src.Msg.Verdict...)
 	*dst = *src
 	dst.Tokens, dst.By = tok, by
 	dst.Msg.Tokens, dst.Msg.Seen, dst.Msg.By = mt, ms, mb
+	dst.Msg.Verify, dst.Msg.Verdict = mv, md
 	dst.Logprobs, dst.Msg.Logprobs = slices.Clone(src.Logprobs), slices.Clone(src.Msg.Logprobs)
 }
 

@@ -49,6 +49,8 @@ type MemberConfig struct {
 	// members must agree on both.
 	Heartbeat time.Duration
 	Misses    int
+	// Speculate configures the sub-server's speculative continuation.
+	Speculate subserver.Speculation
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
 }
@@ -183,7 +185,7 @@ func (m *member) start() error {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}
 	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: c.Engine,
-		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab})
+		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab, Speculate: c.Speculate})
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}

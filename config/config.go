@@ -41,6 +41,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/steptime"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // DefaultEngine is the engine kind of a model that names none: the
@@ -223,6 +224,13 @@ type Preset struct {
 	// Placement says how the preset's models share the machine's cores:
 	// "partitioned", "time-shared" or "auto" (the default; see Placement).
 	Placement Placement `yaml:"placement"`
+	// Speculate is "off", "on" or "auto" (the default: on for algorithms
+	// that opted in): speculative continuation past routed positions
+	// (subserver.Speculation).
+	Speculate string `yaml:"speculate"`
+	// SpeculateDepth bounds how far a request runs past its oldest
+	// unverified routed position (0: chosen from measurements).
+	SpeculateDepth int `yaml:"speculate_depth"`
 }
 
 // Placement is how the models of one deployment share the machine's cores.
@@ -524,6 +532,9 @@ func (c *Config) Validate() error {
 		if _, err := ParsePlacement(string(p.Placement)); err != nil {
 			bad("preset %q: %w", p.Name, err)
 		}
+		if _, err := ParseSpeculation(p.Speculate, p.SpeculateDepth); err != nil {
+			bad("preset %q: %w", p.Name, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -565,6 +576,27 @@ func bracket(h string) string {
 // for its models and its max-wait guard (negative: none).
 func (p *Preset) Launch() (sched.Launch, error) {
 	return ParseLaunch(p.Thresholds, len(p.Models), max(p.MaxWait, 0))
+}
+
+// Speculation is the preset's speculative continuation (see
+// ParseSpeculation).
+func (p *Preset) Speculation() (subserver.Speculation, error) {
+	return ParseSpeculation(p.Speculate, p.SpeculateDepth)
+}
+
+// ParseSpeculation reads a speculation mode ("off", "on", "auto"; "" is
+// auto) and depth bound (0: chosen from measurements; at most
+// subserver.MaxDepth), for a configuration file's presets and the serve,
+// bench and subserver flags alike.
+func ParseSpeculation(mode string, depth int) (subserver.Speculation, error) {
+	m, err := subserver.ParseMode(strings.TrimSpace(mode))
+	if err != nil {
+		return subserver.Speculation{}, err
+	}
+	if depth < 0 || depth > subserver.MaxDepth {
+		return subserver.Speculation{}, fmt.Errorf("speculation depth %d: want 0 (automatic) to %d", depth, subserver.MaxDepth)
+	}
+	return subserver.Speculation{Mode: m, Depth: depth}, nil
 }
 
 // ParseLaunch builds a deployment's launch policy for models models from a

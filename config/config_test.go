@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 func TestDefault(t *testing.T) {
@@ -159,4 +160,37 @@ func loadIn(t *testing.T, dir, yaml string) Config {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func TestParseSpeculation(t *testing.T) {
+	for _, c := range []struct {
+		mode  string
+		depth int
+		want  subserver.Speculation
+		ok    bool
+	}{
+		{"", 0, subserver.Speculation{Mode: subserver.SpeculateAuto}, true},
+		{"auto", 3, subserver.Speculation{Mode: subserver.SpeculateAuto, Depth: 3}, true},
+		{" on ", 0, subserver.Speculation{Mode: subserver.SpeculateOn}, true},
+		{"off", subserver.MaxDepth, subserver.Speculation{Mode: subserver.SpeculateOff, Depth: subserver.MaxDepth}, true},
+		{"yes", 0, subserver.Speculation{}, false},
+		{"on", -1, subserver.Speculation{}, false},
+		{"on", subserver.MaxDepth + 1, subserver.Speculation{}, false},
+	} {
+		got, err := ParseSpeculation(c.mode, c.depth)
+		if (err == nil) != c.ok || c.ok && got != c.want {
+			t.Errorf("ParseSpeculation(%q, %d) = %+v, %v; want %+v (ok %v)", c.mode, c.depth, got, err, c.want, c.ok)
+		}
+	}
+	c, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Presets[1].Speculation(); err != nil || s.Mode != subserver.SpeculateAuto || s.Depth != 0 || c.Presets[1].Speculate != "auto" {
+		t.Errorf("example preset %q: %+v %v", c.Presets[1].Name, s, err)
+	}
+	c.Presets[1].Speculate = "sometimes"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "sometimes") {
+		t.Errorf("a bad speculate mode validates: %v", err)
+	}
 }

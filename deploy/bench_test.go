@@ -13,6 +13,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // benchLoop measures the runtime's own cost: a zero-latency simulated
@@ -20,14 +21,21 @@ import (
 // streams drained by their clients. It reports time per step and heap
 // allocations per committed token (all goroutines: loop, bus, front end,
 // clients) over b.N steps in steady state.
-func benchLoop(b *testing.B, algorithm string, models, batch int) {
+func benchLoop(b *testing.B, algorithm string, models, batch int, spec subserver.Speculation) {
 	var ms []deploy.Model
 	for i := range models {
-		ms = append(ms, deploy.Model{Name: string(rune('a' + i)),
-			Engine: sim.New(sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24})})
+		cfg := sim.Config{Seed: uint64(i + 1), ContextLength: 1 << 24}
+		if i == 0 && spec.Mode == subserver.SpeculateOn {
+			cfg.Agree, cfg.AgreeSeed = 0.5, 2
+		}
+		ms = append(ms, deploy.Model{Name: string(rune('a' + i)), Engine: sim.New(cfg)})
 	}
-	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: algorithm, Params: map[string]string{"p": "0.35"},
-		Registry: builtin.Registry(), MaxBatch: batch})
+	var params map[string]string
+	if algorithm == "r2r-random" {
+		params = map[string]string{"p": "0.35"}
+	}
+	r, err := deploy.New(deploy.Config{Models: ms, Algorithm: algorithm, Params: params,
+		Registry: builtin.Registry(), MaxBatch: batch, Speculate: spec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,8 +95,17 @@ func benchLoop(b *testing.B, algorithm string, models, batch int) {
 }
 
 // BenchmarkLoopBatch64 is one model, 64 requests, every token committed.
-func BenchmarkLoopBatch64(b *testing.B) { benchLoop(b, "single", 1, 64) }
+func BenchmarkLoopBatch64(b *testing.B) { benchLoop(b, "single", 1, 64, subserver.Speculation{}) }
 
 // BenchmarkLoopRoutedBatch64 adds hand-offs: r2r-random with p = 0.35
-// between two zero-latency models.
-func BenchmarkLoopRoutedBatch64(b *testing.B) { benchLoop(b, "r2r-random", 2, 64) }
+// between two zero-latency models, without speculation.
+func BenchmarkLoopRoutedBatch64(b *testing.B) {
+	benchLoop(b, "r2r-random", 2, 64, subserver.Speculation{Mode: subserver.SpeculateOff})
+}
+
+// BenchmarkLoopSpeculatedBatch64 speculates past the routed positions
+// instead (depth 4; the small model agrees with the large one at half the
+// positions, so verify jobs, agreements and rollbacks all recur).
+func BenchmarkLoopSpeculatedBatch64(b *testing.B) {
+	benchLoop(b, "r2r-random", 2, 64, subserver.Speculation{Mode: subserver.SpeculateOn, Depth: 4})
+}

@@ -75,6 +75,11 @@ type Config struct {
 	// steps overlap (the engines' threads partition the cores, or the
 	// engines are simulated).
 	TimeShared bool
+	// Speculate configures speculative continuation in the local
+	// sub-servers (the zero value: where the algorithm opted in, depth
+	// from measurements). SpeculateOn refuses an algorithm that did not
+	// opt in (subserver.New).
+	Speculate subserver.Speculation
 }
 
 // Deployment is a running deployment.
@@ -190,7 +195,7 @@ func New(cfg Config) (*Deployment, error) {
 		}
 		s, err := subserver.New(subserver.Config{
 			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab,
+			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab, Speculate: cfg.Speculate,
 		})
 		if err != nil {
 			r.abort()

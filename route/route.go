@@ -9,7 +9,9 @@
 // seen, a position anchor, the committed length, the algorithm's per-request
 // State) and the optional Sender and Receiver hooks let an algorithm adjust
 // what travels and how it is applied. Algorithms never see queues, batches,
-// threads or KV memory.
+// threads or KV memory. An algorithm whose routed positions hand exactly
+// one token back (R2R-shaped) may declare it (Speculable): the runtime then
+// speculates past those positions without changing the output.
 package route
 
 import (
@@ -43,6 +45,13 @@ type Params struct {
 	// (constrain.Compile: `{"type":"object"}` for any JSON object); every
 	// model the request visits masks its draws to it.
 	Schema string
+	// Speculate overrides the deployment's speculation depth bound for
+	// this request (speculative continuation, see Speculable): 0 keeps
+	// the deployment's setting, a negative value turns speculation off, n
+	// > 0 lets the request run at most n tokens past its oldest unverified
+	// routed position. It has no effect when the deployment turned
+	// speculation off or the algorithm did not opt in.
+	Speculate int
 }
 
 // State is an algorithm's per-request state. It must survive a binary
@@ -174,6 +183,16 @@ type Message struct {
 	Logprobs []engine.Logprob
 	// State is the algorithm's per-request state.
 	State State
+	// Verify, set by the runtime only, makes the message a verify job of
+	// speculative continuation (see Speculable): the sequence positions
+	// whose token the receiver returns, in order. Tokens then end just
+	// before the last of them. In the job's result Verify lists the
+	// positions verified and Verdict holds the receiver's token at each.
+	Verify, Verdict []int32
+	// Epoch names the speculation round of a verify job or result: the
+	// sender starts a new round at every rollback and ignores results of
+	// older rounds.
+	Epoch uint32
 }
 
 // Algorithm is a token-level routing algorithm. One instance runs in each
@@ -218,6 +237,32 @@ type Wanter interface {
 type Entrant interface {
 	// Entry returns the model a new request starts on.
 	Entry(r *Request) int
+}
+
+// Speculable is implemented by algorithms that opt into speculative
+// continuation (DESIGN §6b): at a position the algorithm routes from model
+// from to model to, the runtime keeps from's sampled token as an
+// unverified draft and lets the request go on decoding on from, while to
+// verifies the position; a disagreement rolls both models back to it and
+// continues from to's token. The committed output stays the one the
+// algorithm gives without speculation. Opting in declares that the
+// algorithm is R2R-shaped for that pair:
+//
+//   - on from, a routing decision is exactly {Next: to, Token: NoToken}
+//     (no cut), and decisions depend only on the sequence, the request's
+//     parameters and the position (not on Committed or wall time);
+//   - on to, Route hands every request back to from, keeping the token to
+//     sampled, without changing State;
+//   - Sender and Receiver do nothing the runtime needs for these moves:
+//     the runtime builds verify jobs and results itself and does not call
+//     them.
+//
+// The runtime snapshots State at every speculated position and restores
+// it on a rollback.
+type Speculable interface {
+	// Speculable reports whether positions routed from model from to
+	// model to may be speculated past.
+	Speculable(from, to int) bool
 }
 
 // Predictable is implemented by algorithms whose routing process is known

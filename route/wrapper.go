@@ -60,6 +60,14 @@ func (w Wrapper) Process() (p, c [][]float64, ok bool) {
 	return nil, nil, false
 }
 
+// Speculable delegates (no speculation by default).
+func (w Wrapper) Speculable(from, to int) bool {
+	if x, ok := w.Inner.(Speculable); ok {
+		return x.Speculable(from, to)
+	}
+	return false
+}
+
 // Wrap returns a registry in which name builds base's algorithm passed
 // through wrap.
 func Wrap(base *Registry, name string, wrap func(Algorithm) Algorithm) *Registry {

@@ -120,8 +120,12 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 	if err != nil {
 		return nil, err
 	}
+	spec, err := p.Speculation()
+	if err != nil {
+		return nil, err
+	}
 	rc := deploy.Config{Models: make([]deploy.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
-		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch}
+		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch, Speculate: spec}
 	for i := range mcs {
 		rc.Models[i].Name = p.Models[i]
 	}

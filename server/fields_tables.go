@@ -38,6 +38,7 @@ func sharedOpenAIFields() []field {
 		{name: "min_p", use: honoured, note: "extension: 0 to 1, relative to the most likely token"},
 		{name: "repetition_penalty", use: honoured, note: "extension: (0, 10], over prompt and output; 1 is off"},
 		{name: "stop_token_ids", use: honoured, note: "extension: the output ends before any of these tokens"},
+		{name: "speculate", use: honoured, note: "extension: speculation depth bound, -1 off, 0 the server's, 1 to 64 tokens (output unchanged)"},
 	}
 }
 
@@ -119,6 +120,7 @@ var samplingParamFields = []field{
 	{name: "stop_token_ids", use: honoured},
 	{name: "n", use: honoured, note: "n > 1 answers a list of responses (streamed events carry their index)"},
 	{name: "json_schema", use: honoured, note: "a JSON schema (or a string holding one) the output matches"},
+	{name: "speculate", use: honoured, note: "speculation depth bound: -1 off, 0 the server's, 1 to 64 tokens (output unchanged)"},
 }
 
 // generateFields is the body of /generate.

@@ -38,6 +38,9 @@ type metrics struct {
 	prefixLooked, prefixHit                                   *prometheus.Desc
 	conns, connLimit, connsDropped                            *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
+	// speculative continuation, per model pair (small, large)
+	specTokens, specKept, specRolled, specVerified, specAgreed *prometheus.Desc
+	specAgreement, specDepth                                   *prometheus.Desc
 }
 
 func newMetrics(s *Server) *metrics {
@@ -99,6 +102,14 @@ func newMetrics(s *Server) *metrics {
 	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
 	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before), timed_out (cut off by the per-plan limit) or abandoned (every sub-server went idle while it ran).", "preset", "result")
 	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
+	pair := []string{"preset", "small", "large"}
+	m.specTokens = d("tokenrouter_speculated_tokens_total", "Tokens the small model kept as unverified drafts past a routed position (speculative continuation; the position's own token included).", pair...)
+	m.specKept = d("tokenrouter_speculated_tokens_kept_total", "Speculated tokens committed (the large model agreed at every routed position before them).", pair...)
+	m.specRolled = d("tokenrouter_speculated_tokens_rolled_back_total", "Speculated tokens discarded: by a disagreement of the large model, or when the request ended first.", pair...)
+	m.specVerified = d("tokenrouter_speculation_compared_positions_total", "Routed positions whose large-model token was compared with the small model's (speculated or not).", pair...)
+	m.specAgreed = d("tokenrouter_speculation_agreed_positions_total", "Compared routed positions where the large model's token equalled the small model's.", pair...)
+	m.specAgreement = d("tokenrouter_speculation_agreement_ratio", "Agreed over compared routed positions since start: the agreement rate of the model pair.", pair...)
+	m.specDepth = d("tokenrouter_speculation_depth", "Automatic speculation depth in force on the small model (chosen from the measured agreement and step times; 0: not speculating).", pair...)
 	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -151,7 +162,8 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
-		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit} {
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit,
+		m.specTokens, m.specKept, m.specRolled, m.specVerified, m.specAgreed, m.specAgreement, m.specDepth} {
 		ch <- d
 	}
 }
@@ -174,7 +186,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, dep := range m.s.deps {
 		var total, large uint64
-		for i, rs := range dep.stats() {
+		stats := dep.stats()
+		m.speculation(ch, dep, stats)
+		for i, rs := range stats {
 			st := rs.Stats
 			p, name := dep.name, dep.models[i].name
 			up := 0.0
@@ -207,9 +221,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.busy, st.BusyTime.Seconds(), p, name)
 			c(m.restarts, float64(rs.Restarts), p, name)
 			total += st.Tokens
-			if i > 0 {
-				large += st.Tokens
-			}
+			large += st.Tokens - min(st.SmallTokens, st.Tokens)
 		}
 		g(m.active, float64(dep.r.Active()), dep.name)
 		if t := dep.r.Tuner(); t != nil {
@@ -227,6 +239,30 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		g(m.largeRatio, ratio, dep.name, dep.algorithm)
 		g(m.routedFrac, dep.obs.routedFraction(), dep.name, dep.algorithm)
+	}
+}
+
+// speculation reports the speculative continuation counters of a
+// two-model preset, read from the model that speculates (the one whose
+// routed positions were compared).
+func (m *metrics) speculation(ch chan<- prometheus.Metric, dep *deployment, stats []RemoteStat) {
+	if len(stats) != 2 {
+		return
+	}
+	for i, rs := range stats {
+		st := rs.Stats
+		if st.Verified == 0 && st.Speculated == 0 {
+			continue
+		}
+		l := []string{dep.name, dep.models[i].name, dep.models[1-i].name}
+		for _, c := range []struct {
+			d *prometheus.Desc
+			v uint64
+		}{{m.specTokens, st.Speculated}, {m.specKept, st.Kept}, {m.specRolled, st.RolledBack}, {m.specVerified, st.Verified}, {m.specAgreed, st.Agreed}} {
+			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v), l...)
+		}
+		ch <- prometheus.MustNewConstMetric(m.specAgreement, prometheus.GaugeValue, float64(st.Agreed)/float64(max(st.Verified, 1)), l...)
+		ch <- prometheus.MustNewConstMetric(m.specDepth, prometheus.GaugeValue, float64(st.Depth), l...)
 	}
 }
 

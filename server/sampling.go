@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // The sampling controls beyond temperature / top-p / top-k: penalties,
@@ -43,6 +44,11 @@ type penaltyParams struct {
 	// N is the number of independent choices (1 to 16), each its own
 	// routed request.
 	N *int `json:"n,omitempty"`
+	// Speculate bounds this request's speculative continuation: -1 turns
+	// it off, 0 keeps the server's setting, n > 0 lets the small model run
+	// at most n tokens past an unverified routed position (the output is
+	// the same either way; only speed changes).
+	Speculate *int `json:"speculate,omitempty"`
 }
 
 // applyPenalties validates sp's sampling controls into g.
@@ -82,6 +88,13 @@ func (g *genRequest) applyPenalties(sp *penaltyParams, names paramNames) *apiErr
 	g.stopIDs = slices.Clone(sp.StopTokenIDs)
 	if !g.params.IgnoreEOS { // ignore_eos keeps going past the model's end tokens, not the request's
 		g.stopIDs = append(g.stopIDs, g.dep.stopIDs...)
+	}
+	if sp.Speculate != nil {
+		pn := names.name("sampling_params.speculate")
+		if d := *sp.Speculate; d < -1 || d > subserver.MaxDepth {
+			return badRequest(pn, "invalid_value", "%s must be between -1 (off) and %d, got %d", pn, subserver.MaxDepth, d)
+		}
+		g.params.Speculate = *sp.Speculate
 	}
 	g.n = 1
 	if sp.N != nil {

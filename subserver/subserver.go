@@ -11,6 +11,10 @@
 //     Route on the results, then for each request: stay, move to a peer
 //     (parked as pending here), or finish.
 //
+// For algorithms that opt in (route.Speculable), a routed position need
+// not stop the request: it goes on as a draft here while the peer
+// verifies the position (speculative continuation, speculate.go).
+//
 // Sub-servers share nothing but the bus.
 package subserver
 
@@ -53,6 +57,10 @@ type Config struct {
 	// (route.Params.Schema), built on the first request that has a schema;
 	// nil refuses such requests.
 	Vocab func() *constrain.Vocab
+	// Speculate configures speculative continuation (route.Speculable);
+	// the zero value speculates where the algorithm opted in, to a depth
+	// chosen from measurements.
+	Speculate Speculation
 }
 
 // Observer watches a sub-server's steps, for automatic thresholds and
@@ -81,6 +89,7 @@ const (
 	absent   where = iota // never here or moved on before arriving
 	runnable              // queued for the next step
 	pending               // handed to a peer; KV kept here
+	parked                // speculating, at its bound: waits for a verdict
 	finished              // finished here; waiting for the finish broadcast
 )
 
@@ -96,6 +105,17 @@ type rec struct {
 	// Log-probabilities, when the request asks for them: lps of the
 	// uncommitted tokens kept (by position), fresh of the last step.
 	lps, fresh []engine.Logprob
+	// draft is the request's speculation where it speculates from; verify
+	// lists the positions of its verify job queued here, for round vepoch
+	// of model vfrom; vlast holds the positions and verdicts of the job
+	// answered last, and vdead says a later job of its round was found
+	// built on a refused token.
+	draft  draft
+	verify []int32
+	vepoch uint32
+	vfrom  int
+	vlast  []int32
+	vdead  bool
 }
 
 // arrival says how a request became runnable on a sub-server.
@@ -140,6 +160,22 @@ type Stats struct {
 	// looked up the engine's prefix cache and those found there
 	// (engine.PrefixCacher; zero otherwise).
 	PrefixLooked, PrefixHit uint64
+	// Speculative continuation, counted on the model that speculates:
+	// Speculated tokens kept as drafts past an unverified routed position
+	// (that position's own token included); Kept of them committed;
+	// RolledBack of them discarded (by a disagreement, or when the
+	// request ended). Verified counts the routed positions whose peer
+	// token was compared with this model's (speculated or not), Agreed
+	// those where the two were equal.
+	Speculated, Kept, RolledBack, Verified, Agreed uint64
+	// Depth is the automatic speculation depth in force (AutoDepth of the
+	// measurements so far; 0 until enough routed positions were compared).
+	Depth int
+	// SmallTokens counts the tokens committed here that model 0 (the
+	// small model) produced; the rest of Tokens other models produced
+	// (with speculation the small model commits the large model's tokens
+	// at routed positions).
+	SmallTokens uint64
 }
 
 // Server is one model's sub-server.
@@ -179,7 +215,13 @@ type Server struct {
 		steps, tokens, stepped, handed        atomic.Uint64
 		prefixLooked, prefixHit               atomic.Uint64
 		last, busy                            atomic.Int64
+		speculated, kept, rolledBack          atomic.Uint64
+		verified, agreed, small               atomic.Uint64
+		depth                                 atomic.Int64
 	}
+
+	spec  route.Speculable // the algorithm, when it may speculate here
+	meter meter            // measurements for the automatic depth
 }
 
 // New returns a sub-server and attaches it to the bus. Run starts it.
@@ -205,6 +247,15 @@ func New(cfg Config) (*Server, error) {
 	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
+	if cfg.Speculate.Mode != SpeculateOff {
+		s.spec, _ = cfg.Algorithm.(route.Speculable)
+	}
+	if cfg.Speculate.Mode == SpeculateOn && !speculable(s.spec, cfg.Models) {
+		return nil, fmt.Errorf("subserver %s: speculation on, but the algorithm does not allow it", cfg.Name)
+	}
+	if cfg.Speculate.Depth < 0 || cfg.Speculate.Depth > MaxDepth {
+		return nil, fmt.Errorf("subserver %s: speculation depth %d: want 0 (automatic) to %d", cfg.Name, cfg.Speculate.Depth, MaxDepth)
+	}
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
 		if st, ok := cfg.Algorithm.(route.Stater); ok {
 			b.BindStates(cfg.Index, st) // states arriving here decode into this algorithm's
@@ -234,6 +285,9 @@ func (s *Server) Stats() Stats {
 		Stepped:  s.stats.stepped.Load(), HandedOff: s.stats.handed.Load(),
 		KVBlocks: int(s.stats.kvBlocks.Load()), Threshold: int(s.stats.threshold.Load()),
 		PrefixLooked: s.stats.prefixLooked.Load(), PrefixHit: s.stats.prefixHit.Load(),
+		Speculated: s.stats.speculated.Load(), Kept: s.stats.kept.Load(), RolledBack: s.stats.rolledBack.Load(),
+		Verified: s.stats.verified.Load(), Agreed: s.stats.agreed.Load(), Depth: int(s.stats.depth.Load()),
+		SmallTokens: s.stats.small.Load(),
 	}
 }
 
@@ -307,7 +361,7 @@ func (s *Server) publish() {
 	pend := 0
 	kv := 0
 	for _, r := range s.recs {
-		if r.at == pending {
+		if r.at == pending || r.at == parked {
 			pend++
 		}
 		if r.hasKV {
@@ -374,10 +428,14 @@ func (s *Server) drop(id uint64, r *rec) {
 	if r.hasKV {
 		s.cfg.Engine.Release(engine.SeqID(id))
 	}
+	if dr := &r.draft; len(dr.open) > 0 {
+		s.stats.rolledBack.Add(uint64(len(r.req.Tokens) - int(dr.open[0])))
+	}
 	delete(s.recs, id)
 	tok, by, seen := r.req.Tokens[:0], r.req.By[:0], r.seen
+	dr := draft{open: r.draft.open[:0], sent: r.draft.sent[:0], snaps: r.draft.snaps[:0]}
 	clear(seen)
-	*r = rec{seen: seen}
+	*r = rec{seen: seen, draft: dr, verify: r.verify[:0], vlast: r.vlast[:0]}
 	r.req.Tokens, r.req.By = tok, by
 	s.spare = append(s.spare, r)
 }
@@ -395,24 +453,26 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 		return // cancelled or finished while the message travelled
 	}
 	m := &e.Msg
+	if len(m.Verify) > 0 {
+		if len(m.Verdict) > 0 {
+			s.settle(ctx, r, m)
+		} else {
+			s.queueVerify(ctx, r, e)
+		}
+		return
+	}
 	r.req.State = m.State
 	if s.receiver != nil {
 		s.receiver.Receive(&r.req, m)
 	}
 	self := s.cfg.Index
-	kv := r.seen[self]
-	if !r.hasKV {
-		kv = 0
-	}
+	kv := s.kvHeld(r)
 	if m.Anchor > kv || m.Anchor > len(r.req.Tokens) || m.Anchor < 0 || len(m.Seen) != s.cfg.Models {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: message anchor %d beyond the %d tokens held", s.cfg.Name, m.Anchor, kv))
 		return
 	}
-	if kv > m.Anchor {
-		if err := s.cfg.Engine.Truncate(engine.SeqID(e.ID), m.Anchor); err != nil {
-			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
-			return
-		}
+	if !s.cutKV(ctx, r, m.Anchor) {
+		return
 	}
 	r.req.Params, r.req.PromptLen, r.req.Committed = m.Params, m.PromptLen, m.Committed
 	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
@@ -425,6 +485,28 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 		r.arrived = entered
 	}
 	s.run = append(s.run, r)
+	s.probed(r)
+}
+
+// kvHeld is how many tokens of r's sequence the engine holds here.
+func (s *Server) kvHeld(r *rec) int {
+	if !r.hasKV {
+		return 0
+	}
+	return r.seen[s.cfg.Index]
+}
+
+// cutKV truncates r's KV here to n tokens when it holds more. On failure
+// it fails r and returns false.
+func (s *Server) cutKV(ctx context.Context, r *rec, n int) bool {
+	if s.kvHeld(r) <= n {
+		return true
+	}
+	if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), n); err != nil {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+		return false
+	}
+	return true
 }
 
 // step runs one engine step over the runnable requests and applies the
@@ -438,6 +520,15 @@ func (s *Server) step(ctx context.Context) {
 	s.reqs, s.dec = s.reqs[:0], s.dec[:0]
 	appended := 0
 	for _, r := range s.batch {
+		if len(r.verify) > 0 && r.seen[self] >= int(r.verify[0]) {
+			// A verify job reads this model's token at each position:
+			// recompute from the one before the first.
+			r.seen[self] = int(r.verify[0]) - 1
+			if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), r.seen[self]); err != nil {
+				s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+				continue
+			}
+		}
 		if r.seen[self] >= len(r.req.Tokens) {
 			// Everything is in the KV already (the token sampled here was
 			// dropped and came back unchanged): recompute the last position.
@@ -450,6 +541,9 @@ func (s *Server) step(ctx context.Context) {
 		var want engine.Want
 		if s.wanter != nil {
 			want = s.wanter.Want(self, &r.req)
+		}
+		if len(r.verify) > 0 {
+			want |= engine.WantAllTokens
 		}
 		toks := r.req.Tokens[r.seen[self]:]
 		allow, err := s.allow(r, r.seen[self], want)
@@ -493,6 +587,9 @@ func (s *Server) step(ctx context.Context) {
 		err = s.cfg.Engine.Step(ctx, s.in, s.out)
 	}
 	d := time.Since(t0)
+	if s.spec != nil && err == nil {
+		s.meter.step.add(float64(d))
+	}
 	s.stats.steps.Add(1)
 	s.stats.stepped.Add(uint64(n))
 	s.stats.batch.Store(int64(n))
@@ -524,7 +621,11 @@ func (s *Server) step(ctx context.Context) {
 	clear(s.moved)
 	now := s.now()
 	for i, r := range s.batch {
-		s.apply(ctx, r, s.dec[i], now)
+		if len(r.verify) > 0 {
+			s.answer(ctx, r, &s.out[i])
+			continue
+		}
+		s.apply(ctx, r, s.dec[i], s.out[i].Token, now)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Routed(self, s.moved)
@@ -569,12 +670,15 @@ func (s *Server) deferTail(k int) int {
 	return k
 }
 
-// apply carries out one decision.
-func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.Duration) {
+// apply carries out one decision; tok is the token the step sampled.
+func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, tok int32, now time.Duration) {
 	self := s.cfg.Index
 	q := &r.req
+	if s.speculate(ctx, r, d, tok, now) {
+		return
+	}
 	if d.Cut >= 0 && d.Cut < len(q.Tokens) {
-		if d.Cut < q.Committed {
+		if d.Cut < q.Committed || len(r.draft.open) > 0 {
 			s.fail(ctx, r, fmt.Errorf("subserver %s: algorithm cut to %d below the %d committed tokens", s.cfg.Name, d.Cut, q.Committed))
 			return
 		}
@@ -594,6 +698,9 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 		}
 		q.Tokens = append(q.Tokens, d.Token)
 		q.By = append(q.By, int8(self))
+		if len(r.draft.open) > 0 {
+			s.stats.speculated.Add(1)
+		}
 	}
 	if d.Commit && len(q.Tokens) > q.Committed {
 		if s.commit(ctx, r) {
@@ -606,24 +713,38 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, now time.D
 	}
 	s.moved[d.Next]++
 	if d.Next == self {
-		r.at, r.readyAt = runnable, now
-		s.run = append(s.run, r)
+		s.requeue(r, now)
+		return
+	}
+	if len(r.draft.open) > 0 {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: algorithm moved a request with unverified positions to model %d", s.cfg.Name, d.Next))
 		return
 	}
 	s.stats.handed.Add(1)
 	s.send(ctx, r, d.Next)
 }
 
-// commit makes the tokens past q.Committed final, tells the front end and
-// finishes the request when it reached its limit or end of sequence. It
-// reports whether the request finished.
+// commit makes the tokens past q.Committed final, up to the oldest
+// unverified routed position, tells the front end and finishes the request
+// when it reached its limit or end of sequence. It reports whether the
+// request finished.
 func (s *Server) commit(ctx context.Context, r *rec) bool {
 	q := &r.req
 	from := q.Committed
 	to, reason := q.CommitEnd(s.eos)
+	if lim := r.commitLimit(); to > lim {
+		to, reason = lim, ""
+	}
 	q.Committed = to
 	if to > from {
 		s.stats.tokens.Add(uint64(to - from))
+		small := 0
+		for _, b := range q.By[from:to] {
+			if b == 0 {
+				small++
+			}
+		}
+		s.stats.small.Add(uint64(small))
 		e := s.cfg.Bus.Get()
 		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
 		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)

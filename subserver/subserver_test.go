@@ -37,6 +37,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative index", func(c *subserver.Config) { c.Index = -1 }, "model index"},
 		{"index past the models", func(c *subserver.Config) { c.Index = 2 }, "model index"},
 		{"too many models", func(c *subserver.Config) { c.Models = 128 }, "model index"},
+		{"speculation on without opting in", func(c *subserver.Config) { c.Speculate.Mode = subserver.SpeculateOn }, "does not allow"},
+		{"negative depth", func(c *subserver.Config) { c.Speculate.Depth = -1 }, "speculation depth"},
+		{"depth past the bound", func(c *subserver.Config) { c.Speculate.Depth = subserver.MaxDepth + 1 }, "speculation depth"},
 	} {
 		cfg := ok
 		c.edit(&cfg)
@@ -44,6 +47,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: error %v, want one about %q", c.name, err, c.want)
 		}
 	}
+	on := ok
+	on.Algorithm, on.Speculate = specAt{5}, subserver.Speculation{Mode: subserver.SpeculateOn, Depth: subserver.MaxDepth}
+	if _, err := subserver.New(on); err != nil {
+		t.Errorf("speculation on for an algorithm that opted in: %v", err)
+	}
+	b.Detach(0) // free the endpoint for the sub-servers below
 	if _, err := subserver.New(ok); err != nil {
 		t.Fatal(err)
 	}

@@ -206,12 +206,12 @@ func fullEvent(k bus.Kind) *bus.Event {
 		Kind: k, ID: 1<<40 + 7, From: 1,
 		Msg: route.Message{ID: 1<<40 + 7, From: 1, To: 2, Anchor: 3, Tokens: []int32{9, 8, 1 << 20}, By: []int8{1, 1, -1},
 			PromptLen: 2, Committed: 4, Seen: []int{3, 5, 0}, Finished: true,
-			Params: route.Params{MaxTokens: 99, IgnoreEOS: true, Seed: 1 << 50, Schema: `{"type":"object"}`,
+			Params: route.Params{MaxTokens: 99, IgnoreEOS: true, Seed: 1 << 50, Schema: `{"type":"object"}`, Speculate: -3,
 				Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: 12345, MinP: 0.05, Logprobs: true, TopLogprobs: 5,
 					Penalties: engine.Penalties{Frequency: 0.5, Presence: -0.25, Repetition: 1.3,
 						Bias: []engine.TokenBias{{Token: 3, Bias: -100}, {Token: 1 << 20, Bias: 2.5}}}}},
 			Logprobs: []engine.Logprob{{Pos: 4, Token: 8, Logprob: -0.5, Top: []engine.TokenLogprob{{Token: 8, Logprob: -0.5}, {Token: 1 << 20, Logprob: -3}}}},
-			State:    &route.Ints{4, -5, 1 << 40}},
+			State:    &route.Ints{4, -5, 1 << 40}, Verify: []int32{7, 12}, Verdict: []int32{40, 1 << 20}, Epoch: 1<<32 - 1},
 		Tokens: []int32{5, 6}, By: []int8{0, 1}, Pos: 17, Reason: "error", Err: "engine on fire",
 		Logprobs: []engine.Logprob{{Pos: 17, Token: 5, Logprob: -1.25}, {Pos: 18, Token: 6, Logprob: -0.125}},
 	}
@@ -243,11 +243,12 @@ func testFields(t *testing.T, o Options) {
 func sameEvent(a, b *bus.Event) bool {
 	ma, mb := a.Msg, b.Msg
 	if !reflect.DeepEqual(ma.State, mb.State) || !slices.Equal(ma.Tokens, mb.Tokens) || !slices.Equal(ma.By, mb.By) ||
-		!slices.Equal(ma.Seen, mb.Seen) || !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.By, b.By) {
+		!slices.Equal(ma.Seen, mb.Seen) || !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.By, b.By) ||
+		!slices.Equal(ma.Verify, mb.Verify) || !slices.Equal(ma.Verdict, mb.Verdict) {
 		return false
 	}
-	ma.State, ma.Tokens, ma.By, ma.Seen = nil, nil, nil, nil
-	mb.State, mb.Tokens, mb.By, mb.Seen = nil, nil, nil, nil
+	ma.State, ma.Tokens, ma.By, ma.Seen, ma.Verify, ma.Verdict = nil, nil, nil, nil, nil, nil
+	mb.State, mb.Tokens, mb.By, mb.Seen, mb.Verify, mb.Verdict = nil, nil, nil, nil, nil, nil
 	return a.Kind == b.Kind && a.ID == b.ID && a.From == b.From && reflect.DeepEqual(ma, mb) && reflect.DeepEqual(a.Logprobs, b.Logprobs) &&
 		a.Pos == b.Pos && a.Reason == b.Reason && a.Err == b.Err
 }

@@ -14,7 +14,7 @@ import (
 
 // Version is the event encoding's version, the first byte of every
 // encoded event. A decoder rejects any other version.
-const Version = 2
+const Version = 3
 
 // Hard limits of the decoder: a hostile or corrupt message fails with an
 // error before it can force an allocation beyond them.
@@ -42,7 +42,8 @@ const (
 	hasText               // Reason, Err (done)
 	hasState              // Msg.State (only with hasMsg)
 	hasFinish             // Msg.Finished
-	allFlags  = hasMsg | hasCommit | hasText | hasState | hasFinish
+	hasSpec               // Msg.Verify, Verdict, Epoch, Params.Speculate
+	allFlags  = hasMsg | hasCommit | hasText | hasState | hasFinish | hasSpec
 )
 
 // ErrDecode wraps every decoding error.
@@ -60,6 +61,9 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 		}
 		if m.Finished {
 			flags |= hasFinish
+		}
+		if len(m.Verify) > 0 || len(m.Verdict) > 0 || m.Epoch != 0 || m.Params.Speculate != 0 {
+			flags |= hasSpec
 		}
 	}
 	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 || len(e.Logprobs) > 0 {
@@ -106,6 +110,12 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 				return nil, err
 			}
 		}
+		if flags&hasSpec != 0 {
+			b = appendTokens(b, m.Verify)
+			b = appendTokens(b, m.Verdict)
+			b = binary.AppendUvarint(b, uint64(m.Epoch))
+			b = binary.AppendVarint(b, int64(m.Params.Speculate))
+		}
 	}
 	if flags&hasCommit != 0 {
 		b = binary.AppendVarint(b, int64(e.Pos))
@@ -124,13 +134,13 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 func msgZero(m *route.Message) bool {
 	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
 		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil &&
-		len(m.Logprobs) == 0
+		len(m.Logprobs) == 0 && len(m.Verify) == 0 && len(m.Verdict) == 0 && m.Epoch == 0
 }
 
 // paramsZero reports whether p is the zero Params.
 func paramsZero(p *route.Params) bool {
 	sp := &p.Sampling
-	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
+	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && p.Speculate == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
 		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0 && !sp.Logprobs && sp.TopLogprobs == 0
 }
 
@@ -337,6 +347,17 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 				m.State = st
 			}
 		}
+		m.Verify, m.Verdict, m.Epoch, p.Speculate = m.Verify[:0], m.Verdict[:0], 0, 0
+		if flags&hasSpec != 0 {
+			m.Verify = d.tokens(m.Verify)
+			m.Verdict = d.tokens(m.Verdict)
+			if ep := d.uvarint(); ep <= math.MaxUint32 {
+				m.Epoch = uint32(ep)
+			} else {
+				d.fail("epoch")
+			}
+			p.Speculate = d.int(math.MinInt32, math.MaxInt32)
+		}
 	}
 	if flags&hasCommit != 0 {
 		e.Pos = d.int(math.MinInt32, math.MaxInt32)
@@ -382,7 +403,7 @@ func (d *decoder) header() (Header, byte) {
 	if k < bus.Peer || k > bus.Done {
 		d.fail(fmt.Sprintf("unknown kind %d", k))
 	}
-	if flags&^allFlags != 0 || (flags&(hasState|hasFinish) != 0 && flags&hasMsg == 0) {
+	if flags&^allFlags != 0 || (flags&(hasState|hasFinish|hasSpec) != 0 && flags&hasMsg == 0) {
 		d.fail(fmt.Sprintf("flags %#x", flags))
 	}
 	h := Header{Kind: k, ID: d.uvarint(), From: d.int(-1, MaxModels)}

@@ -28,6 +28,9 @@ func sampleEvents() []*bus.Event {
 			State: &st,
 		}},
 		{Kind: bus.Peer, ID: 43, From: bus.Frontend, Msg: route.Message{ID: 43, From: -1, Tokens: []int32{1}, By: []int8{-1}, Seen: []int{0, 0}}},
+		{Kind: bus.Peer, ID: 44, From: 0, Msg: route.Message{ID: 44, From: 0, To: 1, Anchor: 3, Tokens: []int32{8, 9}, By: []int8{0, 0},
+			Seen: []int{5, 3}, Verify: []int32{5}, Epoch: 2, Params: route.Params{MaxTokens: 9, Speculate: 4}}},
+		{Kind: bus.Peer, ID: 44, From: 1, Msg: route.Message{ID: 44, From: 1, To: 0, Verify: []int32{5, 8}, Verdict: []int32{17, 3}, Epoch: 2}},
 		{Kind: bus.Commit, ID: 7, From: 1, Tokens: []int32{10, 11}, By: []int8{0, 1}, Pos: 12},
 		{Kind: bus.Done, ID: 7, From: 1, Reason: "error", Err: "engine: boom"},
 	}
@@ -36,7 +39,7 @@ func sampleEvents() []*bus.Event {
 // normalise makes nil and empty slices compare equal.
 func normalise(e *bus.Event) bus.Event {
 	c := *e
-	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen} {
+	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen, &c.Msg.Verify, &c.Msg.Verdict} {
 		v := reflect.ValueOf(s).Elem()
 		if v.Len() == 0 {
 			v.Set(reflect.Zero(v.Type()))
@@ -87,8 +90,8 @@ func TestEncodingIsCompact(t *testing.T) {
 func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeFor[bus.Event]():     10,
-		reflect.TypeFor[route.Message](): 13,
-		reflect.TypeFor[route.Params]():  5,
+		reflect.TypeFor[route.Message](): 16,
+		reflect.TypeFor[route.Params]():  6,
 		// History, PromptLen and Record are set by every model for its own
 		// step.
 		reflect.TypeFor[engine.Sampling]():  8 + 3,
@@ -110,6 +113,7 @@ func TestDecodeRejects(t *testing.T) {
 		"kind":        {Version, 99, 0, 1, 0},
 		"flags":       {Version, byte(bus.Admit), 0x80, 1, 0},
 		"state alone": {Version, byte(bus.Admit), hasState, 1, 0},
+		"spec alone":  {Version, byte(bus.Admit), hasSpec, 1, 0},
 		"truncated":   good[:len(good)-3],
 		"trailing":    append(append([]byte(nil), good...), 0),
 		"huge length": huge,

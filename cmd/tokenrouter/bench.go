@@ -39,6 +39,8 @@ type benchFlags struct {
 	maxStepDev                                             float64
 	resolve                                                time.Duration
 	agree                                                  float64
+	speculate                                              speculateFlags
+	spec                                                   subserver.Speculation // parsed from speculate
 	busDelay                                               time.Duration
 	compare                                                benchCompareFlags
 	models                                                 benchModelFlags
@@ -180,6 +182,10 @@ func newBenchCmd() *cobra.Command {
 		Long:  benchLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.spec, err = f.speculate.parse(); err != nil {
+				return err
+			}
 			switch {
 			case f.compare.calibrate:
 				return runCalibrate(cmd, f)
@@ -209,7 +215,8 @@ func newBenchCmd() *cobra.Command {
 	fl.IntVar(&f.promptLen, "prompt-len", 16, "prompt tokens per request")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
-	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that model 0 samples model 1's token (speculative acceptance)")
+	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that the large model's token at a routed position equals the small model's (model 0 samples model 1's token)")
+	addSpeculateFlags(fl, &f.speculate)
 	fl.DurationVar(&f.busDelay, "bus-delay", 0, "delay every event between sub-servers by this much, one way (a split deployment; 0: none)")
 	addCompareFlags(fl, &f.compare)
 	addModelFlags(fl, &f.models)
@@ -364,7 +371,7 @@ func benchSetup(f benchFlags, preset sim.Preset, params map[string]string, launc
 		ms[i].Engine = f.engine
 	}
 	return bench.Setup{Models: ms, Algorithm: f.algorithm, Params: params, Registry: builtin.Registry(),
-		Launch: launch, Observer: obs, BusDelay: f.busDelay}
+		Launch: launch, Observer: obs, Speculate: f.spec, BusDelay: f.busDelay}
 }
 
 // parseParams turns name=value pairs into a map.

@@ -254,7 +254,7 @@ func newBenchRun(cmd *cobra.Command, f benchFlags, inProcess bool) (benchRun, er
 		return r, fmt.Errorf("the longest request (a %d-token prompt and %d output tokens) exceeds the models' context of %d tokens: lower --max-tokens or --prompt-len", p, o, voc.ContextLength)
 	}
 	r.setup = bench.Setup{Models: d.models, Algorithm: d.algorithm, Params: d.params, Registry: builtin.Registry(), Launch: launch, BusDelay: f.busDelay,
-		HTTP: bench.HTTPOptions{Model: m.urlModel, APIKey: m.apiKey}}
+		HTTP: bench.HTTPOptions{Model: m.urlModel, APIKey: m.apiKey}, Speculate: f.spec}
 	if !inProcess {
 		return r, nil
 	}

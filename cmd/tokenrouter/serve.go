@@ -37,6 +37,7 @@ type serveFlags struct {
 	natsURL, prefix string
 	joinTimeout     time.Duration
 	natsAuth        natsAuthFlags
+	speculate       speculateFlags
 }
 
 // serveLong is the serve command's help text.
@@ -140,6 +141,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.prefix, "nats-prefix", busnats.DefaultPrefix, "--nats: the deployment's subject prefix (the sub-servers' --prefix)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 30*time.Second, "--processes, --nats: how long to wait for every sub-server to join")
 	f.natsAuth.register(fl)
+	addSpeculateFlags(fl, &f.speculate)
 	return cmd
 }
 
@@ -151,7 +153,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 		err error
 	)
 	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait"} {
+		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
@@ -259,7 +261,7 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 		name = f.algorithm
 	}
 	cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
-		Thresholds: f.thresholds, MaxWait: f.maxWait, Placement: placement}}
+		Thresholds: f.thresholds, MaxWait: f.maxWait, Placement: placement, Speculate: f.speculate.mode, SpeculateDepth: f.speculate.depth}}
 	if f.maxWait == 0 {
 		cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
 	}

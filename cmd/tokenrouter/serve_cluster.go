@@ -64,6 +64,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		if err != nil {
 			return nil, nil, err
 		}
+		a = append(a, speculateArgs(rc.Speculate)...)
 		if c.logLevel != "" {
 			a = append(a, "--log-level", c.logLevel)
 		}

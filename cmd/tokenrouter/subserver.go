@@ -34,6 +34,7 @@ type subserverFlags struct {
 	latency                                                        config.Latency
 	stdinEOF, stdinSecrets                                         bool
 	auth                                                           natsAuthFlags
+	speculate                                                      speculateFlags
 }
 
 // subserverLong is the subserver command's help text.
@@ -93,6 +94,7 @@ func newSubserverCmd() *cobra.Command {
 	fl.BoolVar(&f.stdinSecrets, "secrets-on-stdin", false, "read the bus secrets from the first line of stdin (set by a parent process)")
 	_ = fl.MarkHidden("secrets-on-stdin")
 	f.auth.register(fl)
+	addSpeculateFlags(fl, &f.speculate)
 	return cmd
 }
 
@@ -105,6 +107,10 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		return err
 	}
 	pol, err := subserverPolicy(cmd, f)
+	if err != nil {
+		return err
+	}
+	spec, err := f.speculate.parse()
 	if err != nil {
 		return err
 	}
@@ -143,7 +149,7 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
 		Policy: pol, MaxBatch: f.maxBatch, Vocab: server.OutputVocab(opened.Text, eng.Info().VocabSize),
-		Heartbeat: f.heartbeat, Misses: f.misses,
+		Heartbeat: f.heartbeat, Misses: f.misses, Speculate: spec,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})
 	log.Info("sub-server stopped")

@@ -216,11 +216,7 @@ func params(i int, o Options) route.Params {
 
 func newRouter(t *testing.T, reg *route.Registry, c Case, es []engine.Engine, obs *watch, o Options) *deploy.Deployment {
 	t.Helper()
-	ms := make([]deploy.Model, len(es))
-	for i, e := range es {
-		ms[i] = deploy.Model{Name: fmt.Sprintf("m%d", i), Engine: e}
-	}
-	cfg := deploy.Config{Models: ms, Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
+	cfg := deploy.Config{Models: models(es), Algorithm: c.Algorithm, Params: c.Params, Registry: reg}
 	if o.Bus != nil {
 		cfg.Bus = o.Bus(t)
 	}

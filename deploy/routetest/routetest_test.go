@@ -2,6 +2,7 @@ package routetest_test
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
+	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 )
 
@@ -104,4 +106,96 @@ func TestCPU(t *testing.T) {
 	runAll(t, 64, mk, routetest.Options{
 		Prompts: [][]int32{{1, 403, 407}, {1, 261, 378}, {1}}, MaxTokens: 8, Timeout: 30 * time.Second,
 	})
+}
+
+// speculable lists the cases of the algorithms that opted into speculative
+// continuation; the test fails when the opt-ins change without this list.
+func speculable(t *testing.T, hidden int) []routetest.Case {
+	names := []string{"citer", "co-llm", "r2r", "r2r-random"}
+	var out []routetest.Case
+	reg := builtin.Registry()
+	for _, name := range reg.Names() {
+		c := cases(t, hidden)[name]
+		a, err := reg.New(name, route.Spec{Model: 0, Models: []string{"a", "b"}, Params: c.Params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, ok := a.(route.Speculable)
+		if opted := ok && sp.Speculable(0, 1); opted != slices.Contains(names, name) {
+			t.Fatalf("%s: opted into speculation: %v; the list says %v", name, opted, !opted)
+		}
+		if slices.Contains(names, name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func specSim(t *testing.T, mkBus func(*testing.T) bus.Bus, seeds int) {
+	mk := func(_ *testing.T, n int) []engine.Engine {
+		var es []engine.Engine
+		for i := range n {
+			// Short steps, the large model's longer, so that cancellations
+			// land while verify jobs are queued or stepping.
+			prof := sim.Constant(time.Duration(100+400*i) * time.Microsecond)
+			es = append(es, sim.New(sim.Config{Seed: uint64(10 + i), VocabSize: 512, Agree: 0.5 * float64(1-i), AgreeSeed: 11, Profile: prof}))
+		}
+		return es
+	}
+	for _, c := range speculable(t, 64) {
+		t.Run(c.Algorithm, func(t *testing.T) {
+			routetest.Speculation(t, builtin.Registry(), c, mk, routetest.SpecOptions{Seeds: seeds, Sampled: true, Options: routetest.Options{
+				Prompts: [][]int32{{1, 5, 9}, {1, 7}, {1, 300, 301, 302}, {1}, {1, 44}, {1, 45, 46}}, MaxTokens: 40, Timeout: 20 * time.Second, Bus: mkBus,
+			}})
+		})
+	}
+}
+
+// TestSpeculationSim: speculative continuation leaves every opted-in
+// algorithm's output unchanged on the simulated pair (the small model
+// agreeing with the large one at half the positions).
+func TestSpeculationSim(t *testing.T) { specSim(t, nil, 16) }
+
+// TestSpeculationSimNATS: the same with verify jobs and verdicts encoded
+// on a NATS bus.
+func TestSpeculationSimNATS(t *testing.T) { specSim(t, natsBus, 3) }
+
+// TestSpeculationSimDelayed: the same over a bus that delays every event
+// between the sub-servers (a split deployment), so verdicts come back
+// long after the drafts went on.
+func TestSpeculationSimDelayed(t *testing.T) {
+	specSim(t, func(t *testing.T) bus.Bus {
+		b := bus.NewDelayed(bus.NewMemory(), 2*time.Millisecond)
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}, 3)
+}
+
+// TestSpeculationCPU: the same on the real tiny pair (llama2xs small,
+// stories260K large), greedy and seeded-sampled, end of sequence honoured
+// by some requests.
+func TestSpeculationCPU(t *testing.T) {
+	modelsDir := testmodels.Dir(t)
+	mk := func(t *testing.T, n int) []engine.Engine {
+		var es []engine.Engine
+		for _, f := range []string{"llama2xs-model.bin", "stories260K.gguf"}[:n] {
+			e, err := cpu.Open(filepath.Join(modelsDir, f), cpu.Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, e)
+		}
+		return es
+	}
+	seeds := 10
+	if testing.Short() {
+		seeds = 3
+	}
+	for _, c := range speculable(t, 64) {
+		t.Run(c.Algorithm, func(t *testing.T) {
+			routetest.Speculation(t, builtin.Registry(), c, mk, routetest.SpecOptions{Seeds: seeds, Sampled: true, Options: routetest.Options{
+				Prompts: [][]int32{{1, 403, 407, 261, 378}, {1, 426}, {1, 416, 439}, {1, 281}, {1}}, MaxTokens: 32, Timeout: 30 * time.Second,
+			}})
+		})
+	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"reflect"
 	"slices"
@@ -160,3 +161,37 @@ func TestStepFollowsTheCurve(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestAgree: with Agree a, the small model's token at a position equals
+// the large model's (AgreeSeed) with probability a, decided per position,
+// greedy and seeded-sampled alike; the rest agree only by chance.
+func TestAgree(t *testing.T) {
+	const n = 4000
+	for _, a := range []float64{0, 0.25, 0.5, 0.9} {
+		for _, sp := range []engine.Sampling{{}, {Temperature: 0.8, Seed: 5}} {
+			small := New(Config{Seed: 1, Agree: a, AgreeSeed: 2, VocabSize: 512})
+			large := New(Config{Seed: 2, VocabSize: 512})
+			same := 0
+			outS, outL := make([]engine.Output, 1), make([]engine.Output, 1)
+			tok := int32(3)
+			for i := range n {
+				in := []engine.Input{{Seq: 1, Tokens: []int32{tok}, Sampling: sp}}
+				if err := small.Step(context.Background(), in, outS); err != nil {
+					t.Fatal(err)
+				}
+				if err := large.Step(context.Background(), in, outL); err != nil {
+					t.Fatal(err)
+				}
+				if outS[0].Token == outL[0].Token {
+					same++
+				}
+				tok = int32(3 + i%500) // the next position's prefix
+			}
+			got := float64(same) / n
+			want := a + (1-a)/509 // chance agreement over 509 drawable tokens
+			if tol := 4*math.Sqrt(want*(1-want)/n) + 0.002; math.Abs(got-want) > tol {
+				t.Errorf("agree %g, sampling %+v: tokens equal at %.3f of positions, want %.3f ± %.3f", a, sp, got, want, tol)
+			}
+		}
+	}
+}

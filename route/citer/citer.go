@@ -71,6 +71,10 @@ func (a *Algorithm) Want(model int, _ *route.Request) engine.Want {
 	return 0
 }
 
+// Speculable opts into speculative continuation: a routed position's
+// token is the large model's one token, handed back at once.
+func (a *Algorithm) Speculable(from, to int) bool { return from == 0 && to == 1 }
+
 // Route scores the step's requests in one batch and routes those below Tau.
 func (a *Algorithm) Route(s *route.Step, d []route.Decision) {
 	if s.Model == 1 {

@@ -61,6 +61,10 @@ func (a *Algorithm) Want(model int, _ *route.Request) engine.Want {
 	return 0
 }
 
+// Speculable opts into speculative continuation: a routed position's
+// token is the large model's one token, handed back at once.
+func (a *Algorithm) Speculable(from, to int) bool { return from == 0 && to == 1 }
+
 // Route defers base-model tokens whose P(defer) exceeds Eta; the
 // assistant's token is kept and control returns.
 func (a *Algorithm) Route(s *route.Step, d []route.Decision) {

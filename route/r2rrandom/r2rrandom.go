@@ -83,6 +83,12 @@ func (a *Algorithm) Process() (p, c [][]float64, ok bool) {
 
 var _ route.Predictable = (*Algorithm)(nil)
 
+// Speculable opts into speculative continuation: a routed position's
+// token is the large model's one token, handed back at once. Not when p
+// is scheduled to change: the decision would then depend on when a
+// position is stepped, which speculation changes.
+func (a *Algorithm) Speculable(from, to int) bool { return from == 0 && to == 1 && a.SwitchAt == 0 }
+
 // Prob returns the routing probability in force at time now.
 func (a *Algorithm) Prob(now time.Time) float64 {
 	if a.SwitchAt > 0 && now.Sub(a.Start) >= a.SwitchAt {

@@ -125,6 +125,7 @@ const values = {
   min_p: { min_p: 0.1, temperature: 1 },
   repetition_penalty: { repetition_penalty: 1.2 },
   stop_token_ids: { stop_token_ids: [2] },
+  speculate: { speculate: 3 },
   logprobs: { logprobs: true },
   top_logprobs: { logprobs: true, top_logprobs: 2 },
   response_format: {
