@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -147,7 +148,14 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
 			rc.Models[i].Vocab = textOf(o.Text).vocab(o.Engine.Info().VocabSize)
 		}
+		if opts.BusDelay > 0 {
+			b := bus.NewDelayed(bus.NewMemory(), opts.BusDelay)
+			rc.Bus, d.closer = b, b
+		}
 		if d.r, err = deploy.New(rc); err != nil {
+			if d.closer != nil {
+				err = errors.Join(err, d.closer.Close())
+			}
 			for _, o := range opened {
 				err = errors.Join(err, o.Engine.Close())
 			}

@@ -59,6 +59,11 @@ type Options struct {
 	// tokenizers and chat templates, not their weights. Nil runs every
 	// model's engine in process.
 	Deploy Deployer
+	// BusDelay, when positive, delays every event between the in-process
+	// sub-servers by this much, one way (bus.NewDelayed): an experiment
+	// that serves as a split deployment would, the models on machines a
+	// network apart. It has no effect with Deploy.
+	BusDelay time.Duration
 }
 
 // Deployer runs one preset's models elsewhere and returns a deployment over

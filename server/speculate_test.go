@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
 )
@@ -57,5 +58,30 @@ func TestSpeculation(t *testing.T) {
 	e.post("/v1/completions", map[string]any{"prompt": []int32{1, 5}, "max_tokens": 4, "speculate": 2}, &c)
 	if len(c.Choices) != 1 {
 		t.Errorf("completion with speculate 2: %+v", c)
+	}
+}
+
+// TestBusDelay: with Options.BusDelay every hand-off between the
+// sub-servers waits the delay each way, so a request whose large model
+// wrote k tokens without speculating takes at least 2·k delays.
+func TestBusDelay(t *testing.T) {
+	const delay = 60 * time.Millisecond
+	e := startWith(t, nil, Options{BusDelay: delay})
+	var r NativeResponse
+	t0 := time.Now()
+	e.post("/generate", map[string]any{"input_ids": []int32{1, 5, 9}, "sampling_params": map[string]any{
+		"max_new_tokens": 24, "seed": 5, "ignore_eos": true, "speculate": -1}}, &r)
+	took := time.Since(t0)
+	k := 0
+	for _, m := range r.ProducedBy {
+		if m == 1 {
+			k++
+		}
+	}
+	if len(r.OutputIDs) != 24 || k == 0 {
+		t.Fatalf("%d tokens, %d by the large model: want 24, some routed", len(r.OutputIDs), k)
+	}
+	if took < time.Duration(2*k)*delay {
+		t.Fatalf("%d hand-offs over a %v bus took %v, less than %v", k, delay, took, time.Duration(2*k)*delay)
 	}
 }

@@ -35,6 +35,8 @@ type serveFlags struct {
 	// Scale out: --processes, --nats, --nats-prefix, --join-timeout.
 	processes       bool
 	natsURL, prefix string
+	// busDelay delays events between in-process sub-servers (experiments).
+	busDelay time.Duration
 	joinTimeout     time.Duration
 	natsAuth        natsAuthFlags
 	speculate       speculateFlags
@@ -140,6 +142,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.natsURL, "nats", "", "join this NATS server (nats://HOST:PORT); the sub-servers run elsewhere (tokenrouter subserver)")
 	fl.StringVar(&f.prefix, "nats-prefix", busnats.DefaultPrefix, "--nats: the deployment's subject prefix (the sub-servers' --prefix)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 30*time.Second, "--processes, --nats: how long to wait for every sub-server to join")
+	fl.DurationVar(&f.busDelay, "bus-delay", 0, "delay every event between the sub-servers by this much, one way (an experiment: a split deployment's network; 0: none)")
 	f.natsAuth.register(fl)
 	addSpeculateFlags(fl, &f.speculate)
 	return cmd
@@ -275,8 +278,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	ctx := cmd.Context()
 	log := slog.Default()
-	opts := server.Options{Logger: log}
+	opts := server.Options{Logger: log, BusDelay: f.busDelay}
+	if f.busDelay < 0 {
+		return fmt.Errorf("--bus-delay %v: must not be negative", f.busDelay)
+	}
 	if f.processes || f.natsURL != "" {
+		if f.busDelay > 0 {
+			return errors.New("--bus-delay delays the in-process bus; it does not go with --processes or --nats")
+		}
 		if !f.processes && len(cfg.Presets) > 1 {
 			return fmt.Errorf("--nats: a front end joining sub-servers started elsewhere serves one preset; "+
 				"this configuration has %d (run one serve per preset, each with its own --nats-prefix, or use --processes)", len(cfg.Presets))
