@@ -36,10 +36,10 @@ type serveFlags struct {
 	processes       bool
 	natsURL, prefix string
 	// busDelay delays events between in-process sub-servers (experiments).
-	busDelay time.Duration
-	joinTimeout     time.Duration
-	natsAuth        natsAuthFlags
-	speculate       speculateFlags
+	busDelay    time.Duration
+	joinTimeout time.Duration
+	natsAuth    natsAuthFlags
+	speculate   speculateFlags
 }
 
 // serveLong is the serve command's help text.
