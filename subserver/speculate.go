@@ -89,7 +89,9 @@ const minSamples = 16
 // AutoDepth is the speculation depth chosen from measurements: agree, the
 // share of routed positions where the peer's token equalled this model's;
 // step, this model's step time; trip, the time from a routing decision
-// until the peer's token is back. A request speculating past a routed
+// until the peer's token is back (the meter passes a high quantile of it:
+// the mean plus two mean absolute deviations, since a request whose answer
+// is late parks while its peers keep stepping). A request speculating past a routed
 // position gains the steps it would have waited, when the peer agrees, and
 // wastes the rows of its drafts otherwise. Past trip it would not wait
 // anyway (the answer is back, and a later routed position moves the bound
@@ -123,7 +125,8 @@ func (e *ewma) add(x float64) {
 // meter holds what the automatic depth is chosen from.
 type meter struct {
 	agree, step, trip ewma
-	depth             int // AutoDepth of the current measurements
+	spread            ewma // of |trip − its mean so far|
+	depth             int  // AutoDepth of the current measurements
 }
 
 // sample adds a compared routed position: whether the peer agreed and the
@@ -134,9 +137,12 @@ func (m *meter) sample(agreed bool, trip time.Duration) {
 		a = 1
 	}
 	m.agree.add(a)
+	if m.trip.n > 0 {
+		m.spread.add(math.Abs(float64(trip) - m.trip.v))
+	}
 	m.trip.add(float64(trip))
 	if m.agree.n >= minSamples {
-		m.depth = AutoDepth(m.agree.v, time.Duration(m.step.v), time.Duration(m.trip.v))
+		m.depth = AutoDepth(m.agree.v, time.Duration(m.step.v), time.Duration(m.trip.v+2*m.spread.v))
 	}
 }
 
