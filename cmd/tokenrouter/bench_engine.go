@@ -13,9 +13,10 @@ import (
 const benchEngineLong = `bench engine measures the CPU engine on model files (GGUF or llama2.c), per
 file and thread count: decode tok/s of one sequence, prompt tok/s of one
 --prompt-token extend, aggregate decode tok/s of each --sequences count (each
-sequence first holds a prompt), and peak resident memory; and in the same run
-the machine's read bandwidth and the decode bound it gives (bytes of weights
-read per token / bandwidth). Each figure is the median of --repeat runs.
+sequence first holds a prompt), and peak resident memory (the engine without
+its prefix cache: the prompts are random); and in the same run the machine's
+read bandwidth and the decode bound it gives (bytes of weights read per token
+/ bandwidth). Each figure is the median of --repeat runs.
 
   tokenrouter bench engine model.gguf --threads 1,2 --sequences 4,16 --format json`
 

@@ -91,7 +91,11 @@ type Result struct {
 	// Aggregate has the summed decode tokens per second of Seqs sequences.
 	Aggregate []Aggregate `json:"aggregate"`
 	// PeakRSS is the process's peak resident memory while the file was
-	// loaded and measured, in bytes.
+	// loaded and measured, in bytes. The engine runs without its prefix
+	// cache: the benchmark's prompts are random and share no prefix, and
+	// blocks the cache kept from the repeats would mix the cache's
+	// budget into the engine's working memory (a server with the cache on
+	// keeps up to its KV budget of released prompts resident).
 	PeakRSS int64 `json:"peak_rss_bytes"`
 	// WeightBytes is the bytes of weights one decoded token reads.
 	WeightBytes int64 `json:"weight_bytes_per_token"`
@@ -144,7 +148,8 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 	if err != nil {
 		return nil, fmt.Errorf("cpubench: %w", err)
 	}
-	e, err := cpu.Open(path, cpu.Options{Threads: threads, Kernels: o.Kernels, ContextLength: o.Prompt + o.Decode + 8})
+	e, err := cpu.Open(path, cpu.Options{Threads: threads, Kernels: o.Kernels, ContextLength: o.Prompt + o.Decode + 8,
+		NoPrefixCache: true})
 	if err != nil {
 		return nil, fmt.Errorf("cpubench: %s: %w", path, err)
 	}
