@@ -109,7 +109,7 @@ func newMetrics(s *Server) *metrics {
 	m.specVerified = d("tokenrouter_speculation_compared_positions_total", "Routed positions whose large-model token was compared with the small model's (speculated or not).", pair...)
 	m.specAgreed = d("tokenrouter_speculation_agreed_positions_total", "Compared routed positions where the large model's token equalled the small model's.", pair...)
 	m.specAgreement = d("tokenrouter_speculation_agreement_ratio", "Agreed over compared routed positions since start: the agreement rate of the model pair.", pair...)
-	m.specDepth = d("tokenrouter_speculation_depth", "Automatic speculation depth in force on the small model (chosen from the measured agreement and step times; 0: not speculating).", pair...)
+	m.specDepth = d("tokenrouter_speculation_depth", "Speculation depth bound in force on the small model for requests without their own (configured, or chosen from the measured agreement and step times; 0: not speculating).", pair...)
 	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{

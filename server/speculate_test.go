@@ -35,6 +35,7 @@ func TestSpeculation(t *testing.T) {
 		`tokenrouter_speculated_tokens_total{large="llm",preset="r2r-random",small="slm"} `,
 		`tokenrouter_speculated_tokens_kept_total{large="llm",preset="r2r-random",small="slm"} `,
 		`tokenrouter_speculation_agreement_ratio{large="llm",preset="r2r-random",small="slm"} `,
+		`tokenrouter_speculation_depth{large="llm",preset="r2r-random",small="slm"} 4` + "\n", // the preset's bound
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

@@ -179,10 +179,8 @@ func (s *Server) depth(q *route.Request) int {
 		return 0
 	case d > 0:
 		return min(d, MaxDepth)
-	case s.cfg.Speculate.Depth > 0:
-		return min(s.cfg.Speculate.Depth, MaxDepth)
 	}
-	return s.meter.depth
+	return s.depthInForce()
 }
 
 // speculate carries out a routing decision by speculating past it when
@@ -482,6 +480,18 @@ func (s *Server) rollback(ctx context.Context, r *rec, p int, tok int32, from in
 	}
 }
 
+// depthInForce is the deployment's depth bound: 0 when this model does
+// not speculate, the configured bound, or the automatic one.
+func (s *Server) depthInForce() int {
+	switch {
+	case s.spec == nil:
+		return 0
+	case s.cfg.Speculate.Depth > 0:
+		return min(s.cfg.Speculate.Depth, MaxDepth)
+	}
+	return s.meter.depth
+}
+
 // measure adds a compared routed position to the counters and the
 // automatic depth's measurements.
 func (s *Server) measure(agreed bool, trip time.Duration) {
@@ -490,7 +500,7 @@ func (s *Server) measure(agreed bool, trip time.Duration) {
 		s.stats.agreed.Add(1)
 	}
 	s.meter.sample(agreed, trip)
-	s.stats.depth.Store(int64(s.meter.depth))
+	s.stats.depth.Store(int64(s.depthInForce()))
 }
 
 // probed measures agreement at r's routed position handed off without

@@ -168,8 +168,10 @@ type Stats struct {
 	// token was compared with this model's (speculated or not), Agreed
 	// those where the two were equal.
 	Speculated, Kept, RolledBack, Verified, Agreed uint64
-	// Depth is the automatic speculation depth in force (AutoDepth of the
-	// measurements so far; 0 until enough routed positions were compared).
+	// Depth is the speculation depth bound in force for requests that do
+	// not set their own: the configured one, or AutoDepth of the
+	// measurements so far (0 until enough routed positions were compared);
+	// 0 when this model does not speculate.
 	Depth int
 	// SmallTokens counts the tokens committed here that model 0 (the
 	// small model) produced; the rest of Tokens other models produced
