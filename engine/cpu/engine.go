@@ -59,10 +59,13 @@ const DefaultKVBudget = 1 << 30
 const parallelMACs = 1 << 17
 
 // partsPerThread is the number of parts per thread a pooled multiplication
-// is split into (by whole row tiles): threads claim parts as they come, so
-// a thread the system runs late holds up at most one small part while the
-// others take the rest.
-const partsPerThread = 4
+// is split into (by whole row tiles). Each thread streams through its own
+// contiguous share and steals parts of the others' when done early (see
+// pool), so a thread the system runs late holds up at most one part, and
+// the threads finish within about one part of each other. Finer parts
+// (16, 32) measured slower for the K-quant kernels: each part is a kernel
+// call of its own.
+const partsPerThread = 8
 
 // seqSplitMACs is the largest per-token weight work (multiply-adds over all
 // weight matrices) of a model whose multi-sequence batches run as parts of

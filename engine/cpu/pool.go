@@ -28,33 +28,49 @@ const spinIters, yieldIters = 1 << 16, 1 << 18
 // maxParts bounds the parts of one job (they are counted in 16 bits).
 const maxParts = 1<<16 - 1
 
+// cacheLine is the padding that keeps each worker's claim word on a cache
+// line of its own (two lines: adjacent-line prefetchers pair them).
+const cacheLine = 128
+
+// slot is a worker's share of the current job: the parts [next, end) it
+// has not yet claimed, with the job's generation, in one atomic word.
+type slot struct {
+	claim atomic.Uint64
+	_     [cacheLine - 8]byte
+}
+
 // pool is a fixed set of worker goroutines owned by an engine. run splits a
-// task into parts that the caller and the workers claim one at a time and
-// returns when all are done; close stops the workers and waits for them.
+// task into parts and returns when all are done; close stops the workers
+// and waits for them.
 //
-// A job is published in one atomic word holding its generation, the next
-// unclaimed part and the part count. Workers poll it briefly before parking
-// on their wake channel, and the caller claims parts too, so a worker that
-// the operating system has descheduled delays nothing: the caller does its
-// share. A worker reads the task only after claiming a part, and the caller
-// does not publish the next job before every claimed part is done.
+// Each worker (the caller is worker 0) owns a contiguous range of the
+// parts, published in its slot, and claims them front to back, so it
+// streams through one region of the weights and its claims touch only its
+// own cache line. A worker whose range is empty steals the others' parts
+// from the back, one at a time, so a worker the operating system has
+// descheduled delays nothing: the others do its share. A worker reads the
+// task only after claiming a part, and the caller does not publish the
+// next job before every claimed part is done.
 type pool struct {
 	n        int   // workers including the caller
 	cpus     []int // worker w's OS thread runs on cpus[w%len(cpus)] (none: anywhere)
-	claim    atomic.Uint64
+	slots    []slot
+	gen      atomic.Uint64 // generation of the current job (workers poll it)
+	_        [cacheLine - 8]byte
 	done     atomic.Int64 // parts finished in the current job
-	t        task         // current job, written before claim is published
+	_        [cacheLine - 8]byte
+	t        task // current job, written before gen is published
 	quit     atomic.Bool
 	sleeping []atomic.Bool
 	wake     []chan struct{}
 	wg       sync.WaitGroup
 }
 
-func packClaim(gen uint64, next, parts int) uint64 {
-	return gen<<32 | uint64(next)<<16 | uint64(parts)
+func packClaim(gen uint64, next, end int) uint64 {
+	return gen<<32 | uint64(next)<<16 | uint64(end)
 }
 
-func unpackClaim(c uint64) (gen uint64, next, parts int) {
+func unpackClaim(c uint64) (gen uint64, next, end int) {
 	return c >> 32, int(c>>16) & maxParts, int(c) & maxParts
 }
 
@@ -66,7 +82,7 @@ func newPool(n int, cpus []int) (*pool, error) {
 	if n < 1 {
 		n = 1
 	}
-	p := &pool{n: n, cpus: cpus, sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
+	p := &pool{n: n, cpus: cpus, slots: make([]slot, n), sleeping: make([]atomic.Bool, n), wake: make([]chan struct{}, n)}
 	started := make(chan error, n)
 	for w := 1; w < n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
@@ -86,22 +102,38 @@ func newPool(n int, cpus []int) (*pool, error) {
 	return p, nil
 }
 
-// work claims and runs parts of the job of generation gen until none is
-// left; it reports whether it ran any.
-func (p *pool) work(w int, gen uint64) bool {
-	ran := false
+// work runs the parts of the job of generation gen that worker w claims:
+// its own range front to back, then the other workers' from the back.
+func (p *pool) work(w int, gen uint64) {
+	ran := 0
+	s := &p.slots[w].claim
 	for {
-		c := p.claim.Load()
-		g, next, parts := unpackClaim(c)
-		if g != gen || next >= parts {
-			return ran
+		c := s.Load()
+		g, next, end := unpackClaim(c)
+		if g != gen || next >= end {
+			break
 		}
-		if !p.claim.CompareAndSwap(c, packClaim(g, next+1, parts)) {
-			continue
+		if s.CompareAndSwap(c, packClaim(g, next+1, end)) {
+			p.t.do(w, next)
+			ran++
 		}
-		p.t.do(w, next)
-		p.done.Add(1)
-		ran = true
+	}
+	for i := 1; i < p.n; i++ {
+		s := &p.slots[(w+i)%p.n].claim
+		for {
+			c := s.Load()
+			g, next, end := unpackClaim(c)
+			if g != gen || next >= end {
+				break
+			}
+			if s.CompareAndSwap(c, packClaim(g, next, end-1)) {
+				p.t.do(w, end-1)
+				ran++
+			}
+		}
+	}
+	if ran > 0 {
+		p.done.Add(int64(ran))
 	}
 }
 
@@ -120,7 +152,7 @@ func (p *pool) worker(w int, started chan<- error) {
 	seen := uint64(0)
 	for {
 		for i := 0; ; i++ {
-			if g, _, _ := unpackClaim(p.claim.Load()); g != seen {
+			if g := p.gen.Load(); g != seen {
 				seen = g
 				break
 			}
@@ -131,7 +163,7 @@ func (p *pool) worker(w int, started chan<- error) {
 				continue
 			}
 			p.sleeping[w].Store(true)
-			if g, _, _ := unpackClaim(p.claim.Load()); g == seen && !p.quit.Load() {
+			if p.gen.Load() == seen && !p.quit.Load() {
 				<-p.wake[w]
 			}
 			p.sleeping[w].Store(false)
@@ -156,14 +188,16 @@ func (p *pool) run(t task, parts int) {
 		}
 		return
 	}
-	gen, _, _ := unpackClaim(p.claim.Load())
-	gen = (gen + 1) & (1<<32 - 1)
+	gen := (p.gen.Load() + 1) & (1<<32 - 1)
 	if gen == 0 {
 		gen = 1 // workers start having seen generation 0
 	}
 	p.t = t
 	p.done.Store(0)
-	p.claim.Store(packClaim(gen, 0, parts))
+	for w := range p.n {
+		p.slots[w].claim.Store(packClaim(gen, w*parts/p.n, (w+1)*parts/p.n))
+	}
+	p.gen.Store(gen)
 	for w := 1; w < p.n; w++ {
 		if p.sleeping[w].Load() {
 			select {

@@ -70,3 +70,29 @@ func TestPoolWorkersShareTheWork(t *testing.T) {
 		t.Fatalf("parts per worker: %d %d", task.workers[0].Load(), task.workers[1].Load())
 	}
 }
+
+type lateTask struct{ workers [2]atomic.Int32 }
+
+func (t *lateTask) do(w, p int) {
+	if w == 1 {
+		time.Sleep(5 * time.Millisecond) // deliberate: worker 1 runs late
+	}
+	t.workers[w].Add(1)
+}
+
+// TestPoolStealsFromALateWorker checks that the caller takes the parts of
+// a worker that is slow to run them instead of waiting for it.
+func TestPoolStealsFromALateWorker(t *testing.T) {
+	p, err := newPool(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	task := &lateTask{}
+	const parts = 8
+	p.run(task, parts)
+	w0, w1 := task.workers[0].Load(), task.workers[1].Load()
+	if w0+w1 != parts || w0 <= parts/2 {
+		t.Fatalf("parts run by the caller %d, by the late worker %d: want all %d, the caller more than its own %d", w0, w1, parts, parts/2)
+	}
+}
