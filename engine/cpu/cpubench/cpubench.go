@@ -3,6 +3,12 @@
 // resident memory, and, in the same run, the machine's read bandwidth and
 // the decode bound it implies (bytes of weights read per token divided by
 // bandwidth). Run gives a Report; WriteText and encoding/json print it.
+//
+// A shared machine's bandwidth moves from minute to minute, so the decode
+// runs are paired: each is preceded by a bandwidth measurement at its
+// thread count, the thread counts take turns round after round, and the
+// fractions of the bound and the speed-ups over the first thread count are
+// medians of per-round ratios.
 package cpubench
 
 import (
@@ -37,7 +43,7 @@ type Options struct {
 	// and 16. Each sequence first holds a prompt of Prompt tokens.
 	Seqs []int
 	// Repeat is the number of runs of each measurement (the median is
-	// reported); default 3.
+	// reported), and of decode rounds; default 3.
 	Repeat int
 	// Kernels forces a kernel level (see cpu.Options.Kernels).
 	Kernels string
@@ -72,7 +78,8 @@ func (o *Options) defaults() {
 
 // Report is the outcome of Run.
 type Report struct {
-	// Bandwidth is the measured read bandwidth in GB/s per thread count.
+	// Bandwidth is the median read bandwidth in GB/s per thread count over
+	// every measurement of the run.
 	Bandwidth map[int]float64 `json:"bandwidth_gbs"`
 	// Results has one entry per file and thread count.
 	Results []Result `json:"results"`
@@ -84,8 +91,18 @@ type Result struct {
 	FileBytes int64  `json:"file_bytes"`
 	Threads   int    `json:"threads"`
 	Kernels   string `json:"kernels"`
-	// DecodeTokS is tokens per second of one sequence decoding.
+	// DecodeTokS is tokens per second of one sequence decoding (the median
+	// of the decode rounds).
 	DecodeTokS float64 `json:"decode_tok_s"`
+	// DecodeBandwidth is the median read bandwidth in GB/s measured with
+	// Threads threads just before each decode run.
+	DecodeBandwidth float64 `json:"decode_bandwidth_gbs"`
+	// OfBound is the median over the decode rounds of the decode speed
+	// divided by the bound from the bandwidth measured just before it.
+	OfBound float64 `json:"of_bound"`
+	// Speedup is the median over the decode rounds of the decode speed
+	// divided by that of the first thread count in the same round.
+	Speedup float64 `json:"speedup"`
 	// PromptTokS is tokens per second of one Prompt-token extend.
 	PromptTokS float64 `json:"prompt_tok_s"`
 	// Aggregate has the summed decode tokens per second of Seqs sequences.
@@ -99,9 +116,11 @@ type Result struct {
 	PeakRSS int64 `json:"peak_rss_bytes"`
 	// WeightBytes is the bytes of weights one decoded token reads.
 	WeightBytes int64 `json:"weight_bytes_per_token"`
-	// BoundTokS is Bandwidth[Threads] / WeightBytes: the decode speed at
+	// BoundTokS is DecodeBandwidth / WeightBytes: the decode speed at
 	// which the weight reads alone use the measured bandwidth.
 	BoundTokS float64 `json:"bound_tok_s"`
+
+	bw []float64 // the bandwidth measured before each decode run
 }
 
 // Aggregate is the aggregate decode speed of several sequences.
@@ -114,30 +133,97 @@ type Aggregate struct {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	rep := &Report{Bandwidth: map[int]float64{}}
-	buf := make([]byte, o.BandwidthBytes)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	for _, th := range o.Threads {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("cpubench: %w", err)
-		}
-		rep.Bandwidth[th] = ReadBandwidth(buf, th, o.Repeat)
-	}
-	buf = nil
 	for _, f := range o.Files {
+		var rs []*Result
 		for _, th := range o.Threads {
 			r, err := runFile(ctx, o, f, th)
 			if err != nil {
 				return nil, err
 			}
-			if r.WeightBytes > 0 {
-				r.BoundTokS = rep.Bandwidth[th] * 1e9 / float64(r.WeightBytes)
-			}
+			rs = append(rs, r)
+		}
+		if err := decodeRounds(ctx, o, f, rs); err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
 			rep.Results = append(rep.Results, *r)
 		}
 	}
+	for _, th := range o.Threads {
+		var bw []float64
+		for _, r := range rep.Results {
+			if r.Threads == th {
+				bw = append(bw, r.bw...)
+			}
+		}
+		rep.Bandwidth[th] = medianOf(bw)
+	}
 	return rep, nil
+}
+
+// decodeRounds measures decode at batch 1 of file f at every thread count
+// of rs (one engine each), Repeat rounds in which the thread counts take
+// turns, each run preceded by a bandwidth measurement at its thread count.
+func decodeRounds(ctx context.Context, o Options, f string, rs []*Result) error {
+	buf := make([]byte, o.BandwidthBytes)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	es := make([]*cpu.Engine, len(rs))
+	defer func() {
+		for _, e := range es {
+			if e != nil {
+				e.Close()
+			}
+		}
+	}()
+	for i, r := range rs {
+		e, err := cpu.Open(f, cpu.Options{Threads: r.Threads, Kernels: o.Kernels, ContextLength: o.Decode + 8, NoPrefixCache: true})
+		if err != nil {
+			return fmt.Errorf("cpubench: %s: %w", f, err)
+		}
+		es[i] = e
+	}
+	rng := rand.New(rand.NewPCG(2, 3))
+	tok := make([][]float64, len(rs))
+	frac := make([][]float64, len(rs))
+	speed := make([][]float64, len(rs))
+	for round := range o.Repeat {
+		for i, r := range rs {
+			bw := ReadBandwidth(buf, r.Threads, 1)
+			seq := engine.SeqID(round)
+			p := []int32{int32(3 + rng.IntN(es[i].Info().VocabSize-3))}
+			t, err := decode(ctx, es[i], []engine.SeqID{seq}, [][]int32{p}, o.Decode)
+			es[i].Release(seq)
+			if err != nil {
+				return err
+			}
+			r.bw = append(r.bw, bw)
+			tok[i] = append(tok[i], t)
+			if r.WeightBytes > 0 && bw > 0 {
+				frac[i] = append(frac[i], t/(bw*1e9/float64(r.WeightBytes)))
+			}
+			speed[i] = append(speed[i], t/tok[0][round])
+		}
+	}
+	for i, r := range rs {
+		r.DecodeTokS, r.DecodeBandwidth = medianOf(tok[i]), medianOf(r.bw)
+		r.OfBound, r.Speedup = medianOf(frac[i]), medianOf(speed[i])
+		if r.WeightBytes > 0 {
+			r.BoundTokS = r.DecodeBandwidth * 1e9 / float64(r.WeightBytes)
+		}
+	}
+	return nil
+}
+
+// medianOf returns the median of v (the upper one of an even count), or 0.
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 func runFile(ctx context.Context, o Options, path string, threads int) (*Result, error) {
@@ -165,15 +251,6 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 		return p
 	}
 	seq := engine.SeqID(0)
-	// decode at batch 1: one token of context, then Decode steps
-	r.DecodeTokS, err = median(o.Repeat, func() (float64, error) {
-		seq++
-		defer e.Release(seq)
-		return decode(ctx, e, []engine.SeqID{seq}, [][]int32{prompt(1)}, o.Decode)
-	})
-	if err != nil {
-		return nil, err
-	}
 	r.PromptTokS, err = median(o.Repeat, func() (float64, error) {
 		seq++
 		defer e.Release(seq)
@@ -282,21 +359,21 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	slices.Sort(ths)
 	for _, th := range ths {
-		fmt.Fprintf(tw, "read bandwidth, %d thread(s):\t%.1f GB/s\t\n", th, r.Bandwidth[th])
+		fmt.Fprintf(w, "read bandwidth, %d thread(s), median: %.1f GB/s\n", th, r.Bandwidth[th])
 	}
-	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tbound tok/s\tof bound\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\t")
+	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tread GB/s\tbound tok/s\tof bound\tspeed-up\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\t")
 	for _, x := range r.Results {
 		var agg []string
 		for _, a := range x.Aggregate {
 			agg = append(agg, fmt.Sprintf("%d seq %.1f", a.Seqs, a.TokS))
 		}
-		frac := 0.0
-		if x.BoundTokS > 0 {
-			frac = x.DecodeTokS / x.BoundTokS
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.0f%%\t%.1f\t%s\t%.0f\t%.0f\t\n", x.File, x.Threads, x.Kernels,
-			x.DecodeTokS, x.BoundTokS, 100*frac, x.PromptTokS, strings.Join(agg, ", "),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%.2fx\t%.1f\t%s\t%.0f\t%.0f\t\n", x.File, x.Threads, x.Kernels,
+			x.DecodeTokS, x.DecodeBandwidth, x.BoundTokS, 100*x.OfBound, x.Speedup, x.PromptTokS, strings.Join(agg, ", "),
 			float64(x.PeakRSS)/(1<<20), float64(x.FileBytes)/(1<<20))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "(each decode run follows a bandwidth measurement at its thread count; of bound and speed-up over the first thread count are medians of per-round ratios)")
+	return err
 }

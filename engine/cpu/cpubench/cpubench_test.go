@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,8 +34,15 @@ func TestRunReportsEveryFigure(t *testing.T) {
 		if r.WeightBytes != want {
 			t.Fatalf("weight bytes per token %d, want %d", r.WeightBytes, want)
 		}
-		if r.BoundTokS <= 0 || r.PeakRSS <= 0 || r.FileBytes <= 0 {
+		if r.BoundTokS <= 0 || r.PeakRSS <= 0 || r.FileBytes <= 0 || r.DecodeBandwidth <= 0 || r.OfBound <= 0 || r.Speedup <= 0 {
 			t.Fatalf("result %+v", r)
+		}
+		if r.Threads == 1 && r.Speedup != 1 {
+			t.Fatalf("speed-up of the first thread count over itself: %v", r.Speedup)
+		}
+		// the bound is the paired bandwidth over the bytes per token
+		if got := r.DecodeBandwidth * 1e9 / float64(r.WeightBytes); math.Abs(got-r.BoundTokS) > 1e-9*got {
+			t.Fatalf("bound %v, want %v", r.BoundTokS, got)
 		}
 	}
 	var text bytes.Buffer
