@@ -106,3 +106,28 @@ func TestReferenceQ8_0MatchesDequantised(t *testing.T) {
 		}
 	}
 }
+
+// TestMulAllocatesNothing checks that no kernel of any level allocates: a
+// decode step calls them hundreds of times.
+func TestMulAllocatesNothing(t *testing.T) {
+	const n, rows = 512, 64
+	rng := rand.New(rand.NewPCG(7, 8))
+	types := append([]gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0}, kQuantTypes...)
+	for _, l := range availableLevels() {
+		set := NewSet(l)
+		for _, typ := range types {
+			k, ok := set.For(typ)
+			if !ok {
+				t.Fatalf("%s: no kernel for %s", l, typ)
+			}
+			w, ws := randomWeights(rng, typ, rows, n, false)
+			for _, cols := range []int{1, 4, 16} {
+				a, as := randomActs(rng, k.Act, cols, n)
+				out := make([]float32, rows*cols)
+				if allocs := testing.AllocsPerRun(5, func() { k.Mul(n, w, ws, rows, a, as, cols, out, rows) }); allocs != 0 {
+					t.Errorf("%s %s cols=%d: %v allocations per call", l, typ, cols, allocs)
+				}
+			}
+		}
+	}
+}

@@ -45,19 +45,35 @@ type kBlock struct {
 
 // kType describes one K-quant weight type to the generic kernels.
 type kType struct {
-	t      gguf.TensorType
-	bytes  int                   // bytes per super-block
-	unpack func(*kBlock, []byte) // super-block bytes to common form
+	t     gguf.TensorType
+	bytes int // bytes per super-block
 }
 
 // kTypes lists the K-quant types.
 func kTypes() [5]kType {
 	return [...]kType{
-		{gguf.Q2_K, q2KBytes, unpackQ2K},
-		{gguf.Q3_K, q3KBytes, unpackQ3K},
-		{gguf.Q4_K, q4KBytes, unpackQ4K},
-		{gguf.Q5_K, q5KBytes, unpackQ5K},
-		{gguf.Q6_K, q6KBytes, unpackQ6K},
+		{gguf.Q2_K, q2KBytes},
+		{gguf.Q3_K, q3KBytes},
+		{gguf.Q4_K, q4KBytes},
+		{gguf.Q5_K, q5KBytes},
+		{gguf.Q6_K, q6KBytes},
+	}
+}
+
+// unpack decodes one super-block's bytes into the common form. (A switch,
+// not a function value, so that blk stays on the caller's stack.)
+func (kt kType) unpack(blk *kBlock, b []byte) {
+	switch kt.t {
+	case gguf.Q2_K:
+		unpackQ2K(blk, b)
+	case gguf.Q3_K:
+		unpackQ3K(blk, b)
+	case gguf.Q4_K:
+		unpackQ4K(blk, b)
+	case gguf.Q5_K:
+		unpackQ5K(blk, b)
+	case gguf.Q6_K:
+		unpackQ6K(blk, b)
 	}
 }
 

@@ -6,14 +6,14 @@ import (
 	"github.com/tokenrouter/tokenrouter/gguf"
 )
 
-// kqAsm is the signature of the K-quant assembly kernels: rows weight rows
+// The K-quant assembly kernels multiply rows weight rows
 // against cols activation rows (cols ≤ kqMaxCols), with kqScratch bytes of
 // scratch. The AVX-512 kernels come in three forms that compute the same
 // bits: one keeps the columns' accumulators in scratch (any number of
 // columns); suffix R keeps them in registers (1 to kqRegCols columns),
 // which is faster for few columns; suffix P takes rows in pairs (an even
 // number) and loads each column's values once for both rows.
-type kqAsm func(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
+// (kqForms.run calls them).
 
 //go:noescape
 func kqQ2KAVX2(w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte)
@@ -95,39 +95,100 @@ const (
 // kquantFast returns the assembly kernel of type t written for level l, or
 // nil if there is none. The AVX-512 kernels also need VBMI and GFNI.
 func kquantFast(t gguf.TensorType, l Level) MulFunc {
-	var f, r, p kqAsm
+	switch t {
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+	default:
+		return nil
+	}
 	switch l {
 	case AVX2:
-		f = map[gguf.TensorType]kqAsm{
-			gguf.Q2_K: kqQ2KAVX2, gguf.Q3_K: kqQ3KAVX2, gguf.Q4_K: kqQ4KAVX2,
-			gguf.Q5_K: kqQ5KAVX2, gguf.Q6_K: kqQ6KAVX2,
-		}[t]
+		return kqDriver(t, kqForms{t: t})
 	case AVX512:
 		if !cpu.X86.HasAVX512VBMI || !cpu.X86.HasAVX512GFNI {
 			return nil
 		}
-		f = map[gguf.TensorType]kqAsm{
-			gguf.Q2_K: kqQ2KAVX512, gguf.Q3_K: kqQ3KAVX512, gguf.Q4_K: kqQ4KAVX512,
-			gguf.Q5_K: kqQ5KAVX512, gguf.Q6_K: kqQ6KAVX512,
-		}[t]
-		r = map[gguf.TensorType]kqAsm{
-			gguf.Q2_K: kqQ2KAVX512R, gguf.Q3_K: kqQ3KAVX512R, gguf.Q4_K: kqQ4KAVX512R,
-			gguf.Q5_K: kqQ5KAVX512R, gguf.Q6_K: kqQ6KAVX512R,
-		}[t]
-		p = map[gguf.TensorType]kqAsm{
-			gguf.Q2_K: kqQ2KAVX512P, gguf.Q3_K: kqQ3KAVX512P, gguf.Q4_K: kqQ4KAVX512P,
-			gguf.Q5_K: kqQ5KAVX512P, gguf.Q6_K: kqQ6KAVX512P,
-		}[t]
+		return kqDriver(t, kqForms{t: t, avx512: true})
 	}
-	if f == nil {
-		return nil
-	}
-	return kqDriver(t, kqForms{f, r, p})
+	return nil
 }
 
-// kqForms are the forms of one type's kernel at one level: mem is always
-// there, reg and pair may be nil.
-type kqForms struct{ mem, reg, pair kqAsm }
+// kqForms are the forms of one type's kernel at one level: the scratch
+// form always, the register and pair forms at AVX-512. The assembly is
+// called directly (not through function values), so that the scratch it
+// is given stays on the caller's stack.
+type kqForms struct {
+	t      gguf.TensorType
+	avx512 bool
+}
+
+// kqForm names a form of a K-quant kernel.
+type kqForm int
+
+const (
+	kqMem kqForm = iota
+	kqReg
+	kqPair
+)
+
+// run calls form f of the kernel.
+func (k kqForms) run(f kqForm, w *byte, wStride, rows, n int, a *byte, aStride, cols int, out *float32, outStride int, scratch *byte) {
+	if !k.avx512 {
+		switch k.t {
+		case gguf.Q2_K:
+			kqQ2KAVX2(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q3_K:
+			kqQ3KAVX2(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q4_K:
+			kqQ4KAVX2(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q5_K:
+			kqQ5KAVX2(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q6_K:
+			kqQ6KAVX2(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		}
+		return
+	}
+	switch f {
+	case kqReg:
+		switch k.t {
+		case gguf.Q2_K:
+			kqQ2KAVX512R(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q3_K:
+			kqQ3KAVX512R(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q4_K:
+			kqQ4KAVX512R(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q5_K:
+			kqQ5KAVX512R(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q6_K:
+			kqQ6KAVX512R(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		}
+	case kqPair:
+		switch k.t {
+		case gguf.Q2_K:
+			kqQ2KAVX512P(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q3_K:
+			kqQ3KAVX512P(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q4_K:
+			kqQ4KAVX512P(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q5_K:
+			kqQ5KAVX512P(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q6_K:
+			kqQ6KAVX512P(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		}
+	default:
+		switch k.t {
+		case gguf.Q2_K:
+			kqQ2KAVX512(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q3_K:
+			kqQ3KAVX512(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q4_K:
+			kqQ4KAVX512(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q5_K:
+			kqQ5KAVX512(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		case gguf.Q6_K:
+			kqQ6KAVX512(w, wStride, rows, n, a, aStride, cols, out, outStride, scratch)
+		}
+	}
+}
 
 // kqDriver wraps an assembly kernel as a MulFunc: it checks the arguments
 // (the assembly reads and writes through raw pointers), then goes through
@@ -166,20 +227,20 @@ func kqDriver(t gguf.TensorType, k kqForms) MulFunc {
 // there are such forms.
 func (k kqForms) call(group int, w []byte, wStride, rows, n int, a []byte, aStride, cols int, out []float32, outStride int, scratch *byte) int {
 	switch {
-	case k.reg != nil && cols < kqMemCols:
+	case k.avx512 && cols < kqMemCols:
 		nc := min(kqRegCols, cols)
-		k.reg(&w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+		k.run(kqReg, &w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
 		return nc
-	case k.pair != nil && rows >= 2:
+	case k.avx512 && rows >= 2:
 		nc, even := min(group, cols), rows&^1
-		k.pair(&w[0], wStride, even, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+		k.run(kqPair, &w[0], wStride, even, n, &a[0], aStride, nc, &out[0], outStride, scratch)
 		if even < rows {
-			k.mem(&w[even*wStride], wStride, 1, n, &a[0], aStride, nc, &out[even], outStride, scratch)
+			k.run(kqMem, &w[even*wStride], wStride, 1, n, &a[0], aStride, nc, &out[even], outStride, scratch)
 		}
 		return nc
 	}
 	nc := min(group, cols)
-	k.mem(&w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
+	k.run(kqMem, &w[0], wStride, rows, n, &a[0], aStride, nc, &out[0], outStride, scratch)
 	return nc
 }
 
