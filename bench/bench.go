@@ -172,18 +172,6 @@ func (s Samples) Quantile(q float64) time.Duration {
 	return c[min(max(i, 0), len(c)-1)]
 }
 
-// Mean returns the mean, 0 when empty.
-func (s Samples) Mean() time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	return sum / time.Duration(len(s))
-}
-
 // Run measures sys under a closed loop.
 func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	if o.Concurrency <= 0 || o.Duration <= 0 {

@@ -83,12 +83,3 @@ func TestQuantile(t *testing.T) {
 		t.Fatal("nearest-rank quantiles wrong")
 	}
 }
-
-func TestMean(t *testing.T) {
-	if m := (Samples{1, 2, 6}).Mean(); m != 3 {
-		t.Fatalf("mean %v, want 3", m)
-	}
-	if m := (Samples{}).Mean(); m != 0 {
-		t.Fatalf("mean of none %v, want 0", m)
-	}
-}

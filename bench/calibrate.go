@@ -36,7 +36,7 @@ type CalibrateOptions struct {
 	// (default 8).
 	MaxContextBatch int
 	// Repeats is the number of times each point is measured (default 5);
-	// their mean counts (see stepTime). Repeats are spread over the
+	// their median counts (see stepTime). Repeats are spread over the
 	// measurement: each round times every point once.
 	Repeats int
 	// Placements lists the placements to calibrate (default both:
@@ -208,13 +208,15 @@ func (o CalibrateOptions) grid() []gridPoint {
 }
 
 // stepTime is what calibration keeps of a point's repeated step times:
-// their mean. A run's throughput is its tokens over the sum of its step
-// times, so the mean step is what the model must price; the lower quartile
-// (kept before) priced the steps of a quiet moment, and the fast pair's
-// validation under-predicted more with it (median error -15.9% against
-// -13.2% with the mean, from calibrations taken back to back and one
-// measured run).
-func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Mean() }
+// their median. A run's throughput is its tokens over the sum of its step
+// times, so the model must price a typical step, not the steps of a quiet
+// moment: with the lower quartile (kept before) the fast pair's validation
+// under-predicted more (median error -15.9%, against -13.5% with the
+// median and -13.2% with the mean, calibrations taken back to back and
+// compared with one measured run). The mean let single slow repeats in (fit
+// errors up to 55% and interference factors of 2-2.6 in a real-size
+// calibration); the median does not.
+func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Quantile(0.5) }
 
 // measureGrid times every grid point o.Repeats times and returns each
 // point's stepTime.

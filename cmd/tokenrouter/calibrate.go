@@ -37,7 +37,7 @@ func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
 	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 5, 8, 9, 16, 17}, "with --calibrate: batch sizes to measure (the powers of two and one past them: engines' steps jump where a tile of rows fills)")
 	fl.IntSliceVar(&c.tokens, "calibrate-tokens", []int{1, 2, 4}, "with --calibrate: tokens each sequence appends in a measured step (1: decode)")
 	fl.IntSliceVar(&c.contexts, "calibrate-contexts", []int{16, 128}, "with --calibrate: tokens each sequence holds before a measured step (the first with every batch and token count, the others with decodes)")
-	fl.IntVar(&c.repeats, "calibrate-repeats", 5, "with --calibrate: repeats per point (their mean counts)")
+	fl.IntVar(&c.repeats, "calibrate-repeats", 5, "with --calibrate: repeats per point (their median counts)")
 	fl.StringVar(&c.placement, "calibrate-placement", "both", "with --calibrate: partitioned, time-shared or both")
 	fl.StringVar(&c.plan, "calibrate-plan", "2-8", "with --calibrate of two models: print the model's best B per N at these concurrencies for r2r at --p, with --prompt-len and --max-tokens as the workload (empty: none)")
 }
