@@ -46,17 +46,28 @@ func browser(t *testing.T) context.Context {
 	if path == "" {
 		t.Skip("no Chromium installed (Debian: apt-get install chromium; .ci/run installs it): the console's browser tests need one")
 	}
-	actx, cancelA := cdp.NewExecAllocator(context.Background(),
-		cdp.ExecPath(path), cdp.Headless, cdp.NoSandbox, cdp.DisableGPU, cdp.NoFirstRun,
-		cdp.Flag("disable-quic", true), cdp.Flag("disable-background-networking", true),
-		cdp.Flag("disable-component-update", true), cdp.Flag("disable-sync", true),
-		cdp.UserDataDir(t.TempDir()), cdp.WindowSize(1280, 900))
-	ctx, cancel := cdp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelA() })
-	if err := cdp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", path, err)
+	// A headless Chromium now and then exits before it listens (seen once
+	// in CI under load, with nothing in its output but crash-reporter
+	// noise); that says nothing about the console, so a start is tried up
+	// to three times, each failure logged.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		actx, cancelA := cdp.NewExecAllocator(context.Background(),
+			cdp.ExecPath(path), cdp.Headless, cdp.NoSandbox, cdp.DisableGPU, cdp.NoFirstRun,
+			cdp.Flag("disable-quic", true), cdp.Flag("disable-background-networking", true),
+			cdp.Flag("disable-component-update", true), cdp.Flag("disable-sync", true),
+			cdp.UserDataDir(t.TempDir()), cdp.WindowSize(1280, 900))
+		ctx, cancel := cdp.NewContext(actx)
+		if err = cdp.Do(ctx); err == nil {
+			t.Cleanup(func() { cancel(); cancelA() })
+			return ctx
+		}
+		cancel()
+		cancelA()
+		t.Logf("starting %s, attempt %d: %v", path, attempt, err)
 	}
-	return ctx
+	t.Fatalf("starting %s: %v", path, err)
+	return nil
 }
 
 // tab opens a new tab of the browser bounded by timeout.
