@@ -52,6 +52,9 @@ func (f *front) sample(path string, every time.Duration) *sampler {
 		defer tick.Stop()
 		for {
 			code, body := f.status(ctx, path)
+			if ctx.Err() != nil {
+				return // a probe cut short by finish is not a sample
+			}
 			s.mu.Lock()
 			s.samples = append(s.samples, probe{at: time.Now(), code: code, body: body})
 			s.mu.Unlock()
