@@ -16,7 +16,10 @@ file and thread count: decode tok/s of one sequence, prompt tok/s of one
 sequence first holds a prompt), and peak resident memory (the engine without
 its prefix cache: the prompts are random); and in the same run the machine's
 read bandwidth and the decode bound it gives (bytes of weights read per token
-/ bandwidth). Each figure is the median of --repeat runs.
+/ bandwidth). Each figure is the median of --repeat runs. The decode runs are
+paired with the bandwidth: each follows a bandwidth measurement at its thread
+count, the thread counts take turns round after round, and "of bound" and
+"speed-up" (over the first thread count) are medians of per-round ratios.
 
   tokenrouter bench engine model.gguf --threads 1,2 --sequences 4,16 --format json`
 
