@@ -213,9 +213,11 @@ func (o CalibrateOptions) grid() []gridPoint {
 // moment: with the lower quartile (kept before) the fast pair's validation
 // under-predicted more (median error -15.9%, against -13.5% with the
 // median and -13.2% with the mean, calibrations taken back to back and
-// compared with one measured run). The mean let single slow repeats in (fit
-// errors up to 55% and interference factors of 2-2.6 in a real-size
-// calibration); the median does not.
+// compared with one measured run). The mean also takes in a single slow
+// repeat (a real-size calibration with it had fit errors up to 55% and
+// interference factors of 2-2.6); one slow repeat in five does not move
+// the median. (The machine's own noise still shows: the next real-size
+// calibration, with the median, had fit errors up to 70% at one thread.)
 func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Quantile(0.5) }
 
 // measureGrid times every grid point o.Repeats times and returns each
