@@ -157,6 +157,7 @@ type File struct {
 	kvIndex     map[string]int
 	tensorIndex map[string]int
 	unmap       func() error // releases the mapping behind Data; nil if none
+	mapping     Mapping
 }
 
 // Open maps the GGUF file at path read-only and parses it. The tensor data
@@ -165,7 +166,58 @@ type File struct {
 // mmap the file is read into memory instead. The caller must Close the
 // File when it no longer uses the tensor data, and must not truncate or
 // rewrite the file while it is open (reading a vanished page faults).
-func Open(path string) (*File, error) {
+func Open(path string) (*File, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenOptions change how OpenWith maps a file.
+type OpenOptions struct {
+	// Populate reads every page of the file in before OpenWith returns,
+	// in huge pages where the system has them for files (on Linux,
+	// transparent huge pages: the mapping is advised MADV_HUGEPAGE and,
+	// when the file was cached in small pages, its cached pages that no
+	// process maps are dropped and read in again). File.Mapping reports
+	// the outcome. For weights that every step reads: the first step does
+	// not pay for page faults, and a step streams through a few hundred
+	// page-table entries instead of one per 4 KiB.
+	Populate bool
+}
+
+// Mapping describes how a File's data are held in memory.
+type Mapping struct {
+	// Bytes is the size of the mapping (the whole file).
+	Bytes int64 `json:"bytes"`
+	// HugeBytes is how much of it is mapped in huge pages (2 MiB), when
+	// Measured.
+	HugeBytes int64 `json:"huge_bytes"`
+	// Measured is set when HugeBytes was measured (Linux, with Populate).
+	Measured bool `json:"measured"`
+	// Reread is set when the file's cached pages were dropped and read in
+	// again to get huge pages.
+	Reread bool `json:"reread"`
+}
+
+// HugeFraction is HugeBytes over Bytes (0 when not measured).
+func (m Mapping) HugeFraction() float64 {
+	if !m.Measured || m.Bytes == 0 {
+		return 0
+	}
+	return float64(m.HugeBytes) / float64(m.Bytes)
+}
+
+// String describes m, e.g. "505.0 MiB, 100% in 2 MiB pages".
+func (m Mapping) String() string {
+	s := fmt.Sprintf("%.1f MiB", float64(m.Bytes)/(1<<20))
+	if !m.Measured {
+		return s
+	}
+	s += fmt.Sprintf(", %.0f%% in 2 MiB pages", 100*m.HugeFraction())
+	if m.Reread {
+		s += " (re-read)"
+	}
+	return s
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o OpenOptions) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -175,7 +227,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
-	b, unmap, err := mapFile(fh, st.Size())
+	b, unmap, m, err := mapFile(fh, st.Size(), o.Populate)
 	if err != nil {
 		return nil, err
 	}
@@ -184,9 +236,13 @@ func Open(path string) (*File, error) {
 		_ = unmap()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f.unmap = unmap
+	f.unmap, f.mapping = unmap, m
 	return f, nil
 }
+
+// Mapping reports how the file's data are held (zero for files from Parse
+// or OpenMeta).
+func (f *File) Mapping() Mapping { return f.mapping }
 
 // Close releases the tensor data of a File from Open (it unmaps the file)
 // and sets Data to nil; every slice of the data taken before, such as those

@@ -237,6 +237,15 @@ func (e *Engine) Info() engine.Info { return e.info }
 // Threads reports the number of kernel threads.
 func (e *Engine) Threads() int { return e.pool.n }
 
+// Mapping reports how the weights of a GGUF file are held in memory (how
+// much in huge pages); zero for other files.
+func (e *Engine) Mapping() gguf.Mapping {
+	if e.w.file == nil {
+		return gguf.Mapping{}
+	}
+	return e.w.file.Mapping()
+}
+
 // KernelLevel reports the level of the kernels the engine runs.
 func (e *Engine) KernelLevel() kernels.Level { return e.set.Level() }
 

@@ -118,8 +118,9 @@ func (c *config) validate() error {
 }
 
 // loadFile reads a model file: GGUF when it starts with the GGUF magic
-// (mapped; the weights stay in the mapping, which w.file releases),
-// otherwise a llama2.c checkpoint.
+// (mapped and populated, in huge pages where the system has them; the
+// weights stay in the mapping, which w.file releases), otherwise a
+// llama2.c checkpoint.
 func loadFile(path string) (*config, *weights, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -132,7 +133,7 @@ func loadFile(path string) (*config, *weights, error) {
 		return nil, nil, fmt.Errorf("cpu: %s: %w", path, err)
 	}
 	if string(magic[:]) == gguf.Magic {
-		f, err := gguf.Open(path)
+		f, err := gguf.OpenWith(path, gguf.OpenOptions{Populate: true})
 		if err != nil {
 			return nil, nil, fmt.Errorf("cpu: %w", err)
 		}

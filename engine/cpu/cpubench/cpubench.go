@@ -114,6 +114,9 @@ type Result struct {
 	// budget into the engine's working memory (a server with the cache on
 	// keeps up to its KV budget of released prompts resident).
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// HugePages is the fraction of the file mapped in huge pages
+	// (cpu.Engine.Mapping; -1 where not measured).
+	HugePages float64 `json:"huge_pages"`
 	// WeightBytes is the bytes of weights one decoded token reads.
 	WeightBytes int64 `json:"weight_bytes_per_token"`
 	// BoundTokS is DecodeBandwidth / WeightBytes: the decode speed at
@@ -240,7 +243,10 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 		return nil, fmt.Errorf("cpubench: %s: %w", path, err)
 	}
 	defer e.Close()
-	r := &Result{File: path, FileBytes: st.Size(), Threads: threads, Kernels: e.KernelLevel().String(), WeightBytes: e.WeightBytesPerToken()}
+	r := &Result{File: path, FileBytes: st.Size(), Threads: threads, Kernels: e.KernelLevel().String(), WeightBytes: e.WeightBytesPerToken(), HugePages: -1}
+	if m := e.Mapping(); m.Measured {
+		r.HugePages = m.HugeFraction()
+	}
 	rng := rand.New(rand.NewPCG(1, uint64(threads)))
 	vocab := e.Info().VocabSize
 	prompt := func(n int) []int32 {
@@ -361,15 +367,19 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, th := range ths {
 		fmt.Fprintf(w, "read bandwidth, %d thread(s), median: %.1f GB/s\n", th, r.Bandwidth[th])
 	}
-	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tread GB/s\tbound tok/s\tof bound\tspeed-up\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\t")
+	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tread GB/s\tbound tok/s\tof bound\tspeed-up\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\thuge pages\t")
 	for _, x := range r.Results {
 		var agg []string
 		for _, a := range x.Aggregate {
 			agg = append(agg, fmt.Sprintf("%d seq %.1f", a.Seqs, a.TokS))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%.2fx\t%.1f\t%s\t%.0f\t%.0f\t\n", x.File, x.Threads, x.Kernels,
+		huge := "-"
+		if x.HugePages >= 0 {
+			huge = fmt.Sprintf("%.0f%%", 100*x.HugePages)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%.2fx\t%.1f\t%s\t%.0f\t%.0f\t%s\t\n", x.File, x.Threads, x.Kernels,
 			x.DecodeTokS, x.DecodeBandwidth, x.BoundTokS, 100*x.OfBound, x.Speedup, x.PromptTokS, strings.Join(agg, ", "),
-			float64(x.PeakRSS)/(1<<20), float64(x.FileBytes)/(1<<20))
+			float64(x.PeakRSS)/(1<<20), float64(x.FileBytes)/(1<<20), huge)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
