@@ -23,19 +23,19 @@ const hugeSize = 2 << 20
 // got them. The kernel maps a file in huge pages only where its page cache
 // holds them as large folios, which it builds when it reads the file in
 // after the advice, not when the file was cached before in small pages
-// (written by a generator, read without the advice), nor where the
-// kernel split large folios since (a share of 60-80% measured for files
-// that other programs had read meanwhile). So when less than 90% is mapped
-// huge, it drops this mapping's pages and the file's cached
-// pages that nobody maps (POSIX_FADV_DONTNEED, after writing out any that
-// are dirty), and reads them in once more. Errors of the advice are not errors of the mapping: kernels
-// without transparent huge pages for files just map small pages.
+// (written by a generator, read without the advice), nor where it has
+// split large folios since (60-82% measured for files that other programs
+// had read meanwhile). So when less than 90% is mapped huge, it drops this
+// mapping's pages and the file's cached pages that nobody maps
+// (POSIX_FADV_DONTNEED, after writing out any that are dirty), and reads
+// them in once more. Errors of the advice are not errors of the mapping:
+// kernels without transparent huge pages for files just map small pages.
 //
 // Huge pages matter for weights: a decode step streams through every page
 // of them, and with 4 KiB pages that is one page-table entry (and a TLB
-// miss) per 4 KiB. On virtual machines that track guest memory through
-// those entries, steps of a 1.6 GB file measured periodic 2-4x stalls
-// with small pages and none with huge ones.
+// miss) per 4 KiB. On the virtual machine this was measured on, decode
+// steps of a 1.6 GB file in small pages stalled periodically (one in ten
+// took 2-4x as long) and in huge pages did not.
 func populateMapping(fh *os.File, b []byte) (Mapping, error) {
 	m := Mapping{Bytes: int64(len(b))}
 	if len(b) < hugeSize {
