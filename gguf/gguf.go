@@ -203,19 +203,6 @@ func (m Mapping) HugeFraction() float64 {
 	return float64(m.HugeBytes) / float64(m.Bytes)
 }
 
-// String describes m, e.g. "505.0 MiB, 100% in 2 MiB pages".
-func (m Mapping) String() string {
-	s := fmt.Sprintf("%.1f MiB", float64(m.Bytes)/(1<<20))
-	if !m.Measured {
-		return s
-	}
-	s += fmt.Sprintf(", %.0f%% in 2 MiB pages", 100*m.HugeFraction())
-	if m.Reread {
-		s += " (re-read)"
-	}
-	return s
-}
-
 // OpenWith is Open with options.
 func OpenWith(path string, o OpenOptions) (*File, error) {
 	fh, err := os.Open(path)

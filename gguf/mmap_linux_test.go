@@ -68,7 +68,7 @@ func TestPopulateMapsHugePages(t *testing.T) {
 	}
 	defer f.Close()
 	m := f.Mapping()
-	t.Logf("mapping: %v", m)
+	t.Logf("mapping: %+v", m)
 	if m.Bytes != int64(len(b)) || !m.Measured {
 		t.Fatalf("mapping %+v: want %d bytes, measured", m, len(b))
 	}
