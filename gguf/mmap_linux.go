@@ -3,15 +3,12 @@
 package gguf
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tokenrouter/tokenrouter/internal/smaps"
 )
 
 // hugeSize is the size of the pages a mapping's page-table entries one
@@ -79,47 +76,5 @@ func populate(b []byte) {
 // pmdMapped returns how many bytes of the mapping that holds b's first
 // byte are mapped in huge pages (FilePmdMapped in /proc/self/smaps).
 func pmdMapped(b []byte) (int64, error) {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
-	s := bufio.NewScanner(f)
-	in := false
-	for s.Scan() {
-		line := s.Bytes()
-		if lo, hi, ok := vmaRange(line); ok {
-			in = lo <= addr && addr < hi
-			continue
-		}
-		if in && bytes.HasPrefix(line, []byte("FilePmdMapped:")) {
-			f := bytes.Fields(line[len("FilePmdMapped:"):])
-			if len(f) != 2 || string(f[1]) != "kB" {
-				return 0, fmt.Errorf("smaps: %q", line)
-			}
-			kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("smaps: %w", err)
-			}
-			return kb << 10, nil
-		}
-	}
-	if err := s.Err(); err != nil {
-		return 0, err
-	}
-	return 0, errors.New("smaps: the mapping or its FilePmdMapped line is missing")
-}
-
-// vmaRange parses the address range that begins an smaps header line
-// ("7f56...-7f57... r--s ...").
-func vmaRange(line []byte) (lo, hi uint64, ok bool) {
-	r, _, _ := bytes.Cut(line, []byte(" "))
-	a, b, found := bytes.Cut(r, []byte("-"))
-	if !found {
-		return 0, 0, false
-	}
-	lo, err1 := strconv.ParseUint(string(a), 16, 64)
-	hi, err2 := strconv.ParseUint(string(b), 16, 64)
-	return lo, hi, err1 == nil && err2 == nil
+	return smaps.Field(uintptr(unsafe.Pointer(&b[0])), "FilePmdMapped")
 }

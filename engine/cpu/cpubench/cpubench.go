@@ -117,6 +117,10 @@ type Result struct {
 	// HugePages is the fraction of the file mapped in huge pages
 	// (cpu.Engine.Mapping; -1 where not measured).
 	HugePages float64 `json:"huge_pages"`
+	// BandwidthHugePages is the fraction of the buffer the read bandwidth
+	// was measured on that was mapped in huge pages (-1 where not
+	// measured).
+	BandwidthHugePages float64 `json:"bandwidth_huge_pages"`
 	// WeightBytes is the bytes of weights one decoded token reads.
 	WeightBytes int64 `json:"weight_bytes_per_token"`
 	// BoundTokS is DecodeBandwidth / WeightBytes: the decode speed at
@@ -124,6 +128,13 @@ type Result struct {
 	BoundTokS float64 `json:"bound_tok_s"`
 
 	bw []float64 // the bandwidth measured before each decode run
+}
+
+// fill writes every byte of b (so every page is present).
+func fill(b []byte) {
+	for i := range b {
+		b[i] = byte(i)
+	}
 }
 
 // Aggregate is the aggregate decode speed of several sequences.
@@ -168,9 +179,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // of rs (one engine each), Repeat rounds in which the thread counts take
 // turns, each run preceded by a bandwidth measurement at its thread count.
 func decodeRounds(ctx context.Context, o Options, f string, rs []*Result) error {
-	buf := make([]byte, o.BandwidthBytes)
-	for i := range buf {
-		buf[i] = byte(i)
+	buf, huge, free, err := newBuffer(o.BandwidthBytes)
+	if err != nil {
+		return err
+	}
+	defer free()
+	for _, r := range rs {
+		r.BandwidthHugePages = huge
 	}
 	es := make([]*cpu.Engine, len(rs))
 	defer func() {
@@ -356,6 +371,15 @@ func peakRSS() int64 {
 	return 0
 }
 
+// percentOrDash formats a fraction as a percentage, or "-" where it is
+// negative (not measured).
+func percentOrDash(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*f)
+}
+
 // WriteText prints the report as a table.
 func WriteText(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -367,16 +391,13 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, th := range ths {
 		fmt.Fprintf(w, "read bandwidth, %d thread(s), median: %.1f GB/s\n", th, r.Bandwidth[th])
 	}
-	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tread GB/s\tbound tok/s\tof bound\tspeed-up\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\thuge pages\t")
+	fmt.Fprintln(tw, "file\tthreads\tkernels\tdecode tok/s\tread GB/s\tbound tok/s\tof bound\tspeed-up\tprompt tok/s\taggregate tok/s\tpeak RSS MiB\tfile MiB\thuge pages: weights, bw buffer\t")
 	for _, x := range r.Results {
 		var agg []string
 		for _, a := range x.Aggregate {
 			agg = append(agg, fmt.Sprintf("%d seq %.1f", a.Seqs, a.TokS))
 		}
-		huge := "-"
-		if x.HugePages >= 0 {
-			huge = fmt.Sprintf("%.0f%%", 100*x.HugePages)
-		}
+		huge := percentOrDash(x.HugePages) + ", " + percentOrDash(x.BandwidthHugePages)
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%.2fx\t%.1f\t%s\t%.0f\t%.0f\t%s\t\n", x.File, x.Threads, x.Kernels,
 			x.DecodeTokS, x.DecodeBandwidth, x.BoundTokS, 100*x.OfBound, x.Speedup, x.PromptTokS, strings.Join(agg, ", "),
 			float64(x.PeakRSS)/(1<<20), float64(x.FileBytes)/(1<<20), huge)
