@@ -21,12 +21,12 @@
 // R8, R9, R10 1, 3, 5, 7 row strides; CX blocks left; DI the group's block
 // record; AX tiles left. Frame: the out pointer, the cursor's jump from a
 // row's end to the next tile, R13 across the store (R13 out and DX its
-// stride at the store). Z0-Z7 row pairs (then column temporaries), Z8-Z15 transpose
-// temporaries, Z16-Z23 W_g, Z24 the scales, Z25-Z28 accumulators, Z29 a
-// byte constant, Z30 the gather offsets (Q8_0) or the quant bytes' VPERMB
-// index (the 4- and 5-bit types, which take the scales from the pairs
-// loaded at the block start instead of a gather), X31 the shift (Z31 the
-// mins of the types with one).
+// stride at the store). Z0-Z7 row pairs (then column temporaries), Z8-Z15
+// transpose temporaries, Z16-Z23 W_g, Z24 the scales, Z25-Z28
+// accumulators, Z29 a byte constant, Z30 the gather offsets (Q8_0) or the
+// quant bytes' VPERMB index (the 4- and 5-bit types, which take the scales
+// from the pairs loaded at the block start instead of a gather), X31 the
+// shift (Z31 the mins of the types with one).
 
 DATA gdPerm<>+0(SB)/4, $0
 DATA gdPerm<>+4(SB)/4, $1
