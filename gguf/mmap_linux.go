@@ -33,36 +33,36 @@ const hugeSize = 2 << 20
 // miss) per 4 KiB. On the virtual machine this was measured on, decode
 // steps of a 1.6 GB file in small pages stalled periodically (one in ten
 // took 2-4x as long) and in huge pages did not.
-func populateMapping(fh *os.File, b []byte) (Mapping, error) {
+func populateMapping(fh *os.File, b []byte) Mapping {
 	m := Mapping{Bytes: int64(len(b))}
 	if len(b) < hugeSize {
 		touch(b)
-		return m, nil
+		return m
 	}
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	populate(b)
 	huge, err := pmdMapped(b)
 	if err != nil {
-		return m, nil // no smaps (no /proc): the pages are read in, nothing measured
+		return m // no smaps (no /proc): the pages are read in, nothing measured
 	}
 	m.HugeBytes, m.Measured = huge, true
 	if 10*huge >= 9*m.Bytes {
-		return m, nil
+		return m
 	}
 	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
-		return m, nil
+		return m
 	}
 	_ = unix.Fdatasync(int(fh.Fd())) // dirty pages are not dropped: write them out first
 	if err := unix.Fadvise(int(fh.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		populate(b)
-		return m, nil
+		return m
 	}
 	populate(b)
 	m.Reread = true
 	if m.HugeBytes, err = pmdMapped(b); err != nil {
 		m.HugeBytes, m.Measured = 0, false // read in, as above, but not measured
 	}
-	return m, nil
+	return m
 }
 
 // populate maps every page of b, in one call where the kernel can

@@ -27,10 +27,7 @@ func mapFile(fh *os.File, size int64, populate bool) (b []byte, unmap func() err
 	unmap = func() error { return unix.Munmap(b) }
 	m.Bytes = size
 	if populate {
-		if m, err = populateMapping(fh, b); err != nil {
-			_ = unmap()
-			return nil, nil, Mapping{}, fmt.Errorf("gguf: %s: %w", fh.Name(), err)
-		}
+		m = populateMapping(fh, b)
 	}
 	return b, unmap, m, nil
 }

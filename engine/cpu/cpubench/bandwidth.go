@@ -39,3 +39,10 @@ func ReadBandwidth(buf []byte, threads, repeat int) float64 {
 	}
 	return best
 }
+
+// fill writes every byte of b (so every page is present).
+func fill(b []byte) {
+	for i := range b {
+		b[i] = byte(i)
+	}
+}

@@ -130,13 +130,6 @@ type Result struct {
 	bw []float64 // the bandwidth measured before each decode run
 }
 
-// fill writes every byte of b (so every page is present).
-func fill(b []byte) {
-	for i := range b {
-		b[i] = byte(i)
-	}
-}
-
 // Aggregate is the aggregate decode speed of several sequences.
 type Aggregate struct {
 	Seqs int     `json:"seqs"`
