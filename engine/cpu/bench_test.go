@@ -86,6 +86,9 @@ func cpuTime() time.Duration {
 // (one op is one token), a 128-token prompt (one op is one prompt) and 16
 // sequences decoding together (one op is one step). It reports tok/s and
 // tok/cpu-s; cpubench.Run gives the same figures with the bandwidth bound.
+// Prefix caching is off, as in cpubench: the prompt op extends the same
+// tokens each time, and with it on every op after the first would take the
+// cached blocks instead of computing them (4000 tok/s for the 0.5B shape).
 func BenchmarkModel(b *testing.B) {
 	files := os.Getenv("TOKENROUTER_BENCH_MODELS")
 	if files == "" {
@@ -93,7 +96,7 @@ func BenchmarkModel(b *testing.B) {
 	}
 	for _, path := range strings.Split(files, ",") {
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			e, err := Open(path, Options{Threads: threads, ContextLength: 1 << 12})
+			e, err := Open(path, Options{Threads: threads, ContextLength: 1 << 12, NoPrefixCache: true})
 			if err != nil {
 				b.Fatal(err)
 			}

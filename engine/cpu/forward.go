@@ -68,21 +68,43 @@ func (in *mmInput) rows() []float32 {
 }
 
 // prepTask readies rows of a multiplication's input (see mmInput) and
-// quantises them into form act.
+// quantises them into form act. Its parts split the rows (for a grouped
+// form, in whole groups), or with byBlocks the blocks of every row: the
+// rows of a group share its records (see kernels.QuantizeBlocks), so parts
+// of one group split by rows would write the same cache lines at once.
 type prepTask struct {
-	in    mmInput
-	eps   float32
-	glu   kernels.SwiGLUFunc
-	act   kernels.Act
-	buf   []byte
-	rb    int
-	parts int
+	in       mmInput
+	eps      float32
+	glu      kernels.SwiGLUFunc
+	act      kernels.Act
+	buf      []byte
+	rb       int
+	parts    int
+	byBlocks bool
 }
 
 func (t *prepTask) do(_, part int) {
 	in := &t.in
-	r0, r1 := in.T*part/t.parts, in.T*(part+1)/t.parts
 	n := in.cols
+	if t.byBlocks {
+		bs := t.act.Block()
+		nb := n / bs
+		b0, b1 := nb*part/t.parts, nb*(part+1)/t.parts
+		c0, c1 := b0*bs, b1*bs
+		for r := range in.T {
+			switch {
+			case in.norm != nil:
+				rmsnormCols(in.normed[r*n:(r+1)*n], in.x[r*n:(r+1)*n], in.norm, t.eps, c0, c1)
+			case in.u != nil:
+				t.glu(in.x[r*n+c0:r*n+c1], in.u[r*n+c0:r*n+c1])
+			}
+		}
+		kernels.QuantizeBlocks(t.act, t.buf, t.rb, in.rows(), n, 0, in.T, b0, b1)
+		return
+	}
+	g := t.act.Group()
+	groups := (in.T + g - 1) / g
+	r0, r1 := min(in.T, groups*part/t.parts*g), min(in.T, groups*(part+1)/t.parts*g)
 	for r := r0; r < r1; r++ {
 		switch {
 		case in.norm != nil:
@@ -117,7 +139,11 @@ func (e *Engine) actRows(worker int, pooled bool, in mmInput, a kernels.Act) ([]
 		t.buf = sc.act[a]
 	}
 	if pooled && in.T >= prepParallelRows && e.pool.n > 1 {
-		t.parts = min(in.T, 4*e.pool.n)
+		g := a.Group()
+		t.parts = min((in.T+g-1)/g, 4*e.pool.n)
+		if t.parts < e.pool.n {
+			t.parts, t.byBlocks = min(in.cols/a.Block(), 2*e.pool.n), true
+		}
 		e.pool.run(t, t.parts)
 	} else {
 		t.do(worker, 0)

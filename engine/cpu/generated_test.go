@@ -3,9 +3,12 @@ package cpu
 import (
 	"bytes"
 	"context"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/gguf/quantize"
 	"github.com/tokenrouter/tokenrouter/gguf/synth"
@@ -98,5 +101,62 @@ func TestGemma2Defaults(t *testing.T) {
 	}
 	if c.attnCap != 50 || c.finalCap != 30 || w.layers[0].window != 4096 || w.layers[1].window != 0 {
 		t.Fatalf("caps %v/%v, windows %d/%d", c.attnCap, c.finalCap, w.layers[0].window, w.layers[1].window)
+	}
+}
+
+// TestThreadsGiveTheSameLogits extends fresh sequences of several lengths
+// on a tiny Q8_0 shape with one and with two threads and compares the
+// logits bit for bit: every split of the work (matrix rows, attention
+// units, the input's rows in whole groups or, for fewer rows than a group a
+// thread, its blocks) computes each value as one thread does.
+func TestThreadsGiveTheSameLogits(t *testing.T) {
+	mix, err := quantize.Lookup("Q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shape synth.Shape
+	for _, s := range synth.Shapes() {
+		if strings.HasPrefix(s.Name, "tiny-") && s.Arch == "llama" {
+			shape = s
+		}
+	}
+	var b bytes.Buffer
+	if err := synth.Write(context.Background(), &b, shape, mix, synth.Options{Seed: 5, Threads: 2}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := NewFromGGUF(f, Options{Threads: 1, NoPrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	two, err := NewFromGGUF(f, Options{Threads: 2, NoPrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer two.Close()
+	ctx := context.Background()
+	for i, n := range []int{1, 4, 9, 16, 17, 40} {
+		toks := make([]int32, n)
+		for j := range toks {
+			toks[j] = int32(3 + (i*31+j*7)%(shape.Vocab-3))
+		}
+		var logits [2][]float32
+		for k, e := range []*Engine{one, two} {
+			in := []engine.Input{{Seq: engine.SeqID(i), Tokens: toks, Want: engine.WantLogits}}
+			out := make([]engine.Output, 1)
+			if err := e.Step(ctx, in, out); err != nil {
+				t.Fatal(err)
+			}
+			logits[k] = slices.Clone(out[0].Logits)
+		}
+		for j := range logits[0] {
+			if math.Float32bits(logits[0][j]) != math.Float32bits(logits[1][j]) {
+				t.Fatalf("%d tokens: logit %d is %v with one thread, %v with two", n, j, logits[0][j], logits[1][j])
+			}
+		}
 	}
 }

@@ -28,10 +28,17 @@ func dot(a, b []float32) float32 {
 
 // rmsnorm writes x normalised by its root mean square and scaled by w.
 func rmsnorm(out, x, w []float32, eps float32) {
+	rmsnormCols(out, x, w, eps, 0, len(w))
+}
+
+// rmsnormCols is rmsnorm writing only out[c0:c1]: the scale still comes
+// from the whole row, so parts of a row normalised apart equal the row
+// normalised at once.
+func rmsnormCols(out, x, w []float32, eps float32, c0, c1 int) {
 	x = x[:len(w)]
-	out = out[:len(w)]
 	ss := dot(x, x)
 	scale := float32(1 / math.Sqrt(float64(ss/float32(len(x))+eps)))
+	out, x, w = out[c0:c1], x[c0:c1], w[c0:c1]
 	for i, v := range x {
 		out[i] = v * scale * w[i]
 	}

@@ -217,6 +217,25 @@ func TestQuantizeLaneFastMatchesGo(t *testing.T) {
 	}
 }
 
+// TestQuantizeBlocksMatchesRows quantises rows into ActQ8G groups in
+// block ranges (as parts of a step do) and compares with whole rows.
+func TestQuantizeBlocksMatchesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const n = 320 // 10 blocks
+	for _, T := range []int{1, 5, 16, 23} {
+		x := quantInputs(rng, n*T, 32, 32)
+		want := make([]byte, ActQ8G.Bytes(n, T))
+		QuantizeRows(ActQ8G, want, ActQ8G.RowBytes(n), x, n, 0, T)
+		for _, parts := range []int{1, 3, 4, 10} {
+			got := make([]byte, len(want))
+			for p := range parts {
+				QuantizeBlocks(ActQ8G, got, ActQ8G.RowBytes(n), x, n, 0, T, 10*p/parts, 10*(p+1)/parts)
+			}
+			sameBytes(t, fmt.Sprintf("%d rows in %d parts", T, parts), got, want)
+		}
+	}
+}
+
 // TestQuantizeQ8KFastMatchesGo compares the assembly ActQ8K quantisation
 // with QuantizeRow byte for byte.
 func TestQuantizeQ8KFastMatchesGo(t *testing.T) {

@@ -33,6 +33,25 @@ func QuantizeRows(a Act, dst []byte, stride int, x []float32, n, r0, r1 int) {
 	}
 }
 
+// QuantizeBlocks is QuantizeRows for a grouped form (Group() > 1) limited
+// to blocks [b0, b1) of each row. The rows of a group share every record
+// of it (scales and sums of all 16 rows in one cache line, the values four
+// bytes a row in each line), so quantisations of different rows at once
+// write the same lines from different cores; of disjoint block ranges,
+// disjoint records.
+func QuantizeBlocks(a Act, dst []byte, stride int, x []float32, n, r0, r1, b0, b1 int) {
+	g, bs := a.Group(), a.Block()
+	if g <= 1 {
+		panic("kernels: QuantizeBlocks: the form is not grouped")
+	}
+	if b0 >= b1 {
+		return
+	}
+	for r := r0; r < r1; r++ {
+		quantizeLaneFast(dst[r/g*stride+b0*gRecBytes:], r%g, x[r*n+b0*bs:r*n+b1*bs])
+	}
+}
+
 // QuantizeRow writes x in form a to dst (a.RowBytes(len(x)) bytes);
 // len(x) must be a multiple of a.Block() and a must not be grouped. Each
 // block's scale is its largest magnitude over 127 and values round to the
