@@ -125,8 +125,8 @@ const prepParallelRows = 4
 // actRows prepares the input rows (see mmInput) and returns them in form a
 // with the stride between them (between groups of rows for grouped forms),
 // quantised into the worker's scratch (F32 activations are the prepared
-// rows themselves, seen as bytes). Pooled, the rows are split over the
-// pool.
+// rows themselves, seen as bytes). Pooled, the work is split over the
+// pool by rows or by blocks (see prepTask).
 func (e *Engine) actRows(worker int, pooled bool, in mmInput, a kernels.Act) ([]byte, int) {
 	t := &e.scratch[worker].prep
 	*t = prepTask{in: in, eps: e.cfg.eps, glu: e.glu, act: a, parts: 1}
