@@ -31,14 +31,7 @@ func TestGeneratedShapesGenerateText(t *testing.T) {
 		}
 		archs[s.Arch] = true
 		t.Run(s.Name, func(t *testing.T) {
-			var b bytes.Buffer
-			if err := synth.Write(context.Background(), &b, s, mix, synth.Options{Seed: 3, Threads: 2}); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Parse(b.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := writeShape(t, s, mix, 3)
 			tok, err := tokenizer.FromGGUF(f)
 			if err != nil {
 				t.Fatal(err)
@@ -120,14 +113,7 @@ func TestThreadsGiveTheSameLogits(t *testing.T) {
 			shape = s
 		}
 	}
-	var b bytes.Buffer
-	if err := synth.Write(context.Background(), &b, shape, mix, synth.Options{Seed: 5, Threads: 2}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(b.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := writeShape(t, shape, mix, 5)
 	one, err := NewFromGGUF(f, Options{Threads: 1, NoPrefixCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +145,19 @@ func TestThreadsGiveTheSameLogits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeShape writes random weights of shape s in mix (seeded) as package
+// synth does and parses the file.
+func writeShape(t *testing.T, s synth.Shape, mix quantize.Mix, seed uint64) *gguf.File {
+	t.Helper()
+	var b bytes.Buffer
+	if err := synth.Write(context.Background(), &b, s, mix, synth.Options{Seed: seed, Threads: 2}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
