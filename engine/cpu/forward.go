@@ -164,11 +164,11 @@ func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 	T, cols := in.T, in.cols
 	for i := 0; i < len(jobs); {
 		act := jobs[i].m.k.Act
-		j, macs, tiles, bytes := i, 0, 1, 0
+		j, macs, tiles, wb := i, 0, 1, 0
 		for j < len(jobs) && jobs[j].m.k.Act == act {
 			macs += T * jobs[j].m.rows * cols
 			tiles = max(tiles, (jobs[j].m.rows+tileRows-1)/tileRows)
-			bytes += jobs[j].m.rows * jobs[j].m.rowBytes
+			wb += jobs[j].m.rows * jobs[j].m.rowBytes
 			j++
 		}
 		a, stride := e.actRows(worker, pooled, in, act)
@@ -180,7 +180,7 @@ func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 		t.nj = copy(t.jobs[:], jobs[i:j])
 		t.a, t.aStride, t.T, t.parts = a, stride, T, 1
 		if pooled && macs >= parallelMACs {
-			t.parts = min(tiles, max(partsPerThread*e.pool.n, bytes/partBytes), maxParts)
+			t.parts = min(tiles, max(partsPerThread*e.pool.n, wb/partBytes), maxParts)
 			e.pool.run(t, t.parts)
 		} else {
 			t.do(worker, 0)

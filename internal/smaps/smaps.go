@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 )
@@ -26,7 +27,7 @@ func Field(addr uintptr, name string) (int64, error) {
 	return field(f, uint64(addr), name)
 }
 
-func field(r *os.File, addr uint64, name string) (int64, error) {
+func field(r io.Reader, addr uint64, name string) (int64, error) {
 	prefix := []byte(name + ":")
 	s := bufio.NewScanner(r)
 	in := false
