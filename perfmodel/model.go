@@ -262,13 +262,22 @@ func (m Model) StepMS(i, b int, x []float64) float64 {
 }
 
 // stepOn is StepMS on curve c: the expected step time over the spread of
-// the extends. A request appends 1 + x_i tokens on average (Extends); the
-// tokens it appends beyond one are taken as geometric with that mean (the
-// small-model steps between two visits of a model that R2R-style routing
-// sends a token to with a fixed probability), so the extra rows of b
-// requests are negative-binomial. A curve that is not linear in the rows
-// (an engine's tiles make steps a staircase) costs more on average than at
-// the mean rows; a straight curve (steptime.Curve.Straight) costs the same.
+// the extends. A request appends 1 + x_i tokens on average (Extends). With
+// a workload of prompts and outputs (and Extend derived), that mean has two
+// parts: the tokens committed since the request's last step on the model,
+// e_i − 1 beyond one (taken as geometric with that mean: the small-model
+// steps between two visits of a model that R2R-style routing sends a token
+// to with a fixed probability, so the extra rows of b requests are
+// negative-binomial), and its prompt, PromptLen tokens on its first step
+// there, which a request in the batch is at with probability e_i/OutputLen
+// (it visits the model OutputLen/e_i times), so the prompts in a batch are
+// binomial. (Spread as geometric too, a prompt's rows would be priced as
+// many small extends in most steps rather than one large one in a few:
+// the small model alone at N = 8 and 16 was predicted 12% below its
+// measured throughput, at the engines' measured step speed.) A curve that
+// is not linear in the rows (an engine's tiles make steps a staircase)
+// costs more on average than at the mean rows; a straight curve
+// (steptime.Curve.Straight) costs the same.
 func (m Model) stepOn(c steptime.Curve, i, b int, x []float64) float64 {
 	ctx := m.StepContext(i, x)
 	if x == nil || x[i] <= 0 || c.Straight() {
@@ -278,12 +287,33 @@ func (m Model) stepOn(c steptime.Curve, i, b int, x []float64) float64 {
 		}
 		return c.At(b, e, ctx)
 	}
-	// P(k extra rows) = C(k+b−1, k) q^b (1−q)^k with q = 1/(1+x_i)
-	q := 1 / (1 + x[i])
+	route, prompt, pi := x[i], 0.0, 0.0
+	if w := m.Workload; m.Extend == nil && w.OutputLen > 0 && w.PromptLen > 0 {
+		e := (1 + x[i]) * float64(w.OutputLen) / float64(w.PromptLen+w.OutputLen)
+		route, prompt, pi = max(e-1, 0), float64(w.PromptLen), min(1, e/float64(w.OutputLen))
+	}
+	sum, mass := 0.0, 0.0
+	for k := 0; k <= b && mass < 1-spreadTail; k++ {
+		pk := binomial(b, k, pi)
+		sum += pk * spread(c, b, route, float64(k)*prompt, ctx)
+		mass += pk
+	}
+	return sum / mass
+}
+
+// spread returns the expected time on c of a step of b requests at
+// context ctx appending base extra rows plus each request a geometric
+// number of extra rows with mean x (negative-binomial in all: P(k) =
+// C(k+b−1, k) q^b (1−q)^k with q = 1/(1+x)).
+func spread(c steptime.Curve, b int, x, base, ctx float64) float64 {
+	if x <= 0 {
+		return c.At(b, base, ctx)
+	}
+	q := 1 / (1 + x)
 	pk := math.Pow(q, float64(b))
 	sum, mass := 0.0, 0.0
 	for k := 0; mass < 1-spreadTail && k <= spreadMaxRows*b; k++ {
-		sum += pk * c.At(b, float64(k), ctx)
+		sum += pk * c.At(b, base+float64(k), ctx)
 		mass += pk
 		pk *= (1 - q) * float64(k+b) / float64(k+1)
 	}

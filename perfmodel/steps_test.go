@@ -371,3 +371,67 @@ func TestStepOverTheExtendsSpread(t *testing.T) {
 		t.Fatalf("at the mean rows %v ms, expected %v ms", at, got)
 	}
 }
+
+// TestStepOverThePromptsSpread prices a step with a workload of prompts:
+// the extends since a request's last visit spread as geometric rows (the
+// convolution of b geometric distributions), and each request at its first
+// visit, with probability e/OutputLen, appending its whole prompt on top
+// (binomial over the batch).
+func TestStepOverThePromptsSpread(t *testing.T) {
+	stairs := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 10}, {Rows: 16, MS: 10}, {Rows: 17, MS: 20}, {Rows: 64, MS: 20}, {Rows: 65, MS: 30}, {Rows: 512, MS: 30}}}
+	const promptLen, outputLen, b, maxK = 8, 32, 4, 400
+	m := R2R(0.25, 0, 0)
+	m.L, m.Steps = nil, []steptime.Curve{stairs, stairs}
+	m.Workload = Workload{PromptLen: promptLen, OutputLen: outputLen}
+	x, err := m.Extends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range []float64{1, 4} { // tokens a visit appends after the first, from the routing alone
+		if want := e*float64(promptLen+outputLen)/outputLen - 1; math.Abs(x[i]-want) > 1e-12 {
+			t.Fatalf("model %d extends %v, want %v", i, x[i], want)
+		}
+		q := 1 / e
+		geo := make([]float64, maxK)
+		for k := range geo {
+			geo[k] = q * math.Pow(1-q, float64(k))
+		}
+		dist := []float64{1}
+		for range b {
+			next := make([]float64, maxK)
+			for j, p := range dist {
+				for k := 0; j+k < maxK; k++ {
+					next[j+k] += p * geo[k]
+				}
+			}
+			dist = next
+		}
+		pi := e / outputLen
+		want, mean := 0.0, 0.0
+		for prompts := 0; prompts <= b; prompts++ {
+			pk := binomial(b, prompts, pi)
+			for k, p := range dist {
+				rows := float64(k + prompts*promptLen)
+				want += pk * p * stairs.At(b, rows, m.StepContext(i, x))
+				mean += pk * p * rows
+			}
+		}
+		if math.Abs(mean-float64(b)*x[i]) > 1e-6 {
+			t.Fatalf("model %d: the spread's mean rows %v, want b·x = %v", i, mean, float64(b)*x[i])
+		}
+		if got := m.StepMS(i, b, x); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("model %d: step of %d on the stairs %v ms, want %v", i, b, got, want)
+		}
+	}
+	// The small model alone: most steps are four decodes (10 ms), a few
+	// carry a prompt and pass 16 rows; spread as geometric, the same mean
+	// would pass 16 rows in most.
+	one := Model{Steps: []steptime.Curve{stairs}, P: [][]float64{{1}}, C: [][]float64{{1}}, Workload: m.Workload}
+	tput, err := Alone(one, 0, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step := 1000 * b / tput; step < 10 || step > 11.5 {
+		t.Fatalf("alone, a step of %d: %v ms, want 10 ms plus the prompts' share", b, step)
+	}
+}
