@@ -50,6 +50,11 @@ type CalibrateOptions struct {
 	// is timed while the other models step at once (partitioned; default
 	// 1, 4, 16).
 	InterferenceBatches []int
+	// OwnThreads keeps each model's Threads (and CPUs) as given, for
+	// the one placement of Placements, instead of giving every model
+	// Cores (time-shared) or an even share of them (partitioned): a run
+	// calibrated as it was placed (bench --systems --recalibrate).
+	OwnThreads bool
 	// Progress, if set, receives a line per measured model and placement.
 	Progress io.Writer
 }
@@ -95,6 +100,9 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 	if ks == nil {
 		ks = loader.Builtin()
 	}
+	if o.OwnThreads && len(o.Placements) != 1 {
+		return nil, fmt.Errorf("bench: calibrate: models with their own threads are placed one way, not %d", len(o.Placements))
+	}
 	var out []sim.Preset
 	for _, pl := range o.Placements {
 		threads := o.Cores
@@ -105,7 +113,11 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 		default:
 			return nil, fmt.Errorf("bench: calibrate: placement %q: want %s or %s", pl, sim.Partitioned, sim.TimeShared)
 		}
-		p, err := calibratePlacement(ctx, ks, withThreads(ms, threads), pl, o)
+		placed := ms
+		if !o.OwnThreads {
+			placed = withThreads(ms, threads)
+		}
+		p, err := calibratePlacement(ctx, ks, placed, pl, o)
 		if err != nil {
 			return nil, err
 		}
@@ -125,12 +137,12 @@ func withThreads(ms []config.Model, threads int) []config.Model {
 
 // calibratePlacement measures and fits every model under one placement.
 func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model, pl string, o CalibrateOptions) (sim.Preset, error) {
-	names := make([]string, len(ms))
+	names, threads := make([]string, len(ms)), make([]string, len(ms))
 	for i, m := range ms {
-		names[i] = m.Name
+		names[i], threads[i] = m.Name, fmt.Sprint(m.Threads)
 	}
 	p := sim.Preset{Name: strings.Join(names, "+"), Models: names, Placement: pl,
-		About: fmt.Sprintf("calibrated on this machine, %s placement (%d threads per model), %s", pl, ms[0].Threads, time.Now().UTC().Format(time.DateOnly))}
+		About: fmt.Sprintf("calibrated on this machine, %s placement (threads per model: %s), %s", pl, strings.Join(threads, ", "), time.Now().UTC().Format(time.DateOnly))}
 	for _, m := range ms {
 		start := time.Now()
 		e, err := ks.OpenEngine(ctx, m)
@@ -172,6 +184,62 @@ func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model,
 		fmt.Fprintf(o.Progress, "calibrate interference, %s: %v in %v\n", pl, slow, time.Since(start).Round(100*time.Millisecond))
 	}
 	return p, nil
+}
+
+// MergeCalibrations returns the calibration whose every point is the mean
+// of the same point in ps (calibrations of the same models, placement and
+// options o, as Calibrate returns them), its curves fitted anew and its
+// interference factors the medians of the mean slowdowns: a run bracketed by a
+// calibration before and one after it is priced on the mean of the two,
+// which halves what one slow minute of either moves the prediction.
+func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error) {
+	o = o.withDefaults()
+	if len(ps) == 0 {
+		return sim.Preset{}, errors.New("bench: merge calibrations: none")
+	}
+	out := ps[0]
+	out.Profiles, out.Calibration = slices.Clone(out.Profiles), slices.Clone(out.Calibration)
+	for i := range out.Profiles {
+		pts := slices.Clone(out.Calibration[i].Points)
+		slow := make([]float64, len(out.Calibration[i].Slowdowns))
+		for _, p := range ps {
+			if len(p.Calibration) != len(out.Calibration) || len(p.Calibration[i].Points) != len(pts) || p.Placement != out.Placement ||
+				len(p.Calibration[i].Slowdowns) != len(slow) {
+				return sim.Preset{}, errors.New("bench: merge calibrations: they measured different grids")
+			}
+			for k, x := range p.Calibration[i].Slowdowns {
+				slow[k] += x / float64(len(ps))
+			}
+		}
+		for k := range pts {
+			ms := 0.0
+			for _, p := range ps {
+				q := p.Calibration[i].Points[k]
+				if q.Batch != pts[k].Batch || q.Extend != pts[k].Extend || q.Context != pts[k].Context {
+					return sim.Preset{}, errors.New("bench: merge calibrations: they measured different grids")
+				}
+				ms += q.MS / float64(len(ps))
+			}
+			pts[k].MS = ms
+		}
+		c, err := steptime.Fit(pts, steptime.FitOptions{PerSeq: len(o.Tokens) > 1, Context: len(o.Contexts) > 1})
+		if err != nil {
+			return sim.Preset{}, fmt.Errorf("bench: merge calibrations of %s: %w", out.Models[i], err)
+		}
+		out.Profiles[i] = sim.Profile{Curve: c, Interference: median(slow)}
+		out.Calibration[i].Points, out.Calibration[i].MaxRelError, out.Calibration[i].Slowdowns = pts, c.MaxRelError(pts), slow
+	}
+	return out, nil
+}
+
+// CurveSummary gives each model's calibrated decode step times at 1, 8
+// and 16 sequences (context 16), for progress reports.
+func CurveSummary(p sim.Preset) string {
+	var parts []string
+	for i, pr := range p.Profiles {
+		parts = append(parts, fmt.Sprintf("%s %.1f/%.1f/%.1f ms", p.Models[i], pr.Curve.At(1, 0, 16), pr.Curve.At(8, 0, 16), pr.Curve.At(16, 0, 16)))
+	}
+	return strings.Join(parts, ", ") + " at 1/8/16 sequences"
 }
 
 // median returns the median of xs (the mean of the middle two for an even

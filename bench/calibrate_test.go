@@ -76,3 +76,42 @@ func TestMedian(t *testing.T) {
 		t.Fatal("median")
 	}
 }
+
+// TestMergeCalibrations merges two calibrations of the same grid: every
+// point is the mean of the two, the curve is fitted to those means, and
+// the interference is the median of the mean slowdowns. Calibrations of
+// different grids are refused.
+func TestMergeCalibrations(t *testing.T) {
+	o := CalibrateOptions{Tokens: []int{1}, Contexts: []int{16}}
+	cal := func(scale float64, slow []float64) sim.Preset {
+		var pts []steptime.Point
+		for _, b := range []int{1, 2, 4, 8} {
+			pts = append(pts, steptime.Point{Batch: b, Context: 16, MS: scale * (10 + float64(b))})
+		}
+		return sim.Preset{Models: []string{"m"}, Placement: sim.Partitioned, Profiles: []sim.Profile{{Interference: median(slow)}},
+			Calibration: []sim.Calibration{{Threads: 1, Points: pts, Slowdowns: slow}}}
+	}
+	a, b := cal(1, []float64{1.1, 1.3, 1.2}), cal(1.5, []float64{1.3, 1.1, 1.4})
+	m, err := MergeCalibrations(o, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, pt := range m.Calibration[0].Points {
+		want := 1.25 * (10 + float64(pt.Batch))
+		if math.Abs(pt.MS-want) > 1e-12 || math.Abs(m.Profiles[0].Curve.At(pt.Batch, 0, 16)-want) > 1e-6*want {
+			t.Fatalf("point %d: %+v, curve %v, want %v ms", k, pt, m.Profiles[0].Curve.At(pt.Batch, 0, 16), want)
+		}
+	}
+	if a.Calibration[0].Points[0].MS != 11 || math.Abs(m.Profiles[0].Interference-1.2) > 1e-12 {
+		t.Fatalf("inputs changed or interference %v (want the median of 1.2, 1.2, 1.3)", m.Profiles[0].Interference)
+	}
+	short := cal(1, []float64{1.1, 1.3, 1.2})
+	short.Calibration[0].Points = short.Calibration[0].Points[:3]
+	moved := cal(1, []float64{1.1, 1.3, 1.2})
+	moved.Calibration[0].Points[2].Batch = 3
+	for _, bad := range []sim.Preset{short, moved} {
+		if _, err := MergeCalibrations(o, a, bad); err == nil {
+			t.Fatal("merged calibrations of different grids")
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -39,6 +40,14 @@ type ValidateConfig struct {
 	// Interference is each model's interference factor under partitioned
 	// placement (nil: none).
 	Interference []float64
+	// Recalibrate, if set, calibrates the Setup's models (as placed: its
+	// OwnThreads and Placements are set here) before the first
+	// concurrency and after each; each concurrency's points are predicted
+	// from the mean of the calibrations before and after its rounds
+	// (MergeCalibrations) instead of Steps and Interference, so that the
+	// machine's drift between a calibration and the measurement stays out
+	// of the prediction.
+	Recalibrate *CalibrateOptions
 	// Placement is how the Setup's models share the machine.
 	Placement perfmodel.Placement
 	// Concurrency lists the N to validate; every feasible B = (1, B1) of
@@ -149,6 +158,12 @@ type ValidateN struct {
 	Resolved bool `json:"resolved"`
 	// ExtraSeconds is the measuring time the resolve step added.
 	ExtraSeconds float64 `json:"extra_seconds"`
+	// LatencyMS are the models' one-request decode step times on the
+	// curves that priced this N's points with ValidateConfig.Recalibrate:
+	// those fitted to the mean of Calibrations, the calibrations taken
+	// before and after its rounds.
+	LatencyMS    []float64    `json:"latency_ms,omitempty"`
+	Calibrations []sim.Preset `json:"calibrations,omitempty"`
 }
 
 // ValidateReport is a validation's result.
@@ -185,7 +200,9 @@ type ValidateReport struct {
 }
 
 // Validate measures every point and compares it with the throughput
-// model's prediction. All points of a round share one seed, so two points'
+// model's prediction, one concurrency after another: its rounds (each
+// measuring every point of that N once, in a shuffled order), then its
+// resolve step. All points of a round share one seed, so two points'
 // slices of a round form a pair; the measured best of an N is resolved
 // when it leads every other point by more than the 95% Student-t interval
 // of the paired differences.
@@ -193,44 +210,90 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 	if c.Rounds < 1 || c.Duration <= 0 {
 		return ValidateReport{}, errors.New("bench: validate: rounds and duration must be positive")
 	}
+	if len(c.Concurrency) == 0 {
+		return ValidateReport{}, errors.New("bench: validate: no concurrency")
+	}
 	v := &validator{c: c, pl: perfmodel.NewPlanner(perfmodel.Options{})}
+	var before sim.Preset
+	if c.Recalibrate != nil {
+		var err error
+		if before, err = v.calibrate(ctx, "before N="+strconv.Itoa(c.Concurrency[0])); err != nil {
+			return ValidateReport{}, err
+		}
+		v.c.Steps, v.c.Interference = before.Curves()
+	}
 	if err := v.model(); err != nil {
 		return ValidateReport{}, err
 	}
-	if err := v.predict(ctx); err != nil {
-		return ValidateReport{}, err
-	}
-	v.progress("validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n", len(v.pts), c.Rounds, v.slice(), c.Warmup,
-		(time.Duration(len(v.pts)*c.Rounds) * (v.slice() + c.Warmup)).Round(time.Second))
-	all := make([]int, len(v.pts))
-	for k := range all {
-		all[k] = k
-	}
-	for round := range c.Rounds {
-		if err := v.run(ctx, round, all); err != nil {
-			return ValidateReport{}, err
+	points := 0
+	for _, n := range c.Concurrency {
+		for b1 := 1; b1 <= n; b1++ {
+			if sched.Feasible([]int{1, b1}, n) {
+				points++
+			}
 		}
 	}
+	v.progress("validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n", points, c.Rounds, v.slice(), c.Warmup,
+		(time.Duration(points*c.Rounds) * (v.slice() + c.Warmup)).Round(time.Second))
 	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat, Steps: v.md.Steps,
 		Placement: string(v.md.Placement),
 		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
 		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
 		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true}
-	v.next = c.Rounds
 	for _, n := range c.Concurrency {
-		s, ok, err := v.resolve(ctx, n)
+		idx, err := v.predict(ctx, n)
 		if err != nil {
 			return ValidateReport{}, err
 		}
-		if ok {
-			rep.AllMatch = rep.AllMatch && s.Match
-			rep.AllResolved = rep.AllResolved && s.Resolved
-			rep.PerConcurrency = append(rep.PerConcurrency, s)
+		if len(idx) == 0 {
+			continue
+		}
+		for round := range c.Rounds {
+			if err := v.run(ctx, round, idx); err != nil {
+				return ValidateReport{}, err
+			}
+		}
+		var cals []sim.Preset
+		if c.Recalibrate != nil {
+			after, err := v.calibrate(ctx, "after N="+strconv.Itoa(n))
+			if err != nil {
+				return ValidateReport{}, err
+			}
+			both, err := MergeCalibrations(*c.Recalibrate, before, after)
+			if err != nil {
+				return ValidateReport{}, fmt.Errorf("bench: validate: %w", err)
+			}
+			if err := v.setCurves(both.Curves()); err != nil {
+				return ValidateReport{}, err
+			}
+			if err := v.repredict(ctx, idx); err != nil {
+				return ValidateReport{}, err
+			}
+			cals = []sim.Preset{before, after}
+			before = after
+		}
+		v.next = c.Rounds
+		s, err := v.resolve(ctx, n, idx)
+		if err != nil {
+			return ValidateReport{}, err
+		}
+		if c.Recalibrate != nil {
+			s.LatencyMS, s.Calibrations = v.lat, cals
+		}
+		if s.MaxErrorPercent, err = v.finish(ctx, idx); err != nil {
+			return ValidateReport{}, err
+		}
+		rep.AllMatch = rep.AllMatch && s.Match
+		rep.AllResolved = rep.AllResolved && s.Resolved
+		rep.PerConcurrency = append(rep.PerConcurrency, s)
+	}
+	for _, pt := range v.pts {
+		rep.AllWithin = rep.AllWithin && pt.Within
+		if pt.Tokens > 0 {
+			rep.AllWithinAtStepSpeed = rep.AllWithinAtStepSpeed && pt.WithinAtStepSpeed
 		}
 	}
-	if err := v.finish(ctx, &rep); err != nil {
-		return ValidateReport{}, err
-	}
+	rep.Points = v.pts
 	return rep, nil
 }
 
@@ -299,9 +362,23 @@ func (v *validator) model() error {
 	if v.md, err = v.withProcess(v.c.Setup.Params); err != nil {
 		return err
 	}
+	return v.setCurves(steps, inter)
+}
+
+// setCurves gives the model the models' step-time curves and interference
+// factors.
+func (v *validator) setCurves(steps []steptime.Curve, inter []float64) error {
+	if len(steps) != len(v.c.Setup.Models) {
+		return fmt.Errorf("bench: validate: %d step-time curves for %d models", len(steps), len(v.c.Setup.Models))
+	}
+	v.md.Steps, v.md.Interference = steps, inter
+	if err := v.md.Validate(); err != nil {
+		return fmt.Errorf("bench: validate: %w", err)
+	}
 	v.md.Delta = perfmodel.AutoDelta(v.md)
+	v.lat = make([]float64, len(steps))
 	for i := range steps {
-		v.lat = append(v.lat, v.md.Curve(i).At(1, 0, v.md.StepContext(i, nil)))
+		v.lat[i] = v.md.Curve(i).At(1, 0, v.md.StepContext(i, nil))
 	}
 	return nil
 }
@@ -321,20 +398,50 @@ func (v *validator) withProcess(params map[string]string) (perfmodel.Model, erro
 	return m, nil
 }
 
-// predict lists every feasible point with its prediction.
-func (v *validator) predict(ctx context.Context) error {
-	for _, n := range v.c.Concurrency {
-		for b1 := 1; b1 <= n; b1++ {
-			b := []int{1, b1}
-			if !sched.Feasible(b, n) {
-				continue
-			}
-			r, err := v.pl.Evaluate(ctx, v.md, n, b)
-			if err != nil {
-				return fmt.Errorf("bench: validate: %w", err)
-			}
-			v.pts = append(v.pts, ValidatePoint{Concurrency: n, Thresholds: b, Predicted: r.TokensPerSecond, Method: string(r.Method)})
+// predict adds every feasible point of concurrency n with its prediction
+// and returns their indices.
+func (v *validator) predict(ctx context.Context, n int) ([]int, error) {
+	var idx []int
+	for b1 := 1; b1 <= n; b1++ {
+		b := []int{1, b1}
+		if !sched.Feasible(b, n) {
+			continue
 		}
+		r, err := v.pl.Evaluate(ctx, v.md, n, b)
+		if err != nil {
+			return nil, fmt.Errorf("bench: validate: %w", err)
+		}
+		idx = append(idx, len(v.pts))
+		v.pts = append(v.pts, ValidatePoint{Concurrency: n, Thresholds: b, Predicted: r.TokensPerSecond, Method: string(r.Method)})
+	}
+	return idx, nil
+}
+
+// calibrate calibrates the models for Recalibrate.
+func (v *validator) calibrate(ctx context.Context, when string) (sim.Preset, error) {
+	o := *v.c.Recalibrate
+	o.Placements, o.OwnThreads = []string{string(v.c.Placement)}, true
+	if v.c.Placement == "" {
+		o.Placements = []string{sim.Partitioned}
+	}
+	start := time.Now()
+	ps, err := Calibrate(ctx, nil, v.c.Setup.Models, o)
+	if err != nil {
+		return sim.Preset{}, fmt.Errorf("bench: validate: calibrating %s: %w", when, err)
+	}
+	v.progress("validate: calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), CurveSummary(ps[0]))
+	return ps[0], nil
+}
+
+// repredict predicts the points idx again from the model's curves.
+func (v *validator) repredict(ctx context.Context, idx []int) error {
+	for _, k := range idx {
+		pt := &v.pts[k]
+		r, err := v.pl.Evaluate(ctx, v.md, pt.Concurrency, pt.Thresholds)
+		if err != nil {
+			return fmt.Errorf("bench: validate: %w", err)
+		}
+		pt.Predicted, pt.Method = r.TokensPerSecond, string(r.Method)
 	}
 	return nil
 }
@@ -392,20 +499,11 @@ func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed 
 	}
 }
 
-// resolve decides concurrency n: while the measured best is not ahead of
-// every other point by a 95% paired confidence interval, it measures the
-// best and the points it is not yet ahead of in further rounds, within the
-// Resolve budget. ok is false when n has no point.
-func (v *validator) resolve(ctx context.Context, n int) (ValidateN, bool, error) {
-	var idx []int
-	for k := range v.pts {
-		if v.pts[k].Concurrency == n {
-			idx = append(idx, k)
-		}
-	}
-	if len(idx) == 0 {
-		return ValidateN{}, false, nil
-	}
+// resolve decides concurrency n, whose points are idx: while the measured
+// best is not ahead of every other point by a 95% paired confidence
+// interval, it measures the best and the points it is not yet ahead of in
+// further rounds, within the Resolve budget.
+func (v *validator) resolve(ctx context.Context, n int, idx []int) (ValidateN, error) {
 	var spent time.Duration
 	var c contest
 	for {
@@ -416,7 +514,7 @@ func (v *validator) resolve(ctx context.Context, n int) (ValidateN, bool, error)
 		v.progress("validate: N=%d: B1=%d leads B1=%d by %.2f ± %.2f tok/s; measuring again\n",
 			n, v.pts[c.best].Thresholds[1], v.pts[c.runnerUp].Thresholds[1], c.margin, c.half)
 		if err := v.run(ctx, v.next, append([]int{c.best}, c.open...)); err != nil {
-			return ValidateN{}, false, err
+			return ValidateN{}, err
 		}
 		v.next++
 		spent += time.Duration(1+len(c.open)) * v.slice()
@@ -428,41 +526,33 @@ func (v *validator) resolve(ctx context.Context, n int) (ValidateN, bool, error)
 	if c.runnerUp >= 0 {
 		s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs = v.pts[c.runnerUp].Thresholds[1], c.margin, c.half, c.pairs
 	}
-	return s, true, nil
+	return s, nil
 }
 
-// finish fills every point's totals, errors and prediction at the routed
-// fraction, and the per-concurrency maximum error.
-func (v *validator) finish(ctx context.Context, rep *ValidateReport) error {
-	for k := range v.pts {
+// finish fills the totals, errors and predictions at the routed fraction
+// and at the step speed of the points idx, and returns their largest
+// |error|.
+func (v *validator) finish(ctx context.Context, idx []int) (float64, error) {
+	worst := 0.0
+	for _, k := range idx {
 		pt := &v.pts[k]
 		pt.TokensPerSecond = float64(pt.Tokens) / pt.Seconds
 		pt.ErrorPercent = 100 * (pt.TokensPerSecond - pt.Predicted) / pt.Predicted
 		pt.Within = math.Abs(pt.ErrorPercent) <= 100*v.c.Tolerance
 		pt.Slices = len(pt.byRound)
-		rep.AllWithin = rep.AllWithin && pt.Within
+		worst = max(worst, math.Abs(pt.ErrorPercent))
 		if pt.Tokens == 0 {
 			continue
 		}
 		pt.RoutedFraction = pt.routed / float64(pt.Tokens)
 		if err := v.atRouted(ctx, pt); err != nil {
-			return err
+			return 0, err
 		}
 		if err := v.predictAtStepSpeed(ctx, pt); err != nil {
-			return err
-		}
-		rep.AllWithinAtStepSpeed = rep.AllWithinAtStepSpeed && pt.WithinAtStepSpeed
-	}
-	for i := range rep.PerConcurrency {
-		s := &rep.PerConcurrency[i]
-		for k := range v.pts {
-			if v.pts[k].Concurrency == s.Concurrency {
-				s.MaxErrorPercent = max(s.MaxErrorPercent, math.Abs(v.pts[k].ErrorPercent))
-			}
+			return 0, err
 		}
 	}
-	rep.Points = v.pts
-	return nil
+	return worst, nil
 }
 
 // atRouted predicts pt at its measured routed fraction: the algorithm's

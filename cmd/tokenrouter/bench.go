@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -110,6 +111,14 @@ tokenrouter-b1 at B = 1, lockstep by n / (L0(n) + Σ_k Binomial(k; n, p)·L1(k))
 slm-only and llm-only by n / L(n). std-serving, query-level and servers given
 by URL have no prediction ("-").
 
+--recalibrate predicts the same way from curves calibrated (the --calibrate-*
+grid) on the run's own models as placed, instead of from a file: it calibrates
+before the first concurrency and after each, and prices each concurrency's rows
+on the mean of the calibrations just before and just after its rounds. The
+machine's speed drifts from minute to minute, and a calibration taken minutes
+before a run can be off by more than the model's own error. With --validate,
+each concurrency's points are predicted the same way.
+
 --placement says how the models share the cores: partitioned (each model on
 threads of its own: an even share of the cores unless --threads NAME=N says;
 --cpus NAME=LIST pins them), time-shared (every model on every core, one step
@@ -153,8 +162,9 @@ whether the predicted best B1 is the measured best. The table also shows the
 model's prediction at the routed fraction the windows actually had: a
 finite run's routing draws stray from p, and throughput moves with them.
 Each point is measured
-for --duration (default 10s) in --rounds interleaved slices (the order of
-points is shuffled per round), each slice after its own --warmup (default 1s).
+for --duration (default 10s) in --rounds interleaved slices (one concurrency
+after another; the order of its points is shuffled per round), each slice after
+its own --warmup (default 1s).
 The comparison assumes the runtime ran at the profile's step times on a
 machine that was not starved: a slice whose mean step time is off the profile
 by more than --max-step-dev, or during which a probe's 1 ms sleeps woke more
@@ -267,8 +277,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
-	if f.compare.predict != "" {
-		return fmt.Errorf("--predict: predictions go beside --systems rows (--systems %s)", f.system)
+	if f.compare.predict != "" || f.compare.recalibrate {
+		return fmt.Errorf("--predict and --recalibrate: predictions go beside --systems rows (--systems %s)", f.system)
 	}
 	run, err := newBenchRun(cmd, f, true)
 	if err != nil {
@@ -415,11 +425,19 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return fmt.Errorf("--validate: %w", err)
 	}
-	rep, err := bench.Validate(cmd.Context(), bench.ValidateConfig{
+	vc := bench.ValidateConfig{
 		Setup: setup, Steps: steps, Interference: inter, Placement: placement, Concurrency: f.concurrency, Duration: f.duration, Warmup: f.warmup,
 		Rounds: f.rounds, Tolerance: f.tolerance, Retries: f.retries, MaxLateness: f.maxLateness, MaxStepDev: f.maxStepDev,
 		Resolve: f.resolve, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Seed: f.seed, Progress: cmd.ErrOrStderr(),
-	})
+	}
+	if f.compare.recalibrate {
+		if len(f.models.models) == 0 {
+			return errors.New("--validate --recalibrate: give the --model files the profile was calibrated on")
+		}
+		c := f.compare.cal
+		vc.Recalibrate = &bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats}
+	}
+	rep, err := bench.Validate(cmd.Context(), vc)
 	if err != nil {
 		return fmt.Errorf("--validate: %w", err)
 	}
@@ -478,8 +496,12 @@ func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
 		case s.RunnerUpB1 > 0:
 			lead = fmt.Sprintf("leads B1=%d by %.2f tok/s (%d pair: no interval)", s.RunnerUpB1, s.Margin, s.Pairs)
 		}
-		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, resolved=%v (%s), max |error| %.2f%%\n",
-			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.Resolved, lead, s.MaxErrorPercent)
+		cal := ""
+		if len(s.LatencyMS) > 0 {
+			cal = fmt.Sprintf("; calibrated around it: L = %.2f ms", s.LatencyMS)
+		}
+		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, resolved=%v (%s), max |error| %.2f%%%s\n",
+			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.Resolved, lead, s.MaxErrorPercent, cal)
 	}
 	fmt.Fprintf(w, "all match: %v; all resolved: %v; all within %.0f%%: %v (at the engines' step speed: %v)\n", rep.AllMatch, rep.AllResolved,
 		rep.TolerancePercent, rep.AllWithin, rep.AllWithinAtStepSpeed)

@@ -19,6 +19,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -28,6 +29,7 @@ type benchCompareFlags struct {
 	systems, csv, plotDir string
 	predict               string
 	calibrate             bool
+	recalibrate           bool
 	cal                   calibrateFlags
 }
 
@@ -36,6 +38,7 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 		strings.Join(bench.Systems(), ", ")+", all (the list before), tokenrouter-auto (automatic thresholds whatever --thresholds says), or a server's [LABEL=]URL")
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
 	fl.StringVar(&c.predict, "predict", "", "with --systems: add the throughput model's prediction per row from this calibrated profile (bench --calibrate's FILE.PLACEMENT.json; it must match the run's placement and threads)")
+	fl.BoolVar(&c.recalibrate, "recalibrate", false, "with --systems or --validate: predict every row as --predict does, from step curves calibrated (the --calibrate-* grid) on the run's models as placed, before the first concurrency and after each, each concurrency's rows on the mean of the calibrations before and after its rounds, so that the machine's drift between a calibration and the run stays out of the prediction")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
 	fl.BoolVar(&c.calibrate, "calibrate", false, "fit the step-time curves of the --model files on the CPU engine, per placement, and write profile files (see --out)")
 	addCalibrateFlags(fl, &c.cal)
@@ -56,33 +59,23 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.compare.recalibrate && f.compare.predict != "" {
+		return errors.New("--recalibrate calibrates the run's own curves: drop --predict")
+	}
 	run, err := newBenchRun(cmd, f, slices.ContainsFunc(systems, func(s string) bool { return !bench.IsURL(s) }))
 	if err != nil {
 		return err
 	}
-	var pm perfmodel.Model
-	if f.compare.predict != "" {
-		if pm, err = predictModel(f, run); err != nil {
-			return fmt.Errorf("--predict: %w", err)
-		}
+	compare := compareOnce
+	if f.compare.recalibrate {
+		compare = compareRecalibrated
 	}
-	rows, err := bench.Compare(cmd.Context(), run.setup, systems, f.concurrency, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
+	rows, out, err := compare(cmd, f, run, systems)
 	if err != nil {
 		return err
 	}
-	out := bench.Summarize(rows, len(systems))
-	for i := range out {
-		if !bench.IsURL(out[i].System) {
-			out[i].Placement = run.placement()
-		}
-	}
-	if f.compare.predict != "" {
-		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, rows, out); err != nil {
-			return fmt.Errorf("--predict: %w", err)
-		}
-	}
 	if f.compare.csv != "" {
-		if err := writeCompareCSV(f.compare.csv, out, f.compare.predict != ""); err != nil {
+		if err := writeCompareCSV(f.compare.csv, out, f.compare.predict != "" || f.compare.recalibrate); err != nil {
 			return err
 		}
 	}
@@ -96,17 +89,106 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	return nil
 }
 
-// predictModel builds the throughput model of a --systems run from
-// --predict's calibrated profile: r2r-random's routing at the run's p over
-// the profile's step curves, with the run's prompts and outputs as the
-// workload. The profile must have been calibrated under the run's
-// placement and thread counts.
-func predictModel(f benchFlags, run benchRun) (perfmodel.Model, error) {
-	var m perfmodel.Model
-	preset, err := sim.LoadPreset(f.compare.predict)
-	if err != nil {
-		return m, err
+// compareOnce runs bench.Compare over every concurrency, with
+// predictions from --predict's profile if given.
+func compareOnce(cmd *cobra.Command, f benchFlags, run benchRun, systems []string) ([]bench.Row, []bench.Summary, error) {
+	var pm perfmodel.Model
+	if f.compare.predict != "" {
+		preset, err := sim.LoadPreset(f.compare.predict)
+		if err == nil {
+			pm, err = predictModel(f, run, preset, f.compare.predict)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("--predict: %w", err)
+		}
 	}
+	rows, err := bench.Compare(cmd.Context(), run.setup, systems, f.concurrency, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
+	if err != nil {
+		return nil, nil, err
+	}
+	out := summarize(run, rows, len(systems))
+	if f.compare.predict != "" {
+		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, rows, out); err != nil {
+			return nil, nil, fmt.Errorf("--predict: %w", err)
+		}
+	}
+	return rows, out, nil
+}
+
+// compareRecalibrated runs bench.Compare one concurrency at a time,
+// calibrating the run's models as placed before the first and after each,
+// and predicts each concurrency's rows from the mean of the calibrations
+// before and after it.
+func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems []string) ([]bench.Row, []bench.Summary, error) {
+	if len(run.placed.Models) == 0 || slices.ContainsFunc(systems, bench.IsURL) {
+		return nil, nil, errors.New("--recalibrate measures the systems run in this process, with --model files: drop --url and server systems")
+	}
+	c := f.compare.cal
+	o := bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats,
+		Placements: []string{string(run.placed.Placement)}, OwnThreads: true}
+	calibrate := func(when string) (sim.Preset, error) {
+		start := time.Now()
+		presets, err := bench.Calibrate(cmd.Context(), loader.Builtin(), run.placed.Models, o)
+		if err != nil {
+			return sim.Preset{}, fmt.Errorf("--recalibrate: %w", err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), bench.CurveSummary(presets[0]))
+		return presets[0], nil
+	}
+	before, err := calibrate(fmt.Sprintf("before N=%d", f.concurrency[0]))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := predictModel(f, run, before, "the first calibration"); err != nil {
+		return nil, nil, fmt.Errorf("--recalibrate: %w", err)
+	}
+	var rows []bench.Row
+	var out []bench.Summary
+	for _, n := range f.concurrency {
+		r, err := bench.Compare(cmd.Context(), run.setup, systems, []int{n}, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
+		if err != nil {
+			return nil, nil, err
+		}
+		after, err := calibrate(fmt.Sprintf("after N=%d", n))
+		if err != nil {
+			return nil, nil, err
+		}
+		both, err := bench.MergeCalibrations(o, before, after)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--recalibrate: %w", err)
+		}
+		pm, err := predictModel(f, run, both, fmt.Sprintf("the calibrations around N=%d", n))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--recalibrate: %w", err)
+		}
+		s := summarize(run, r, len(systems))
+		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, r, s); err != nil {
+			return nil, nil, fmt.Errorf("--recalibrate: %w", err)
+		}
+		rows, out, before = append(rows, r...), append(out, s...), after
+	}
+	return rows, out, nil
+}
+
+// summarize summarises rows, with the run's placement on every system run
+// in this process.
+func summarize(run benchRun, rows []bench.Row, systems int) []bench.Summary {
+	out := bench.Summarize(rows, systems)
+	for i := range out {
+		if !bench.IsURL(out[i].System) {
+			out[i].Placement = run.placement()
+		}
+	}
+	return out
+}
+
+// predictModel builds the throughput model of a --systems run from a
+// calibrated profile (named name in errors): r2r-random's routing at the
+// run's p over the profile's step curves, with the run's prompts and
+// outputs as the workload. The profile must have been calibrated under the
+// run's placement and thread counts.
+func predictModel(f benchFlags, run benchRun, preset sim.Preset, name string) (perfmodel.Model, error) {
+	var m perfmodel.Model
 	d := run.desc
 	if d.algorithm != "r2r-random" || d.params["p-after"] != "" {
 		return m, fmt.Errorf("the throughput model knows r2r-random's routing at a fixed p, not %s %s", d.algorithm, paramString(d.params))
@@ -121,13 +203,13 @@ func predictModel(f benchFlags, run benchRun) (perfmodel.Model, error) {
 	}
 	if preset.Placement != "" && preset.Placement != placed {
 		return m, fmt.Errorf("profile %s was calibrated under %s placement but the run is %s: give the %s profile (bench --calibrate --calibrate-placement %s) or --placement %s",
-			f.compare.predict, preset.Placement, placed, placed, placed, preset.Placement)
+			name, preset.Placement, placed, placed, placed, preset.Placement)
 	}
 	for i, c := range preset.Calibration {
 		// Models on cores have threads; simulated ones sleep the curves.
 		if i < len(run.placed.Models) && c.Threads > 0 && run.placed.Models[i].Threads > 0 && run.placed.Models[i].Threads != c.Threads {
 			mo := run.placed.Models[i]
-			return m, fmt.Errorf("profile %s measured %s on %d threads but the run gives it %d (--threads %s=%d)", f.compare.predict, preset.Models[i], c.Threads, mo.Threads, mo.Name, c.Threads)
+			return m, fmt.Errorf("profile %s measured %s on %d threads but the run gives it %d (--threads %s=%d)", name, preset.Models[i], c.Threads, mo.Threads, mo.Name, c.Threads)
 		}
 	}
 	m, err = withProfile(perfmodel.R2R(p, 1, 1), preset, placed, perfmodel.Workload{PromptLen: meanPromptLen(f, run.opts), OutputLen: f.maxTokens})
@@ -212,7 +294,7 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 	if pl := run.placement(); pl != "" {
 		fmt.Fprintf(w, "placement %s\n", pl)
 	}
-	pred := f.compare.predict != ""
+	pred := f.compare.predict != "" || f.compare.recalibrate
 	predCols := func(a, b, c, d string) string {
 		if !pred {
 			return ""
@@ -261,7 +343,11 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		fmt.Fprintln(w, "  * the server's own account over the requests that finished (its stream attributes no token); few finished requests lean to those with fewer large-model tokens")
 	}
 	if pred {
-		fmt.Fprintf(w, "  predicted: the throughput model over the step curves of %s (tokenrouter: the Markov chain, its thresholds in the JSON; lockstep, slm-only, llm-only: closed forms); -: no formula\n", f.compare.predict)
+		curves := f.compare.predict
+		if f.compare.recalibrate {
+			curves = "the mean of the calibrations taken just before and just after each concurrency's rounds"
+		}
+		fmt.Fprintf(w, "  predicted: the throughput model over the step curves of %s (tokenrouter: the Markov chain, its thresholds in the JSON; lockstep, slm-only, llm-only: closed forms); -: no formula\n", curves)
 		fmt.Fprintln(w, "  steps/curve: each model's steps in the run over its calibrated curve for the same steps (machine drift since calibration); @speed: measured over the prediction with the curves scaled by it")
 	}
 	for _, s := range systems {

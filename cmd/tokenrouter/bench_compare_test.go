@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -202,5 +205,97 @@ func TestBenchSystemsPredict(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s placement, %s threads: %v, want %q", c.placement, c.threads, err, c.want)
 		}
+	}
+}
+
+// TestBenchSystemsRecalibrate predicts each concurrency's rows from
+// calibrations of the run's models taken just before and after them.
+func TestBenchSystemsRecalibrate(t *testing.T) {
+	args := append(tinyPairArgs(t), "--placement", "time-shared", "--threads", "1", "--recalibrate", "--calibrate-batches", "1,2,4",
+		"--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "1", "--max-tokens", "20",
+		"--systems", "tokenrouter,lockstep,slm-only", "--concurrency", "1,3", "--duration", "300ms", "--warmup", "50ms", "--rounds", "1")
+	cmd := newBenchCmd()
+	var out, log bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&log)
+	cmd.SetArgs(append(args, "--format", "json"))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var rows []bench.Summary
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if len(rows) != 6 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, r := range rows {
+		if r.Concurrency != []int{1, 3}[i/3] || !(r.Predicted > 0) || len(r.StepOverCurve) != 2 || !(r.PredictedAtStepSpeed > 0) {
+			t.Errorf("%s N=%d: predicted %.1f, steps over curve %v, at step speed %.1f", r.System, r.Concurrency, r.Predicted, r.StepOverCurve, r.PredictedAtStepSpeed)
+		}
+	}
+	for _, n := range []string{"calibrated before N=1 ", "calibrated after N=1 ", "calibrated after N=3 "} {
+		if strings.Count(log.String(), n) != 1 {
+			t.Errorf("want one %q in the log:\n%s", n, log.String())
+		}
+	}
+	table, err := runBenchCmd(t, args...)
+	if err != nil || !strings.Contains(table, "calibrations taken just before and just after each concurrency's rounds") || !strings.Contains(table, "steps/curve") {
+		t.Fatalf("table: %v\n%s", err, table)
+	}
+	if _, err := runBenchCmd(t, append(args, "--predict", "x.json")...); err == nil || !strings.Contains(err.Error(), "drop --predict") {
+		t.Errorf("--recalibrate with --predict: %v", err)
+	}
+	if _, err := runBenchCmd(t, "--recalibrate", "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "beside --systems") {
+		t.Errorf("--recalibrate without --systems: %v", err)
+	}
+}
+
+// TestValidateRecalibrates validates the real tiny pair with calibrations
+// before the first concurrency and after each: each N reports the step
+// times it was predicted from.
+func TestValidateRecalibrates(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "pair.json")
+	grid := []string{"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "1"}
+	if out, err := runBenchCmd(t, slices.Concat(tinyPairArgs(t), []string{"--calibrate", "--calibrate-placement", "partitioned", "--calibrate-cores", "2",
+		"--calibrate-plan", "", "--out", prof}, grid)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cmd := newBenchCmd()
+	var out, log bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&log)
+	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--concurrency", "2,3",
+		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var rep validateOutput
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if n := strings.Count(log.String(), "validate: calibrated "); n != 3 || len(rep.PerConcurrency) != 2 || len(rep.Points) == 0 {
+		t.Fatalf("%d calibrations, report %+v\n%s", n, rep, log.String())
+	}
+	for _, s := range rep.PerConcurrency {
+		if len(s.LatencyMS) != 2 || !(s.LatencyMS[0] > 0) || !(s.LatencyMS[1] > 0) || len(s.Calibrations) != 2 || len(s.Calibrations[1].Calibration) != 2 {
+			t.Errorf("N=%d: calibrated step times %v", s.Concurrency, s.LatencyMS)
+		}
+	}
+	// The calibration after N=2 is the one before N=3.
+	if a, b := rep.PerConcurrency[0].Calibrations, rep.PerConcurrency[1].Calibrations; len(a) == 2 && len(b) == 2 &&
+		!reflect.DeepEqual(a[1].Calibration, b[0].Calibration) {
+		t.Errorf("N=3 was not priced from the calibration after N=2")
+	}
+	for _, pt := range rep.Points {
+		if !(pt.Predicted > 0) || !(pt.Seconds > 0) || len(pt.StepOverCurve) != 2 {
+			t.Errorf("point %+v", pt)
+		}
+	}
+	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--concurrency", "2", "--duration", "100ms"); err == nil || !strings.Contains(err.Error(), "--model files") {
+		t.Errorf("--recalibrate on a simulated profile: %v", err)
 	}
 }
