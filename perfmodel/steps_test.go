@@ -341,22 +341,8 @@ func TestStepOverTheExtendsSpread(t *testing.T) {
 	if err != nil || math.Abs(x[1]-3) > 1e-12 {
 		t.Fatalf("extends %v (%v)", x, err)
 	}
-	const b, maxK = 4, 400
-	q := 1 / (1 + x[1])
-	geo := make([]float64, maxK)
-	for k := range geo {
-		geo[k] = q * math.Pow(1-q, float64(k))
-	}
-	dist := []float64{1}
-	for range b {
-		next := make([]float64, maxK)
-		for i, p := range dist {
-			for k := 0; i+k < maxK; k++ {
-				next[i+k] += p * geo[k]
-			}
-		}
-		dist = next
-	}
+	const b = 4
+	dist := geometricSum(b, 1/(1+x[1]))
 	want := 0.0
 	for k, p := range dist {
 		want += p * stairs.At(b, float64(k), m.StepContext(1, x))
@@ -379,7 +365,7 @@ func TestStepOverTheExtendsSpread(t *testing.T) {
 // (binomial over the batch).
 func TestStepOverThePromptsSpread(t *testing.T) {
 	stairs := steptime.Curve{Knots: []steptime.Knot{{Rows: 1, MS: 10}, {Rows: 16, MS: 10}, {Rows: 17, MS: 20}, {Rows: 64, MS: 20}, {Rows: 65, MS: 30}, {Rows: 512, MS: 30}}}
-	const promptLen, outputLen, b, maxK = 8, 32, 4, 400
+	const promptLen, outputLen, b = 8, 32, 4
 	m := R2R(0.25, 0, 0)
 	m.L, m.Steps = nil, []steptime.Curve{stairs, stairs}
 	m.Workload = Workload{PromptLen: promptLen, OutputLen: outputLen}
@@ -391,21 +377,7 @@ func TestStepOverThePromptsSpread(t *testing.T) {
 		if want := e*float64(promptLen+outputLen)/outputLen - 1; math.Abs(x[i]-want) > 1e-12 {
 			t.Fatalf("model %d extends %v, want %v", i, x[i], want)
 		}
-		q := 1 / e
-		geo := make([]float64, maxK)
-		for k := range geo {
-			geo[k] = q * math.Pow(1-q, float64(k))
-		}
-		dist := []float64{1}
-		for range b {
-			next := make([]float64, maxK)
-			for j, p := range dist {
-				for k := 0; j+k < maxK; k++ {
-					next[j+k] += p * geo[k]
-				}
-			}
-			dist = next
-		}
+		dist := geometricSum(b, 1/e)
 		pi := e / outputLen
 		want, mean := 0.0, 0.0
 		for prompts := 0; prompts <= b; prompts++ {
@@ -434,4 +406,26 @@ func TestStepOverThePromptsSpread(t *testing.T) {
 	if step := 1000 * b / tput; step < 10 || step > 11.5 {
 		t.Fatalf("alone, a step of %d: %v ms, want 10 ms plus the prompts' share", b, step)
 	}
+}
+
+// geometricSum returns the distribution of the sum of b geometric
+// variables of success probability q (P(k) = q(1−q)^k), by convolution,
+// over 0..399.
+func geometricSum(b int, q float64) []float64 {
+	const maxK = 400
+	geo := make([]float64, maxK)
+	for k := range geo {
+		geo[k] = q * math.Pow(1-q, float64(k))
+	}
+	dist := []float64{1}
+	for range b {
+		next := make([]float64, maxK)
+		for i, p := range dist {
+			for k := 0; i+k < maxK; k++ {
+				next[i+k] += p * geo[k]
+			}
+		}
+		dist = next
+	}
+	return dist
 }
