@@ -82,3 +82,41 @@ func TestAutoThresholdsConverge(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoThresholdsPlanTheirPlacement checks that the tuner of a
+// time-shared deployment plans for engines that take turns, and one of a
+// deployment whose steps overlap for partitioned placement.
+func TestAutoThresholdsPlanTheirPlacement(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		var ms []deploy.Model
+		for i, l := range []time.Duration{2 * time.Millisecond, 6 * time.Millisecond} {
+			ms = append(ms, deploy.Model{Name: []string{"slm", "llm"}[i],
+				Engine: sim.New(sim.Config{Seed: uint64(i + 1), Profile: sim.Constant(l)})})
+		}
+		r, err := deploy.New(deploy.Config{Models: ms, Algorithm: "r2r-random", Params: map[string]string{"p": "0.35"},
+			Registry: builtin.Registry(), Launch: sched.Launch{Auto: true}, TimeShared: shared,
+			Tuning: &autotune.Options{Window: 400 * time.Millisecond, Tick: 20 * time.Millisecond, MinInterval: 100 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		for k := range 3 {
+			s, err := r.Submit(ctx, []int32{1, int32(10 + k)}, route.Params{MaxTokens: 30000, IgnoreEOS: true, Seed: uint64(k)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+		}
+		want := map[bool]perfmodel.Placement{true: perfmodel.TimeShared, false: perfmodel.Partitioned}[shared]
+		testkit.Until(t, 8*time.Second, func() error {
+			if st := r.Tuner().Status(); st.Plans == 0 || st.Model == nil {
+				return fmt.Errorf("no plan yet: %+v", st)
+			} else if got := st.Model.Placement; got != want && (got != "" || want != perfmodel.Partitioned) {
+				t.Fatalf("time-shared %v: the tuner plans for %q placement", shared, got)
+			}
+			return nil
+		})
+		cancel()
+		r.Close()
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/deploy/timeshare"
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
@@ -66,7 +67,9 @@ type Config struct {
 	// from what it observes and pushes the tables B*(n), keeping the
 	// max-wait guard.
 	Launch sched.Launch
-	// Tuning tunes the tuner of automatic thresholds (nil: its defaults).
+	// Tuning tunes the tuner of automatic thresholds (nil: its defaults;
+	// with TimeShared and no Placement, the tuner plans for time-shared
+	// placement).
 	Tuning *autotune.Options
 	// TimeShared makes the local engines take turns to step, one step at a
 	// time in the order they are ready (deploy/timeshare), each free to use
@@ -167,6 +170,12 @@ func New(cfg Config) (*Deployment, error) {
 		var opts autotune.Options
 		if cfg.Tuning != nil {
 			opts = *cfg.Tuning
+		}
+		if cfg.TimeShared && opts.Placement == "" {
+			// The engines take turns: a plan for models that step at
+			// once would batch the large model as if its steps cost the
+			// small one nothing.
+			opts.Placement = perfmodel.TimeShared
 		}
 		t, err := autotune.New(base, opts)
 		if err != nil {
