@@ -274,7 +274,7 @@ func (m Model) StepMS(i, b int, x []float64) float64 {
 // binomial. (Spread as geometric too, a prompt's rows would be priced as
 // many small extends in most steps rather than one large one in a few:
 // the small model alone at N = 8 and 16 was predicted 12% below its
-// measured throughput, at the engines' measured step speed.) A curve that
+// measured throughput.) A curve that
 // is not linear in the rows (an engine's tiles make steps a staircase)
 // costs more on average than at the mean rows; a straight curve
 // (steptime.Curve.Straight) costs the same.
