@@ -50,13 +50,12 @@ type CalibrateOptions struct {
 	// is timed while the other models step at once (partitioned; default
 	// 1, 4, 16).
 	InterferenceBatches []int
-	// OwnThreads keeps each model's Threads (and CPUs) as given, for
-	// the one placement of Placements, instead of giving every model
-	// Cores (time-shared) or an even share of them (partitioned): a run
-	// calibrated as it was placed (bench --systems --recalibrate).
-	OwnThreads bool
 	// Progress, if set, receives a line per measured model and placement.
 	Progress io.Writer
+
+	// ownThreads keeps each model's Threads (and CPUs) as given
+	// (CalibratePlaced).
+	ownThreads bool
 }
 
 func (o CalibrateOptions) withDefaults() CalibrateOptions {
@@ -100,9 +99,6 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 	if ks == nil {
 		ks = loader.Builtin()
 	}
-	if o.OwnThreads && len(o.Placements) != 1 {
-		return nil, fmt.Errorf("bench: calibrate: models with their own threads are placed one way, not %d", len(o.Placements))
-	}
 	var out []sim.Preset
 	for _, pl := range o.Placements {
 		threads := o.Cores
@@ -114,7 +110,7 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 			return nil, fmt.Errorf("bench: calibrate: placement %q: want %s or %s", pl, sim.Partitioned, sim.TimeShared)
 		}
 		placed := ms
-		if !o.OwnThreads {
+		if !o.ownThreads {
 			placed = withThreads(ms, threads)
 		}
 		p, err := calibratePlacement(ctx, ks, placed, pl, o)
@@ -124,6 +120,19 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// CalibratePlaced calibrates models as a deployment placed them: under
+// placement, each on its own Threads (and CPUs) rather than the shares
+// Calibrate gives (o.Placements and o.Cores are ignored). bench
+// --recalibrate prices a run on it.
+func CalibratePlaced(ctx context.Context, ks loader.Kinds, ms []config.Model, placement string, o CalibrateOptions) (sim.Preset, error) {
+	o.Placements, o.ownThreads = []string{placement}, true
+	ps, err := Calibrate(ctx, ks, ms, o)
+	if err != nil {
+		return sim.Preset{}, err
+	}
+	return ps[0], nil
 }
 
 // withThreads returns ms with every model's thread count set.

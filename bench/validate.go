@@ -40,8 +40,8 @@ type ValidateConfig struct {
 	// Interference is each model's interference factor under partitioned
 	// placement (nil: none).
 	Interference []float64
-	// Recalibrate, if set, calibrates the Setup's models (as placed: its
-	// OwnThreads and Placements are set here) before the first
+	// Recalibrate, if set, calibrates the Setup's models as placed
+	// (CalibratePlaced, with these options) before the first
 	// concurrency and after each; each concurrency's points are predicted
 	// from the mean of the calibrations before and after its rounds
 	// (MergeCalibrations) instead of Steps and Interference, so that the
@@ -419,18 +419,17 @@ func (v *validator) predict(ctx context.Context, n int) ([]int, error) {
 
 // calibrate calibrates the models for Recalibrate.
 func (v *validator) calibrate(ctx context.Context, when string) (sim.Preset, error) {
-	o := *v.c.Recalibrate
-	o.Placements, o.OwnThreads = []string{string(v.c.Placement)}, true
-	if v.c.Placement == "" {
-		o.Placements = []string{sim.Partitioned}
+	pl := string(v.c.Placement)
+	if pl == "" {
+		pl = sim.Partitioned
 	}
 	start := time.Now()
-	ps, err := Calibrate(ctx, nil, v.c.Setup.Models, o)
+	p, err := CalibratePlaced(ctx, nil, v.c.Setup.Models, pl, *v.c.Recalibrate)
 	if err != nil {
 		return sim.Preset{}, fmt.Errorf("bench: validate: calibrating %s: %w", when, err)
 	}
-	v.progress("validate: calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), CurveSummary(ps[0]))
-	return ps[0], nil
+	v.progress("validate: calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), CurveSummary(p))
+	return p, nil
 }
 
 // repredict predicts the points idx again from the model's curves.

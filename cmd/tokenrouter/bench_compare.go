@@ -124,16 +124,15 @@ func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems
 		return nil, nil, errors.New("--recalibrate measures the systems run in this process, with --model files: drop --url and server systems")
 	}
 	c := f.compare.cal
-	o := bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats,
-		Placements: []string{string(run.placed.Placement)}, OwnThreads: true}
+	o := bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats}
 	calibrate := func(when string) (sim.Preset, error) {
 		start := time.Now()
-		presets, err := bench.Calibrate(cmd.Context(), loader.Builtin(), run.placed.Models, o)
+		p, err := bench.CalibratePlaced(cmd.Context(), loader.Builtin(), run.placed.Models, string(run.placed.Placement), o)
 		if err != nil {
 			return sim.Preset{}, fmt.Errorf("--recalibrate: %w", err)
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), bench.CurveSummary(presets[0]))
-		return presets[0], nil
+		fmt.Fprintf(cmd.ErrOrStderr(), "calibrated %s in %v: %s\n", when, time.Since(start).Round(100*time.Millisecond), bench.CurveSummary(p))
+		return p, nil
 	}
 	before, err := calibrate(fmt.Sprintf("before N=%d", f.concurrency[0]))
 	if err != nil {
