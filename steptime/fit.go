@@ -46,8 +46,9 @@ type FitOptions struct {
 
 // Fit fits a curve to measured steps by weighted least squares on
 // relative errors, keeping R non-decreasing (a step never gets faster with
-// more rows; adjacent knots that would fall are tied) and the context
-// term non-negative.
+// more rows; adjacent knots that would fall are tied), R's first knot
+// non-negative (tied to the next while it is not) and the context term
+// non-negative. Any positive points give a valid curve.
 func Fit(pts []Point, o FitOptions) (Curve, error) {
 	if len(pts) == 0 {
 		return Curve{}, errors.New("steptime: fit: no points")
@@ -80,11 +81,18 @@ func Fit(pts []Point, o FitOptions) (Curve, error) {
 			f.perSeq = false
 			continue
 		}
-		if !f.tieFall(c) {
-			if err := c.Validate(); err != nil {
-				return Curve{}, fmt.Errorf("steptime: fit: %w", err)
-			}
+		if f.tieFall(c) {
+			continue
+		}
+		err = c.Validate()
+		switch {
+		case err == nil:
 			return c, nil
+		case f.tieNegative(c):
+		case f.context:
+			f.context = false
+		default:
+			return Curve{}, fmt.Errorf("steptime: fit: %w", err)
 		}
 	}
 }
@@ -239,6 +247,21 @@ func (f *fitter) tieFall(c Curve) bool {
 	}
 	for k := at; k < len(f.group); k++ {
 		f.group[k]--
+	}
+	return true
+}
+
+// tieNegative ties the first group of R to the next when R is negative at
+// its first knot (noise under a steep context term can pull it below
+// zero), and reports whether it did.
+func (f *fitter) tieNegative(c Curve) bool {
+	if c.Knots[0].MS >= 0 || f.groups() < 2 {
+		return false
+	}
+	for k := range f.group {
+		if f.group[k] > 0 {
+			f.group[k]--
+		}
 	}
 	return true
 }

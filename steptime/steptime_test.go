@@ -216,3 +216,30 @@ func TestStraight(t *testing.T) {
 		}
 	}
 }
+
+// TestFitAnyPositivePoints fits noisy measurements (each point off its
+// curve by up to a factor of four either way, as sub-millisecond steps of
+// tiny models can be) on the calibration grid: every fit succeeds with a
+// valid curve, however bad the noise.
+func TestFitAnyPositivePoints(t *testing.T) {
+	base := Curve{Knots: []Knot{{1, 0.3}, {2, 0.5}, {4, 0.9}, {8, 1.6}, {16, 3}, {32, 6}, {64, 12}}, PerSeqMS: 0.02, PerRowContextMS: 0.001}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 3000 {
+		var pts []Point
+		for _, ctx := range []float64{16, 128} {
+			for _, k := range []int{1, 2, 4} {
+				for _, b := range []int{1, 2, 4, 5, 8, 9, 16, 17} {
+					e := float64(b * (k - 1))
+					pts = append(pts, Point{Batch: b, Extend: e, Context: ctx, MS: base.At(b, e, ctx) * math.Exp(math.Log(4)*(2*rng.Float64()-1))})
+				}
+			}
+		}
+		c, err := Fit(pts, FitOptions{PerSeq: true, Context: true})
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("trial %d: fit %s: %v", trial, c, err)
+		}
+	}
+}
