@@ -126,6 +126,7 @@ type Engine struct {
 
 type workerScratch struct {
 	act    [kernels.ActQ8G + 1][]byte // activations quantised per Act form
+	narrow []byte                     // a few rows' ActQ8G activations narrowed (kernels.NarrowQ8G)
 	mm     matmulTask                 // the worker's own multiplications (sequence-split steps)
 	prep   prepTask                   // the worker's input preparation
 	scores []float32                  // attention scores

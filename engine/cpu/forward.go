@@ -24,6 +24,7 @@ type matmulTask struct {
 	jobs    [3]mmJob
 	nj      int
 	a       []byte
+	narrow  []byte // a narrowed for the kernels' Few (kernels.NarrowQ8G), or nil
 	aStride int
 	T       int
 	parts   int
@@ -33,7 +34,11 @@ func (t *matmulTask) do(_, part int) {
 	for _, j := range t.jobs[:t.nj] {
 		m := j.m
 		lo, hi := splitRows(m.rows, part, t.parts)
-		if lo < hi {
+		switch {
+		case lo >= hi:
+		case t.narrow != nil:
+			m.k.Few(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.narrow, t.aStride, t.T, j.out[lo:], m.rows)
+		default:
 			m.k.Mul(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.aStride, t.T, j.out[lo:], m.rows)
 		}
 	}
@@ -164,11 +169,12 @@ func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 	T, cols := in.T, in.cols
 	for i := 0; i < len(jobs); {
 		act := jobs[i].m.k.Act
-		j, macs, tiles, wb := i, 0, 1, 0
+		j, macs, tiles, wb, few := i, 0, 1, 0, act == kernels.ActQ8G && T <= kernels.FewCols
 		for j < len(jobs) && jobs[j].m.k.Act == act {
 			macs += T * jobs[j].m.rows * cols
 			tiles = max(tiles, (jobs[j].m.rows+tileRows-1)/tileRows)
 			wb += jobs[j].m.rows * jobs[j].m.rowBytes
+			few = few && jobs[j].m.k.Few != nil
 			j++
 		}
 		a, stride := e.actRows(worker, pooled, in, act)
@@ -178,14 +184,22 @@ func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 			t = &e.mm
 		}
 		t.nj = copy(t.jobs[:], jobs[i:j])
-		t.a, t.aStride, t.T, t.parts = a, stride, T, 1
+		t.a, t.narrow, t.aStride, t.T, t.parts = a, nil, stride, T, 1
+		if few {
+			// A few rows' activations, narrowed once for every part: the
+			// kernels read a sixteenth or a quarter of the bytes.
+			sc := &e.scratch[worker]
+			sc.narrow = grow(sc.narrow, kernels.NarrowBytes(cols, T))
+			kernels.NarrowQ8G(sc.narrow, a, cols, T)
+			t.narrow = sc.narrow
+		}
 		if pooled && macs >= parallelMACs {
 			t.parts = min(tiles, max(partsPerThread*e.pool.n, wb/partBytes), maxParts)
 			e.pool.run(t, t.parts)
 		} else {
 			t.do(worker, 0)
 		}
-		t.jobs, t.a = [3]mmJob{}, nil
+		t.jobs, t.a, t.narrow = [3]mmJob{}, nil, nil
 		i = j
 	}
 }

@@ -138,41 +138,44 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 // with temporaries t0-t2; MIN adds the min term.
 // GD_DOTS adds column c's integer block dot with W to t0 (groups 0-3) and
 // t1 (groups 4-7).
-#define GD_DOTS(c, t0, t1) \
-	VPDPBUSD.BCST (0+4*c)(DI), Z16, t0 \
-	VPDPBUSD.BCST (256+4*c)(DI), Z20, t1 \
-	VPDPBUSD.BCST (64+4*c)(DI), Z17, t0 \
-	VPDPBUSD.BCST (320+4*c)(DI), Z21, t1 \
-	VPDPBUSD.BCST (128+4*c)(DI), Z18, t0 \
-	VPDPBUSD.BCST (384+4*c)(DI), Z22, t1 \
-	VPDPBUSD.BCST (192+4*c)(DI), Z19, t0 \
-	VPDPBUSD.BCST (448+4*c)(DI), Z23, t1
+// The activation records have L lanes (16: ActQ8G; 4 or 1: the narrow
+// copies of NarrowQ8G): value group g of lane c at g·4L + 4c, the scale,
+// negated sum and d·sum at 32L, 36L and 40L (+4c), 44L bytes a record.
+#define GD_DOTS(c, t0, t1, L) \
+	VPDPBUSD.BCST (0*4*L+4*c)(DI), Z16, t0 \
+	VPDPBUSD.BCST (4*4*L+4*c)(DI), Z20, t1 \
+	VPDPBUSD.BCST (1*4*L+4*c)(DI), Z17, t0 \
+	VPDPBUSD.BCST (5*4*L+4*c)(DI), Z21, t1 \
+	VPDPBUSD.BCST (2*4*L+4*c)(DI), Z18, t0 \
+	VPDPBUSD.BCST (6*4*L+4*c)(DI), Z22, t1 \
+	VPDPBUSD.BCST (3*4*L+4*c)(DI), Z19, t0 \
+	VPDPBUSD.BCST (7*4*L+4*c)(DI), Z23, t1
 
-#define GD_COL(c, acc, t0, t1, t2, MIN) \
-	VPBROADCASTD (576+4*c)(DI), t0 \
+#define GD_COL(c, acc, t0, t1, t2, MIN, L) \
+	VPBROADCASTD (36*L+4*c)(DI), t0 \
 	VPSLLD X31, t0, t0 \
 	VPXORD t1, t1, t1 \
-	GD_DOTS(c, t0, t1) \
+	GD_DOTS(c, t0, t1, L) \
 	VPADDD t1, t0, t0 \
 	VCVTDQ2PS t0, t0 \
-	VMULPS.BCST (512+4*c)(DI), Z24, t2 \
+	VMULPS.BCST (32*L+4*c)(DI), Z24, t2 \
 	VFMADD231PS t2, t0, acc \
-	MIN(c, acc)
+	MIN(c, acc, L)
 
 // GD_COLM is GD_COL for the types with a min (no quant offset), the
 // mins in Z31.
-#define GD_COLM(c, acc, t0, t1, t2) \
+#define GD_COLM(c, acc, t0, t1, t2, L) \
 	VPXORD t0, t0, t0 \
 	VPXORD t1, t1, t1 \
-	GD_DOTS(c, t0, t1) \
+	GD_DOTS(c, t0, t1, L) \
 	VPADDD t1, t0, t0 \
 	VCVTDQ2PS t0, t0 \
-	VMULPS.BCST (512+4*c)(DI), Z24, t2 \
+	VMULPS.BCST (32*L+4*c)(DI), Z24, t2 \
 	VFMADD231PS t2, t0, acc \
-	VFMADD231PS.BCST (640+4*c)(DI), Z31, acc
+	VFMADD231PS.BCST (40*L+4*c)(DI), Z31, acc
 
-#define GD_MIN(c, acc) VFMADD231PS.BCST (640+4*c)(DI), Z15, acc
-#define GD_NOMIN(c, acc)
+#define GD_MIN(c, acc, L) VFMADD231PS.BCST (40*L+4*c)(DI), Z15, acc
+#define GD_NOMIN(c, acc, L)
 
 // GD_INIT_GATHER sets Z30 to the byte offsets of the rows (in lane order)
 // for the scale gather.
@@ -228,8 +231,15 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 	COL(2, Z27, Z6, Z7, Z8) \
 	COL(3, Z28, Z9, Z10, Z11)
 
-// GD_COLQ8 is the Q8_0 column: the mins unused.
-#define GD_COLQ8(c, acc, t0, t1, t2) GD_COL(c, acc, t0, t1, t2, GD_NOMIN)
+// The column forms of each record width (GD_COLS<n> take five
+// arguments): GD_COLQ8<L> for the types without a min (Q8_0's mins
+// unused), GD_COLM<L> with one.
+#define GD_COLQ816(c, acc, t0, t1, t2) GD_COL(c, acc, t0, t1, t2, GD_NOMIN, 16)
+#define GD_COLQ84(c, acc, t0, t1, t2) GD_COL(c, acc, t0, t1, t2, GD_NOMIN, 4)
+#define GD_COLQ81(c, acc, t0, t1, t2) GD_COL(c, acc, t0, t1, t2, GD_NOMIN, 1)
+#define GD_COLM16(c, acc, t0, t1, t2) GD_COLM(c, acc, t0, t1, t2, 16)
+#define GD_COLM4(c, acc, t0, t1, t2) GD_COLM(c, acc, t0, t1, t2, 4)
+#define GD_COLM1(c, acc, t0, t1, t2) GD_COLM(c, acc, t0, t1, t2, 1)
 
 // GD_STORE puts accumulator acc back in row order and stores it at op.
 #define GD_STORE(acc, op) \
@@ -288,11 +298,12 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 
 // GD_KERNEL is a kernel's body: c the byte constant in Z29, INIT the
 // setup of Z30, PAIRS the decoding of the row pairs, SCALES the scales
-// (unless PAIRS has them), COL the column form (with its min term), COLS
-// and STORE the column count's forms, bb the block size. Before the first
+// (unless PAIRS has them), COL the column form (with its min term and
+// record width), COLS and STORE the column count's forms, bb the block
+// size, ab the activation record's. Before the first
 // tile the prefetch cursor runs GD_PF_BYTES ahead from the first block,
 // prefetching as it goes (burst), so a call's first tile is not read cold.
-#define GD_KERNEL(c, INIT, PAIRS, SCALES, COL, COLS, STORE, bb) \
+#define GD_KERNEL(c, INIT, PAIRS, SCALES, COL, COLS, STORE, bb, ab) \
 	MOVQ w+0(FP), R14 \
 	MOVQ wStride+8(FP), BX \
 	MOVQ tiles+16(FP), AX \
@@ -341,7 +352,7 @@ block: \
 	COLS(COL) \
 	ADDQ $bb, SI \
 	ADDQ $bb, R11 \
-	ADDQ $704, DI \
+	ADDQ $ab, DI \
 	DECQ CX \
 	JNZ block \
 	MOVQ R13, pfl-24(SP) \
@@ -436,60 +447,123 @@ lbl: \
 
 // func gDotQ8_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x1(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS1, GD_STORE1, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ816, GD_COLS1, GD_STORE1, 34, 704)
 
 // func gDotQ8_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x2(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS2, GD_STORE2, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ816, GD_COLS2, GD_STORE2, 34, 704)
 
 // func gDotQ8_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ8_0x4(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ8, GD_COLS4, GD_STORE4, 34)
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ816, GD_COLS4, GD_STORE4, 34, 704)
 
 // func gDotQ4_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x1(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ816, GD_COLS1, GD_STORE1, 18, 704)
 
 // func gDotQ4_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x2(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ816, GD_COLS2, GD_STORE2, 18, 704)
 
 // func gDotQ4_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_0x4(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 18)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ816, GD_COLS4, GD_STORE4, 18, 704)
 
 // func gDotQ4_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x1(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM16, GD_COLS1, GD_STORE1, 20, 704)
 
 // func gDotQ4_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x2(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM16, GD_COLS2, GD_STORE2, 20, 704)
 
 // func gDotQ4_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ4_1x4(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 20)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM16, GD_COLS4, GD_STORE4, 20, 704)
 
 // func gDotQ5_0x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x1(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS1, GD_STORE1, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ816, GD_COLS1, GD_STORE1, 22, 704)
 
 // func gDotQ5_0x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x2(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS2, GD_STORE2, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ816, GD_COLS2, GD_STORE2, 22, 704)
 
 // func gDotQ5_0x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_0x4(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ8, GD_COLS4, GD_STORE4, 22)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ816, GD_COLS4, GD_STORE4, 22, 704)
 
 // func gDotQ5_1x1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x1(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS1, GD_STORE1, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM16, GD_COLS1, GD_STORE1, 24, 704)
 
 // func gDotQ5_1x2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x2(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS2, GD_STORE2, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM16, GD_COLS2, GD_STORE2, 24, 704)
 
 // func gDotQ5_1x4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1x4(SB), NOSPLIT, $24-72
-	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM, GD_COLS4, GD_STORE4, 24)
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM16, GD_COLS4, GD_STORE4, 24, 704)
+
+// The same kernels over narrow activation records (NarrowQ8G): one lane
+// for one column, four for two to four.
+
+// func gDotQ8_0n1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n1(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ81, GD_COLS1, GD_STORE1, 34, 44)
+
+// func gDotQ8_0n2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n2(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ84, GD_COLS2, GD_STORE2, 34, 176)
+
+// func gDotQ8_0n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n4(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_INIT_GATHER, GD_PAIRS_Q8_0, GD_SCALES(GD_NOMINS), GD_COLQ84, GD_COLS4, GD_STORE4, 34, 176)
+
+// func gDotQ4_0n1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0n1(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ81, GD_COLS1, GD_STORE1, 18, 44)
+
+// func gDotQ4_0n2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0n2(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ84, GD_COLS2, GD_STORE2, 18, 176)
+
+// func gDotQ4_0n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_0n4(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(2), GD_PAIRS_Q4_0, GD_NOSCALES, GD_COLQ84, GD_COLS4, GD_STORE4, 18, 176)
+
+// func gDotQ4_1n1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1n1(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM1, GD_COLS1, GD_STORE1, 20, 44)
+
+// func gDotQ4_1n2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1n2(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM4, GD_COLS2, GD_STORE2, 20, 176)
+
+// func gDotQ4_1n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ4_1n4(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(4), GD_PAIRS_Q4_1, GD_NOSCALES, GD_COLM4, GD_COLS4, GD_STORE4, 20, 176)
+
+// func gDotQ5_0n1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0n1(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ81, GD_COLS1, GD_STORE1, 22, 44)
+
+// func gDotQ5_0n2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0n2(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ84, GD_COLS2, GD_STORE2, 22, 176)
+
+// func gDotQ5_0n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_0n4(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(6), GD_PAIRS_Q5_0, GD_NOSCALES, GD_COLQ84, GD_COLS4, GD_STORE4, 22, 176)
+
+// func gDotQ5_1n1(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1n1(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM1, GD_COLS1, GD_STORE1, 24, 44)
+
+// func gDotQ5_1n2(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1n2(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM4, GD_COLS2, GD_STORE2, 24, 176)
+
+// func gDotQ5_1n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ5_1n4(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM4, GD_COLS4, GD_STORE4, 24, 176)

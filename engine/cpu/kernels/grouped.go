@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/tokenrouter/tokenrouter/gguf"
@@ -100,5 +101,43 @@ func refGrouped(t gguf.TensorType) MulFunc {
 				out[c*outStride+r] = acc
 			}
 		}
+	}
+}
+
+// FewCols is the most columns Kernel.Few takes.
+const FewCols = 4
+
+// narrowLanes returns the lanes of the narrow records of cols columns.
+func narrowLanes(cols int) int {
+	if cols == 1 {
+		return 1
+	}
+	return FewCols
+}
+
+// NarrowBytes returns the size of NarrowQ8G's copy of cols (1 to FewCols)
+// rows of n values.
+func NarrowBytes(n, cols int) int { return n / 32 * 44 * narrowLanes(cols) }
+
+// NarrowQ8G copies rows 0 to cols-1 (cols ≤ FewCols) of the ActQ8G group
+// a of n values into dst (NarrowBytes) as records of one lane (one row) or
+// four: an ActQ8G record's layout with L lanes instead of 16 (row c's
+// values 4g..4g+3 at g·4L+4c, its scale, negated sum and scale·sum at 32L,
+// 36L and 40L plus 4c). The few-column kernels read 44·L bytes a block
+// instead of 704.
+func NarrowQ8G(dst, a []byte, n, cols int) {
+	L, nb := narrowLanes(cols), n/32
+	if cols < 1 || cols > FewCols || len(dst) < NarrowBytes(n, cols) || len(a) < nb*gRecBytes {
+		panic(fmt.Sprintf("kernels: NarrowQ8G: %d columns of %d values into %d bytes from %d", cols, n, len(dst), len(a)))
+	}
+	rb := 44 * L
+	for b := range nb {
+		rec, d := a[b*gRecBytes:(b+1)*gRecBytes], dst[b*rb:(b+1)*rb]
+		for g := range 8 {
+			copy(d[g*4*L:g*4*L+4*cols], rec[g*64:g*64+4*cols])
+		}
+		copy(d[32*L:32*L+4*cols], rec[gRecD:gRecD+4*cols])
+		copy(d[36*L:36*L+4*cols], rec[gRecNSum:gRecNSum+4*cols])
+		copy(d[40*L:40*L+4*cols], rec[gRecS:gRecS+4*cols])
 	}
 }

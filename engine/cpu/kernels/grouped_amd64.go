@@ -110,7 +110,7 @@ func (k gKernel) micro(nb int, s *gScratch, act *byte, cols int, acc []float32, 
 
 // groupedFast returns the AVX-512 grouped kernels, or nil if the CPU lacks
 // VNNI.
-func groupedFast() map[gguf.TensorType]MulFunc {
+func groupedFast() map[gguf.TensorType]Kernel {
 	x := cpu.X86
 	if !(x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI) {
 		return nil
@@ -122,9 +122,9 @@ func groupedFast() map[gguf.TensorType]MulFunc {
 		gguf.Q4_1: {gguf.Q4_1, 20, 32, true},
 		gguf.Q5_1: {gguf.Q5_1, 24, 32, true},
 	}
-	m := make(map[gguf.TensorType]MulFunc, len(ks))
+	m := make(map[gguf.TensorType]Kernel, len(ks))
 	for t, k := range ks {
-		m[t] = k.mul
+		m[t] = Kernel{Act: ActQ8G, Mul: k.mul, Few: k.few}
 	}
 	return m
 }
@@ -161,12 +161,34 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 	}
 	switch {
 	case cols <= gDotCols:
-		k.dot(n, w, wStride, rows, a, aStride, cols, out, outStride)
+		k.dot(n, w, wStride, rows, a, nil, aStride, cols, out, outStride)
 	case cols <= 2*gDotCols:
 		k.dotTwice(n, w, wStride, rows, a, aStride, cols, out, outStride)
 	default:
 		k.mulPanels(n, w, wStride, rows, a, aStride, cols, out, outStride)
 	}
+}
+
+// few implements FewFunc: mul's fused kernels over the narrow records.
+func (k gKernel) few(n int, w []byte, wStride, rows int, a, narrow []byte, aStride, cols int, out []float32, outStride int) {
+	if cols > FewCols || len(narrow) < NarrowBytes(n, cols) {
+		panic(fmt.Sprintf("kernels: grouped kernel: %d columns, %d narrow bytes for n=%d", cols, len(narrow), n))
+	}
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	nb := n / 32
+	if n%32 != 0 || wStride < 0 || aStride < 0 || outStride < 0 ||
+		(rows-1)*wStride+nb*k.bb > len(w) || nb*gRecBytes > len(a) || (cols-1)*outStride+rows > len(out) {
+		panic(fmt.Sprintf("kernels: grouped kernel: operands shorter than the shape (n=%d rows=%d cols=%d)", n, rows, cols))
+	}
+	if nb == 0 {
+		for c := range cols {
+			clear(out[c*outStride : c*outStride+rows])
+		}
+		return
+	}
+	k.dot(n, w, wStride, rows, a, narrow, aStride, cols, out, outStride)
 }
 
 // dotTwice runs the fused kernels twice over each chunk of rows small
@@ -178,15 +200,17 @@ func (k gKernel) dotTwice(n int, w []byte, wStride, rows int, a []byte, aStride,
 	chunk := max(groupRows, gTwiceBytes/max(wStride, 1)/groupRows*groupRows)
 	for r0 := 0; r0 < rows; r0 += chunk {
 		nr := min(chunk, rows-r0)
-		k.dot(n, w[r0*wStride:], wStride, nr, a, aStride, gDotCols, out[r0:], outStride)
+		k.dot(n, w[r0*wStride:], wStride, nr, a, nil, aStride, gDotCols, out[r0:], outStride)
 		// columns 4..7 are the next four dwords of every block record
-		k.dot(n, w[r0*wStride:], wStride, nr, a[4*gDotCols:], aStride, cols-gDotCols, out[gDotCols*outStride+r0:], outStride)
+		k.dot(n, w[r0*wStride:], wStride, nr, a[4*gDotCols:], nil, aStride, cols-gDotCols, out[gDotCols*outStride+r0:], outStride)
 	}
 }
 
 // dot runs the fused kernel over the whole tiles of 16 rows, then the last
-// rows with dotTail.
-func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+// rows with dotTail. With narrow (NarrowQ8G of a's first group) the
+// kernels read the narrow records; a is still needed for a last tile too
+// long for dotTail's pad, which goes to the panel kernels.
+func (k gKernel) dot(n int, w []byte, wStride, rows int, a, narrow []byte, aStride, cols int, out []float32, outStride int) {
 	nb := n / 32
 	full := rows / groupRows
 	// a tile whose last read would pass the end of w's memory (its
@@ -194,19 +218,23 @@ func (k gKernel) dot(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 	for full > 0 && (full*groupRows-1)*wStride+(nb-1)*k.bb+k.dotReach() > cap(w) {
 		full--
 	}
+	act := &a[0]
+	if narrow != nil {
+		act = &narrow[0]
+	}
 	for t0 := 0; t0 < full; t0 += gDotTiles {
 		nt := min(gDotTiles, full-t0)
-		k.dotCall(&w[t0*groupRows*wStride], wStride, nt, nb, &a[0], &out[t0*groupRows], outStride, cols)
+		k.dotCall(&w[t0*groupRows*wStride], wStride, nt, nb, act, &out[t0*groupRows], outStride, cols, narrow != nil)
 	}
 	for r0 := full * groupRows; r0 < rows; r0 += groupRows {
-		k.dotTail(n, w[r0*wStride:], wStride, min(groupRows, rows-r0), a, aStride, cols, out[r0:], outStride)
+		k.dotTail(n, w[r0*wStride:], wStride, min(groupRows, rows-r0), a, narrow, aStride, cols, out[r0:], outStride)
 	}
 }
 
 // dotTail runs the fused kernel on up to 16 rows copied into a padded tile
 // on the stack, or, if they are too long for it, the panel kernels.
 // (A function of its own, so that other calls do not clear the pad.)
-func (k gKernel) dotTail(n int, w []byte, wStride, rows int, a []byte, aStride, cols int, out []float32, outStride int) {
+func (k gKernel) dotTail(n int, w []byte, wStride, rows int, a, narrow []byte, aStride, cols int, out []float32, outStride int) {
 	nb := n / 32
 	rb := nb * k.bb
 	var pad [groupRows * gChunk * gMaxBlockBytes]byte
@@ -218,7 +246,11 @@ func (k gKernel) dotTail(n int, w []byte, wStride, rows int, a []byte, aStride, 
 	for r := range rows {
 		copy(pad[r*rb:(r+1)*rb], w[r*wStride:])
 	}
-	k.dotCall(&pad[0], rb, 1, nb, &a[0], &acc[0], groupRows, cols)
+	act := &a[0]
+	if narrow != nil {
+		act = &narrow[0]
+	}
+	k.dotCall(&pad[0], rb, 1, nb, act, &acc[0], groupRows, cols, narrow != nil)
 	for c := range cols {
 		copy(out[c*outStride:c*outStride+rows], acc[c*groupRows:])
 	}

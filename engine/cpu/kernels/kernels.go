@@ -151,7 +151,16 @@ type Kernel struct {
 	Act Act
 	// Mul is the multiplication.
 	Mul MulFunc
+	// Few, if set, is Mul for up to FewCols columns in one ActQ8G group
+	// that also takes them narrowed (NarrowQ8G): it gives Mul's results
+	// bit for bit and reads a sixteenth (one column) or a quarter of the
+	// activation bytes per weight block.
+	Few FewFunc
 }
+
+// FewFunc is MulFunc for cols ≤ FewCols columns in one ActQ8G group a,
+// with narrow the group's NarrowQ8G copy.
+type FewFunc func(n int, w []byte, wStride, rows int, a, narrow []byte, aStride, cols int, out []float32, outStride int)
 
 // Set binds weight types to the kernels of one level.
 type Set struct {

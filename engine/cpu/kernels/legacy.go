@@ -19,8 +19,8 @@ func addLegacy(m map[gguf.TensorType]Kernel, l Level) {
 		m[t] = Kernel{Act: tl.act(), Mul: tl.mul}
 	}
 	if l == AVX512 {
-		for t, f := range groupedFast() {
-			m[t] = Kernel{Act: ActQ8G, Mul: f}
+		for t, k := range groupedFast() {
+			m[t] = k
 		}
 	}
 }

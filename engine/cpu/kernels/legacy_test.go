@@ -106,8 +106,10 @@ func sameBits(a, b float32) bool {
 }
 
 // checkLevel runs kernel t of level l on one random shape and compares it
-// with the reference of the same lane count bit for bit, and checks that
-// every output equals the one computed alone (one row, one column).
+// with the reference of the same lane count bit for bit, checks that the
+// kernel's Few (if any) over the narrowed activations gives the same bits,
+// and that every output equals the one computed alone (one row, one
+// column).
 func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows, cols, n int, extreme bool) {
 	t.Helper()
 	k, ok := NewSet(l).For(typ)
@@ -127,6 +129,20 @@ func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows
 			g, wv := got[c*outStride+r], want[c*outStride+r]
 			if !sameBits(g, wv) {
 				t.Fatalf("%s %s %dx%d n=%d: out[%d][%d] = %v (%#x), reference %v (%#x)", l, typ, rows, cols, n, c, r, g, math.Float32bits(g), wv, math.Float32bits(wv))
+			}
+		}
+	}
+	if k.Few != nil && cols <= FewCols {
+		// the same call over the narrow copy of the activations
+		narrow := make([]byte, NarrowBytes(n, cols))
+		NarrowQ8G(narrow, a, n, cols)
+		few := make([]float32, cols*outStride)
+		k.Few(n, w, wStride, rows, a, narrow, aStride, cols, few, outStride)
+		for c := range cols {
+			for r := range rows {
+				if g, wv := few[c*outStride+r], got[c*outStride+r]; !sameBits(g, wv) {
+					t.Fatalf("%s %s %dx%d n=%d: Few out[%d][%d] = %v (%#x), Mul %v (%#x)", l, typ, rows, cols, n, c, r, g, math.Float32bits(g), wv, math.Float32bits(wv))
+				}
 			}
 		}
 	}
