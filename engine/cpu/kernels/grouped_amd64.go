@@ -171,11 +171,11 @@ func (k gKernel) mul(n int, w []byte, wStride, rows int, a []byte, aStride, cols
 
 // few implements FewFunc: mul's fused kernels over the narrow records.
 func (k gKernel) few(n int, w []byte, wStride, rows int, a, narrow []byte, aStride, cols int, out []float32, outStride int) {
-	if cols > FewCols || len(narrow) < NarrowBytes(n, cols) {
-		panic(fmt.Sprintf("kernels: grouped kernel: %d columns, %d narrow bytes for n=%d", cols, len(narrow), n))
-	}
 	if rows <= 0 || cols <= 0 {
 		return
+	}
+	if cols > FewCols || len(narrow) < NarrowBytes(n, cols) {
+		panic(fmt.Sprintf("kernels: grouped kernel: %d columns, %d narrow bytes for n=%d", cols, len(narrow), n))
 	}
 	nb := n / 32
 	if n%32 != 0 || wStride < 0 || aStride < 0 || outStride < 0 ||
