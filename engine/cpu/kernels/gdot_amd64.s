@@ -276,10 +276,11 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 // 4864-wide matrix, and its multiplication read 20% faster with the cursor
 // in a decode step of the 0.5B shape. The prefetches are non-temporal
 // (PREFETCHNTA): these kernels read each weight byte once per call. In
-// paired rounds a two-thread decode of the 0.5B Q8_0 shape ran 69.5-72.4
-// tok/s with PREFETCHT0 and 78.6-79.9 with PREFETCHNTA in a quiet spell,
-// and +3% on the mean of six noisier rounds; one thread +1-3%, the Q4_K_M
-// file +3-6%. 4 or 16 KiB ahead was slower than 8 with either.
+// four paired rounds a two-thread decode of the 0.5B Q8_0 shape ran
+// 69.5-72.4 tok/s with PREFETCHT0 and 71.3-79.9 (three of them 78.6-79.9)
+// with PREFETCHNTA, and +3% on the mean of six noisier rounds; one thread
+// +2% on the mean, the Q4_K_M file +3-6%. 4 or 16 KiB ahead was slower
+// than 8 with either.
 #define GD_PF_BYTES 8192
 
 #define GD_PF8(base) \
