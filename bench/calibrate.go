@@ -35,6 +35,18 @@ type CalibrateOptions struct {
 	// MaxContextBatch bounds the batch at the contexts after the first
 	// (default 8).
 	MaxContextBatch int
+	// PromptTokens is the tokens each sequence appends in the prompt-sized
+	// steps measured at PromptBatches, at the first context (default 16,
+	// bench's prompt length). Requests of a closed loop that start
+	// together send their prompts in one step (16 prompts of 16 tokens:
+	// 256 rows), which a curve measured up to a few tokens a sequence
+	// prices by extrapolating its last segment: a 0.5B model's step of 8
+	// sequences appending 113 tokens took 152 ms and such a curve gave
+	// 292.
+	PromptTokens int
+	// PromptBatches are the batch sizes of the prompt-sized steps (default
+	// 1, 8, 16).
+	PromptBatches []int
 	// Repeats is the number of times each point is measured (default 5);
 	// their median counts (see stepTime). Repeats are spread over the
 	// measurement: each round times every point once.
@@ -68,6 +80,10 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 	def(&o.Tokens, 1, 2, 4)
 	def(&o.Contexts, 16, 128)
 	def(&o.InterferenceBatches, 1, 4, 16)
+	def(&o.PromptBatches, 1, 8, 16)
+	if o.PromptTokens <= 0 {
+		o.PromptTokens = 16
+	}
 	if o.MaxContextBatch <= 0 {
 		o.MaxContextBatch = 8
 	}
@@ -85,8 +101,8 @@ func (o CalibrateOptions) withDefaults() CalibrateOptions {
 
 // Calibrate measures the step times of models (small first) on their own
 // engines and fits each a steptime.Curve (DESIGN §6a), once per placement:
-// time-shared, each model alone on every core; partitioned, each on its
-// share of the cores, and then each timed while the other models step at
+// time-shared, each model alone on every core; partitioned, each alone on
+// its share of the cores, and then each timed while the other models step at
 // once, which gives its interference factor (the median slowdown over
 // o.InterferenceBatches). It returns one preset per placement, in the
 // order of o.Placements, ready to be written as a profile file (bench
@@ -154,27 +170,19 @@ func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model,
 		About: fmt.Sprintf("calibrated on this machine, %s placement (threads per model: %s), %s", pl, strings.Join(threads, ", "), time.Now().UTC().Format(time.DateOnly))}
 	for _, m := range ms {
 		start := time.Now()
-		e, err := ks.OpenEngine(ctx, m)
+		pts, spread, err := measureModel(ctx, ks, m, o)
 		if err != nil {
-			return sim.Preset{}, fmt.Errorf("bench: calibrate: %w", err)
-		}
-		pts, err := measureGrid(ctx, e, o)
-		cerr := e.Close()
-		if err != nil {
-			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
-		}
-		if cerr != nil {
-			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, cerr)
+			return sim.Preset{}, err
 		}
 		c, err := steptime.Fit(pts, steptime.FitOptions{PerSeq: len(o.Tokens) > 1, Context: len(o.Contexts) > 1})
 		if err != nil {
 			return sim.Preset{}, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
 		}
 		p.Profiles = append(p.Profiles, sim.Profile{Curve: c})
-		p.Calibration = append(p.Calibration, sim.Calibration{Threads: m.Threads, MaxRelError: c.MaxRelError(pts), Points: pts})
+		p.Calibration = append(p.Calibration, sim.Calibration{Threads: m.Threads, MaxRelError: c.MaxRelError(pts), Points: pts, MeanOverMedian: spread})
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "calibrate %s, %s (%d threads): %d points in %v, fit max error %.1f%%\n",
-				m.Name, pl, m.Threads, len(pts), time.Since(start).Round(100*time.Millisecond), 100*c.MaxRelError(pts))
+			fmt.Fprintf(o.Progress, "calibrate %s, %s (%d threads): %d points in %v, fit max error %.1f%%, mean/median %.3f\n",
+				m.Name, pl, m.Threads, len(pts), time.Since(start).Round(100*time.Millisecond), 100*c.MaxRelError(pts), spread)
 		}
 	}
 	if pl != sim.Partitioned || len(ms) < 2 {
@@ -197,8 +205,9 @@ func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model,
 
 // MergeCalibrations returns the calibration whose every point is the mean
 // of the same point in ps (calibrations of the same models, placement and
-// options o, as Calibrate returns them), its curves fitted anew and its
-// interference factors the medians of the mean slowdowns: a run bracketed by a
+// options o, as Calibrate returns them), its curves fitted anew, its
+// MeanOverMedian the mean of theirs and its interference factors the
+// medians of the mean slowdowns: a run bracketed by a
 // calibration before and one after it is priced on the mean of the two,
 // which halves what one slow minute of either moves the prediction.
 func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error) {
@@ -211,6 +220,7 @@ func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error)
 	for i := range out.Profiles {
 		pts := slices.Clone(out.Calibration[i].Points)
 		slow := make([]float64, len(out.Calibration[i].Slowdowns))
+		spread := 0.0
 		for _, p := range ps {
 			if len(p.Calibration) != len(out.Calibration) || len(p.Calibration[i].Points) != len(pts) || p.Placement != out.Placement ||
 				len(p.Calibration[i].Slowdowns) != len(slow) {
@@ -219,6 +229,7 @@ func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error)
 			for k, x := range p.Calibration[i].Slowdowns {
 				slow[k] += x / float64(len(ps))
 			}
+			spread += p.Calibration[i].MeanOverMedian / float64(len(ps))
 		}
 		for k := range pts {
 			ms := 0.0
@@ -237,6 +248,7 @@ func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error)
 		}
 		out.Profiles[i] = sim.Profile{Curve: c, Interference: median(slow)}
 		out.Calibration[i].Points, out.Calibration[i].MaxRelError, out.Calibration[i].Slowdowns = pts, c.MaxRelError(pts), slow
+		out.Calibration[i].MeanOverMedian = spread
 	}
 	return out, nil
 }
@@ -269,7 +281,8 @@ func median(xs []float64) float64 {
 type gridPoint struct{ ctx, batch, tokens int }
 
 // grid lists the points: every batch and token count at the first
-// context, decodes up to MaxContextBatch at the others.
+// context, decodes up to MaxContextBatch at the others, and the
+// prompt-sized steps at the first context.
 func (o CalibrateOptions) grid() []gridPoint {
 	var g []gridPoint
 	for ci, c := range o.Contexts {
@@ -281,8 +294,21 @@ func (o CalibrateOptions) grid() []gridPoint {
 			}
 		}
 	}
+	for _, b := range o.PromptBatches {
+		if p := (gridPoint{o.Contexts[0], b, o.PromptTokens}); !slices.Contains(g, p) {
+			g = append(g, p)
+		}
+	}
 	return g
 }
+
+// maxBatch is the largest batch of the grid.
+func (o CalibrateOptions) maxBatch() int {
+	return max(slices.Max(o.Batches), slices.Max(o.PromptBatches))
+}
+
+// maxTokens is the most tokens a sequence appends in a step of the grid.
+func (o CalibrateOptions) maxTokens() int { return max(slices.Max(o.Tokens), o.PromptTokens) }
 
 // stepTime is what calibration keeps of a point's repeated step times:
 // their median. A run's throughput is its tokens over the sum of its step
@@ -297,12 +323,71 @@ func (o CalibrateOptions) grid() []gridPoint {
 // calibration, with the median, had fit errors up to 70% at one thread.)
 func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Quantile(0.5) }
 
-// measureGrid times every grid point o.Repeats times and returns each
-// point's stepTime.
-func measureGrid(ctx context.Context, e engine.Engine, o CalibrateOptions) ([]steptime.Point, error) {
-	st, err := newStepper(ctx, e, slices.Max(o.Batches), o.Contexts)
+// maxSpread caps one repeat's time over its point's median in
+// meanOverMedian, so that one stall of the machine (a step 10x its median)
+// does not move a calibration's every point.
+const maxSpread = 3
+
+// meanOverMedian returns the mean, over every repeat of every point, of the
+// repeat's time over its point's stepTime (each ratio capped at
+// maxSpread); 1 without repeats.
+func meanOverMedian(times [][]time.Duration) float64 {
+	sum, n := 0.0, 0
+	for _, ds := range times {
+		med := float64(stepTime(ds))
+		if med <= 0 {
+			continue
+		}
+		for _, d := range ds {
+			sum += min(float64(d)/med, maxSpread)
+			n++
+		}
+	}
+	if n == 0 {
+		return 1
+	}
+	return sum / float64(n)
+}
+
+// gridPoints turns each grid point's repeated step times into a measured
+// point: the median of its repeats (stepTime) times the mean over median
+// of all of them (meanOverMedian), which it also returns. A run's
+// throughput is its tokens over the sum of its step times, the slow ones
+// included: on two cores a 0.5B model's decode steps of 8 sequences had a
+// median of 27.4 ms and a mean of 28.5 stepping alone in a run, and a
+// median of 28.6 and a mean of 31.2 in turn with a 1.5B model; the median
+// of five repeats of one point, kept for its shape (see stepTime), leaves
+// that out, and the spread pooled over the whole grid puts it back.
+func gridPoints(g []gridPoint, times [][]time.Duration) ([]steptime.Point, float64) {
+	spread := meanOverMedian(times)
+	pts := make([]steptime.Point, len(g))
+	for i, p := range g {
+		pts[i] = steptime.Point{Batch: p.batch, Extend: float64(p.batch * (p.tokens - 1)), Context: float64(p.ctx),
+			MS: spread * float64(stepTime(times[i])) / float64(time.Millisecond)}
+	}
+	return pts, spread
+}
+
+// measureModel opens m's engine, times every grid point o.Repeats times
+// (each round times every point once) and returns the points (gridPoints)
+// and their mean over median. Time-shared models are measured one after
+// the other, not in turn point by point: measured in turn, a 0.5B model's
+// steps ran 8-17% slower than alone (one sequence 11.8 against 10.5 ms),
+// and slower than its steps in turn with a 1.5B model in a run (lockstep's
+// decodes of 8 sequences 0.84-0.86x such a curve, TokenRouter's 0.89).
+func measureModel(ctx context.Context, ks loader.Kinds, m config.Model, o CalibrateOptions) (pts []steptime.Point, spread float64, err error) {
+	e, err := ks.OpenEngine(ctx, m)
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("bench: calibrate: %w", err)
+	}
+	defer func() {
+		if cerr := e.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bench: calibrate %s: %w", m.Name, cerr)
+		}
+	}()
+	st, err := newStepper(ctx, e, o.maxBatch(), o.Contexts, o.maxTokens())
+	if err != nil {
+		return nil, 0, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
 	}
 	defer st.release()
 	g := o.grid()
@@ -311,17 +396,13 @@ func measureGrid(ctx context.Context, e engine.Engine, o CalibrateOptions) ([]st
 		for i, p := range g {
 			d, err := st.time(ctx, p)
 			if err != nil {
-				return nil, err
+				return nil, 0, fmt.Errorf("bench: calibrate %s: %w", m.Name, err)
 			}
 			times[i] = append(times[i], d)
 		}
 	}
-	pts := make([]steptime.Point, len(g))
-	for i, p := range g {
-		pts[i] = steptime.Point{Batch: p.batch, Extend: float64(p.batch * (p.tokens - 1)), Context: float64(p.ctx),
-			MS: float64(stepTime(times[i])) / float64(time.Millisecond)}
-	}
-	return pts, nil
+	pts, spread = gridPoints(g, times)
+	return pts, spread, nil
 }
 
 // stepper times steps of one engine over sequences prepared at fixed
@@ -342,12 +423,13 @@ type stepper struct {
 const calibrationSeqs engine.SeqID = 1 << 40
 
 // newStepper fills n sequences to each context (one untimed step each,
-// which also warms the engine up).
-func newStepper(ctx context.Context, e engine.Engine, n int, contexts []int) (*stepper, error) {
+// which also warms the engine up), leaving room for steps that append up
+// to tokens tokens a sequence.
+func newStepper(ctx context.Context, e engine.Engine, n int, contexts []int, tokens int) (*stepper, error) {
 	st := &stepper{e: e, vocab: max(e.Info().VocabSize, 4), seqs: map[int][]engine.SeqID{}}
 	next := calibrationSeqs
 	for _, c := range contexts {
-		if c < 1 || c+8 > e.Info().ContextLength {
+		if c < 1 || c+max(tokens, 8) > e.Info().ContextLength {
 			st.release()
 			return nil, fmt.Errorf("context %d does not fit the model's %d tokens", c, e.Info().ContextLength)
 		}
@@ -428,7 +510,7 @@ func measureInterference(ctx context.Context, ks loader.Kinds, ms []config.Model
 		if err != nil {
 			return nil, fmt.Errorf("bench: calibrate interference: %w", err)
 		}
-		st, err := newStepper(ctx, e, max(slices.Max(o.InterferenceBatches), 4), []int{ctx0})
+		st, err := newStepper(ctx, e, max(slices.Max(o.InterferenceBatches), 4), []int{ctx0}, 1)
 		if err != nil {
 			_ = e.Close()
 			return nil, fmt.Errorf("bench: calibrate interference %s: %w", m.Name, err)

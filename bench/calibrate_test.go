@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
@@ -26,7 +27,7 @@ func TestCalibrateSimulatedPair(t *testing.T) {
 		ms = append(ms, config.Model{Name: []string{"slm", "llm"}[i], Engine: loader.KindSim, Latency: &config.Latency{Curve: &c}})
 	}
 	o := CalibrateOptions{Batches: []int{1, 2, 4}, Tokens: []int{1, 2}, Contexts: []int{4, 20}, MaxContextBatch: 2, Repeats: 3,
-		InterferenceBatches: []int{1, 2}}
+		InterferenceBatches: []int{1, 2}, PromptBatches: []int{1, 4}, PromptTokens: 6}
 	presets, err := Calibrate(context.Background(), loader.Builtin(), ms, o)
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +37,16 @@ func TestCalibrateSimulatedPair(t *testing.T) {
 	}
 	for _, p := range presets {
 		for i, cal := range p.Calibration {
-			// 3 batches × 2 token counts at context 4, decodes of 1 and 2 at 20.
-			if len(cal.Points) != 8 {
+			// 3 batches × 2 token counts at context 4, decodes of 1 and 2 at
+			// 20, prompt-sized steps of 1 and 4 sequences at 4.
+			if len(cal.Points) != 10 {
 				t.Fatalf("%s model %d: %d points", p.Placement, i, len(cal.Points))
+			}
+			if last := cal.Points[9]; last.Batch != 4 || last.Extend != 4*5 || last.Context != 4 {
+				t.Fatalf("%s model %d: last point %+v, want the prompt-sized step of 4 sequences", p.Placement, i, last)
+			}
+			if !(cal.MeanOverMedian > 0) {
+				t.Fatalf("%s model %d: mean over median %v", p.Placement, i, cal.MeanOverMedian)
 			}
 			for _, pt := range cal.Points {
 				if floor := 0.9 * curves[i].At(pt.Batch, pt.Extend, pt.Context); pt.MS < floor {
@@ -71,6 +79,31 @@ func TestCalibrateRejects(t *testing.T) {
 	}
 }
 
+// TestMeanOverMedian pools every repeat's time over its point's median,
+// capping each ratio, and scales each point's median by it.
+func TestMeanOverMedian(t *testing.T) {
+	ms := func(xs ...float64) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x*float64(time.Millisecond)))
+		}
+		return ds
+	}
+	// Ratios 1, 1, 1.5 and 0.5, 1, 3 (10 capped at 3): mean 8/6.
+	times := [][]time.Duration{ms(10, 10, 15), ms(2, 4, 40)}
+	want := 8.0 / 6
+	if got := meanOverMedian(times); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("mean over median %v, want %v", got, want)
+	}
+	if got := meanOverMedian(nil); got != 1 {
+		t.Fatalf("no repeats: %v, want 1", got)
+	}
+	pts, spread := gridPoints([]gridPoint{{ctx: 16, batch: 1, tokens: 1}, {ctx: 16, batch: 2, tokens: 3}}, times)
+	if spread != meanOverMedian(times) || math.Abs(pts[0].MS-10*want) > 1e-9 || math.Abs(pts[1].MS-4*want) > 1e-9 || pts[1].Extend != 4 {
+		t.Fatalf("points %+v, spread %v", pts, spread)
+	}
+}
+
 func TestMedian(t *testing.T) {
 	if median([]float64{3, 1, 2}) != 2 || median([]float64{4, 1, 3, 2}) != 2.5 || median(nil) != 0 {
 		t.Fatal("median")
@@ -89,7 +122,7 @@ func TestMergeCalibrations(t *testing.T) {
 			pts = append(pts, steptime.Point{Batch: b, Context: 16, MS: scale * (10 + float64(b))})
 		}
 		return sim.Preset{Models: []string{"m"}, Placement: sim.Partitioned, Profiles: []sim.Profile{{Interference: median(slow)}},
-			Calibration: []sim.Calibration{{Threads: 1, Points: pts, Slowdowns: slow}}}
+			Calibration: []sim.Calibration{{Threads: 1, Points: pts, Slowdowns: slow, MeanOverMedian: scale}}}
 	}
 	a, b := cal(1, []float64{1.1, 1.3, 1.2}), cal(1.5, []float64{1.3, 1.1, 1.4})
 	m, err := MergeCalibrations(o, a, b)
@@ -101,6 +134,9 @@ func TestMergeCalibrations(t *testing.T) {
 		if math.Abs(pt.MS-want) > 1e-12 || math.Abs(m.Profiles[0].Curve.At(pt.Batch, 0, 16)-want) > 1e-6*want {
 			t.Fatalf("point %d: %+v, curve %v, want %v ms", k, pt, m.Profiles[0].Curve.At(pt.Batch, 0, 16), want)
 		}
+	}
+	if math.Abs(m.Calibration[0].MeanOverMedian-1.25) > 1e-12 {
+		t.Fatalf("mean over median %v, want the mean of 1 and 1.5", m.Calibration[0].MeanOverMedian)
 	}
 	if a.Calibration[0].Points[0].MS != 11 || math.Abs(m.Profiles[0].Interference-1.2) > 1e-12 {
 		t.Fatalf("inputs changed or interference %v (want the median of 1.2, 1.2, 1.3)", m.Profiles[0].Interference)

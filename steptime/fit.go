@@ -106,8 +106,11 @@ func (c Curve) MaxRelError(pts []Point) float64 {
 	return worst
 }
 
-// maxDefaultKnots bounds the knots Fit places by default.
-const maxDefaultKnots = 16
+// maxDefaultKnots bounds the knots Fit places by default: bench
+// --calibrate's grid has 18 distinct rows (its decodes and short extends
+// at 1-17 sequences, 16 at most up to 68 rows, and prompt-sized steps of
+// 128 and 256), and every one is kept, for engines step in stairs.
+const maxDefaultKnots = 24
 
 // defaultKnots places knots at the points' distinct rows (rounded), or,
 // with more than maxDefaultKnots of them, at the powers of two strictly

@@ -434,8 +434,8 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 		if len(f.models.models) == 0 {
 			return errors.New("--validate --recalibrate: give the --model files the profile was calibrated on")
 		}
-		c := f.compare.cal
-		vc.Recalibrate = &bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats}
+		o := f.compare.cal.options(f.promptLen)
+		vc.Recalibrate = &o
 	}
 	rep, err := bench.Validate(cmd.Context(), vc)
 	if err != nil {

@@ -123,8 +123,7 @@ func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems
 	if len(run.placed.Models) == 0 || slices.ContainsFunc(systems, bench.IsURL) {
 		return nil, nil, errors.New("--recalibrate measures the systems run in this process, with --model files: drop --url and server systems")
 	}
-	c := f.compare.cal
-	o := bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats}
+	o := f.compare.cal.options(f.promptLen)
 	calibrate := func(when string) (sim.Preset, error) {
 		start := time.Now()
 		p, err := bench.CalibratePlaced(cmd.Context(), loader.Builtin(), run.placed.Models, string(run.placed.Placement), o)

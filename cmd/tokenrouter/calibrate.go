@@ -29,6 +29,15 @@ type calibrateFlags struct {
 	out, placement, plan      string
 	cores, repeats            int
 	batches, tokens, contexts []int
+	promptBatches             []int
+}
+
+// options returns the calibration options the flags give; promptLen is
+// bench's --prompt-len, the tokens a sequence appends in the prompt-sized
+// steps.
+func (c calibrateFlags) options(promptLen int) bench.CalibrateOptions {
+	return bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats,
+		PromptBatches: c.promptBatches, PromptTokens: promptLen}
 }
 
 func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
@@ -37,7 +46,8 @@ func addCalibrateFlags(fl *pflag.FlagSet, c *calibrateFlags) {
 	fl.IntSliceVar(&c.batches, "calibrate-batches", []int{1, 2, 4, 5, 8, 9, 16, 17}, "with --calibrate: batch sizes to measure (the powers of two and one past them: engines' steps jump where a tile of rows fills)")
 	fl.IntSliceVar(&c.tokens, "calibrate-tokens", []int{1, 2, 4}, "with --calibrate: tokens each sequence appends in a measured step (1: decode)")
 	fl.IntSliceVar(&c.contexts, "calibrate-contexts", []int{16, 128}, "with --calibrate: tokens each sequence holds before a measured step (the first with every batch and token count, the others with decodes)")
-	fl.IntVar(&c.repeats, "calibrate-repeats", 5, "with --calibrate: repeats per point (their median counts)")
+	fl.IntSliceVar(&c.promptBatches, "calibrate-prompt-batches", []int{1, 8, 16}, "with --calibrate: batch sizes of the prompt-sized steps measured (each sequence appending --prompt-len tokens: requests that start together send their prompts in one step)")
+	fl.IntVar(&c.repeats, "calibrate-repeats", 5, "with --calibrate: repeats per point (their median counts, times the mean over median of all of them)")
 	fl.StringVar(&c.placement, "calibrate-placement", "both", "with --calibrate: partitioned, time-shared or both")
 	fl.StringVar(&c.plan, "calibrate-plan", "2-8", "with --calibrate of two models: print the model's best B per N at these concurrencies for r2r at --p, with --prompt-len and --max-tokens as the workload (empty: none)")
 }
@@ -72,8 +82,8 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	o := bench.CalibrateOptions{Batches: c.batches, Tokens: c.tokens, Contexts: c.contexts, Repeats: c.repeats,
-		Cores: c.cores, Progress: cmd.ErrOrStderr()}
+	o := c.options(f.promptLen)
+	o.Cores, o.Progress = c.cores, cmd.ErrOrStderr()
 	switch c.placement {
 	case "both", "":
 	case sim.Partitioned, sim.TimeShared:

@@ -83,8 +83,14 @@ type Calibration struct {
 	// MaxRelError is the fitted curve's largest relative error on the
 	// measured points.
 	MaxRelError float64 `json:"fit_max_rel_error"`
-	// Points are the measured steps.
+	// Points are the measured steps: each the median of its repeats
+	// times MeanOverMedian.
 	Points []steptime.Point `json:"points,omitempty"`
+	// MeanOverMedian is the mean, over every repeat of every point, of the
+	// repeat's time over its point's median (each ratio capped at 3): how
+	// much longer steps take on average than at their median, from the
+	// occasional slow step (0 for calibrations before it was measured).
+	MeanOverMedian float64 `json:"mean_over_median,omitempty"`
 	// Slowdowns are the factors by which the model's decode steps slowed
 	// down while the other models stepped at once (partitioned placement),
 	// one per batch size measured; Profile.Interference is their median.
