@@ -57,6 +57,24 @@ type PlacementMeasurement struct {
 	Together []time.Duration
 	// Batch is the number of sequences per step.
 	Batch int
+	// Rounds is how many times both placements were measured, one after
+	// the other; Alone and Together are each model's medians over them.
+	Rounds int
+}
+
+// medians returns, per model, the median of its durations over rounds
+// (rounds[r][i] is model i's in round r).
+func medians(rounds [][]time.Duration) []time.Duration {
+	out := make([]time.Duration, len(rounds[0]))
+	ds := make([]time.Duration, len(rounds))
+	for i := range out {
+		for r := range rounds {
+			ds[r] = rounds[r][i]
+		}
+		slices.Sort(ds)
+		out[i] = ds[len(ds)/2]
+	}
+	return out
 }
 
 // QuickRule decides auto by one step of each model: time-shared runs them
@@ -74,6 +92,9 @@ func QuickRule(m PlacementMeasurement) (config.Placement, string) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 	why := fmt.Sprintf("one decode step of each model at batch %d: %s in turn on every core (time-shared), %s at once on shares of the cores (partitioned)",
 		m.Batch, ms(shared), ms(parted))
+	if m.Rounds > 1 {
+		why += fmt.Sprintf(", medians of %d rounds", m.Rounds)
+	}
 	if shared < parted {
 		return config.TimeShared, why
 	}
@@ -85,7 +106,8 @@ func QuickRule(m PlacementMeasurement) (config.Placement, string) {
 // core; partitioned, an even share of them (at least one); a model's own
 // CPUs, as many threads as CPUs; a model's own Threads stay. Auto with no
 // model using cores is partitioned (simulated steps only wait); otherwise
-// it measures the models both ways (TimeSteps) and lets o.Choose decide.
+// it measures the models both ways (TimeSteps, in o.Timing's rounds) and
+// lets o.Choose decide.
 // An empty placement is auto.
 func (ks Kinds) Place(ctx context.Context, ms []config.Model, p config.Placement, o PlaceOptions) (Placed, error) {
 	if o.Cores <= 0 {
@@ -120,13 +142,19 @@ func (ks Kinds) Place(ctx context.Context, ms []config.Model, p config.Placement
 	for _, m := range pick(ms) {
 		meas.Models = append(meas.Models, m.Name)
 	}
-	var err error
-	if meas.Alone, err = ks.TimeSteps(ctx, pick(threads(ms, users, config.TimeShared, o.Cores)), false, o.Timing); err != nil {
-		return Placed{}, fmt.Errorf("placement auto: %w", err)
+	var alone, together [][]time.Duration
+	for range o.Timing.rounds() {
+		a, err := ks.TimeSteps(ctx, pick(threads(ms, users, config.TimeShared, o.Cores)), false, o.Timing)
+		if err != nil {
+			return Placed{}, fmt.Errorf("placement auto: %w", err)
+		}
+		t, err := ks.TimeSteps(ctx, pick(threads(ms, users, config.Partitioned, o.Cores)), true, o.Timing)
+		if err != nil {
+			return Placed{}, fmt.Errorf("placement auto: %w", err)
+		}
+		alone, together = append(alone, a), append(together, t)
 	}
-	if meas.Together, err = ks.TimeSteps(ctx, pick(threads(ms, users, config.Partitioned, o.Cores)), true, o.Timing); err != nil {
-		return Placed{}, fmt.Errorf("placement auto: %w", err)
-	}
+	meas.Alone, meas.Together, meas.Rounds = medians(alone), medians(together), len(alone)
 	choose := o.Choose
 	if choose == nil {
 		choose = QuickRule
@@ -166,11 +194,24 @@ type StepTiming struct {
 	// Steps is the number of timed steps per model (default 4); one
 	// untimed step comes first.
 	Steps int
+	// Rounds is how many times Place's auto measures both placements, one
+	// after the other, taking each model's median over the rounds
+	// (default 3, odd): with one round, one slow moment of the machine
+	// decided once (a time-shared step of 48.4 ms against 16.2 the run
+	// before, and the choice against the rows the run then measured).
+	Rounds int
 	// Pin, if set, is called on the goroutine that steps model i (index in
 	// the measured models) before its first step, and the function it
 	// returns after its last (for a measurement that pins that goroutine's
 	// thread, such as a one-thread engine's, which steps on its caller).
 	Pin func(i int) (undo func(), err error)
+}
+
+func (t StepTiming) rounds() int {
+	if t.Rounds <= 0 {
+		return 3
+	}
+	return t.Rounds
 }
 
 func (t StepTiming) batch() int {

@@ -55,13 +55,13 @@ func TestPlaceGiven(t *testing.T) {
 func TestPlaceAuto(t *testing.T) {
 	ms := tinyPair(t)
 	ctx := context.Background()
-	timing := StepTiming{Batch: 2, Steps: 2, PromptLen: 4}
+	timing := StepTiming{Batch: 2, Steps: 2, PromptLen: 4, Rounds: 3}
 	p, err := Builtin().Place(ctx, ms, config.PlacementAuto, PlaceOptions{Cores: 2, Timing: timing})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := p.Measurement
-	if m == nil || len(m.Alone) != 2 || len(m.Together) != 2 || m.Batch != 2 || m.Models[1] != "llm" {
+	if m == nil || len(m.Alone) != 2 || len(m.Together) != 2 || m.Batch != 2 || m.Models[1] != "llm" || m.Rounds != 3 {
 		t.Fatalf("measurement %+v", m)
 	}
 	for i := range m.Alone {
@@ -86,6 +86,14 @@ func TestPlaceAuto(t *testing.T) {
 		Choose: func(PlacementMeasurement) (config.Placement, string) { return config.PlacementAuto, "" }})
 	if err == nil || !strings.Contains(err.Error(), `the rule chose "auto"`) {
 		t.Fatalf("a rule that does not decide: %v", err)
+	}
+}
+
+func TestMedians(t *testing.T) {
+	ms := time.Millisecond
+	got := medians([][]time.Duration{{1 * ms, 9 * ms}, {48 * ms, 8 * ms}, {2 * ms, 7 * ms}})
+	if len(got) != 2 || got[0] != 2*ms || got[1] != 8*ms {
+		t.Fatalf("medians %v, want [2ms 8ms]", got)
 	}
 }
 

@@ -123,8 +123,8 @@ each concurrency's points are predicted the same way.
 threads of its own: an even share of the cores unless --threads NAME=N says;
 --cpus NAME=LIST pins them), time-shared (every model on every core, one step
 at a time; each sub-server still schedules its own launches) or auto (the
-default: one quick measurement of each model's decode step both ways picks one,
-and the output says which and why). --interference measures how much the models
+default: a quick measurement of each model's decode step both ways, three times
+in turn, picks one, and the output says which and why). --interference measures how much the models
 slow each other stepping at once on one thread each, unpinned and pinned to a
 CPU each.
 
