@@ -88,6 +88,7 @@ func TestCalibrateWritesALoadableProfile(t *testing.T) {
 	model := filepath.Join(modelsDir(t), "stories260K.gguf")
 	out, err := runCmd(t, "bench", "--calibrate", "--model", "small="+model, "--model", "large="+model,
 		"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "2",
+		"--calibrate-prompt-batches", "1,4", "--prompt-len", "6",
 		"--calibrate-plan", "2-3", "--max-tokens", "64", "--out", filepath.Join(dir, "pair.json"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -103,8 +104,13 @@ func TestCalibrateWritesALoadableProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Placement != pl || len(p.Models) != 2 || p.Models[0] != "small" || len(p.Calibration) != 2 || len(p.Calibration[0].Points) != 9 {
+		// 3 batches × 2 token counts at context 8, decodes of 1, 2 and 4 at
+		// 24, and prompt-sized steps (6 tokens a sequence) of 1 and 4.
+		if p.Placement != pl || len(p.Models) != 2 || p.Models[0] != "small" || len(p.Calibration) != 2 || len(p.Calibration[0].Points) != 11 {
 			t.Fatalf("%s: %+v", path, p)
+		}
+		if last := p.Calibration[0].Points[10]; last.Batch != 4 || last.Extend != 20 || !(p.Calibration[0].MeanOverMedian > 0) {
+			t.Fatalf("%s: last point %+v, mean over median %v", path, last, p.Calibration[0].MeanOverMedian)
 		}
 		out, err = runCmd(t, "plan", "--profile", path, "--concurrency", "3", "--b0", "1", "--output-len", "64", "--format", "json")
 		if err != nil || !strings.Contains(out, `"best": true`) {
