@@ -48,8 +48,9 @@ type CalibrateOptions struct {
 	// 1, 8, 16).
 	PromptBatches []int
 	// Repeats is the number of times each point is measured (default 5);
-	// their median counts (see stepTime). Repeats are spread over the
-	// measurement: each round times every point once.
+	// their median counts (see stepTime), times the mean over median of the
+	// whole grid (gridPoints). Repeats are spread over the measurement:
+	// each round times every point once.
 	Repeats int
 	// Placements lists the placements to calibrate (default both:
 	// sim.Partitioned and sim.TimeShared).
@@ -371,10 +372,12 @@ func gridPoints(g []gridPoint, times [][]time.Duration) ([]steptime.Point, float
 // measureModel opens m's engine, times every grid point o.Repeats times
 // (each round times every point once) and returns the points (gridPoints)
 // and their mean over median. Time-shared models are measured one after
-// the other, not in turn point by point: measured in turn, a 0.5B model's
-// steps ran 8-17% slower than alone (one sequence 11.8 against 10.5 ms),
-// and slower than its steps in turn with a 1.5B model in a run (lockstep's
-// decodes of 8 sequences 0.84-0.86x such a curve, TokenRouter's 0.89).
+// the other, not in turn point by point: measured in turn with a 1.5B
+// model, a 0.5B model's steps ran slower than alone (its decode of 8
+// sequences 26.4-27.2 ms against 23.3-23.9, its fitted one-sequence step
+// 12.3-12.4 against 10.5-10.6) and slower than its steps in turn with the
+// 1.5B in a run (lockstep's decodes of 8 sequences 0.84x such a curve,
+// TokenRouter's 0.89).
 func measureModel(ctx context.Context, ks loader.Kinds, m config.Model, o CalibrateOptions) (pts []steptime.Point, spread float64, err error) {
 	e, err := ks.OpenEngine(ctx, m)
 	if err != nil {

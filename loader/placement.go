@@ -63,7 +63,8 @@ type PlacementMeasurement struct {
 }
 
 // medians returns, per model, the median of its durations over rounds
-// (rounds[r][i] is model i's in round r).
+// (rounds[r][i] is model i's in round r; the upper of the middle two for
+// an even count).
 func medians(rounds [][]time.Duration) []time.Duration {
 	out := make([]time.Duration, len(rounds[0]))
 	ds := make([]time.Duration, len(rounds))

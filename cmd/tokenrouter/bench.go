@@ -124,9 +124,9 @@ threads of its own: an even share of the cores unless --threads NAME=N says;
 --cpus NAME=LIST pins them), time-shared (every model on every core, one step
 at a time; each sub-server still schedules its own launches) or auto (the
 default: a quick measurement of each model's decode step both ways, three times
-in turn, picks one, and the output says which and why). --interference measures how much the models
-slow each other stepping at once on one thread each, unpinned and pinned to a
-CPU each.
+in turn, picks one, and the output says which and why). --interference measures
+how much the models slow each other stepping at once on one thread each,
+unpinned and pinned to a CPU each.
 
 Prompts are random token ids of --prompt-len in the models' vocabulary, or the
 lines of --prompts FILE (JSON Lines with "prompt", or plain text) tokenised with
