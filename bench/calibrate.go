@@ -322,6 +322,8 @@ func (o CalibrateOptions) maxTokens() int { return max(slices.Max(o.Tokens), o.P
 // interference factors of 2-2.6); one slow repeat in five does not move
 // the median. (The machine's own noise still shows: the next real-size
 // calibration, with the median, had fit errors up to 70% at one thread.)
+// The slow repeats still count, pooled over the whole grid: gridPoints
+// scales every median by the grid's mean over median.
 func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Quantile(0.5) }
 
 // maxSpread caps one repeat's time over its point's median in
@@ -374,8 +376,8 @@ func gridPoints(g []gridPoint, times [][]time.Duration) ([]steptime.Point, float
 // and their mean over median. Time-shared models are measured one after
 // the other, not in turn point by point: measured in turn with a 1.5B
 // model, a 0.5B model's steps ran slower than alone (its decode of 8
-// sequences 26.4-27.2 ms against 23.3-23.9, its fitted one-sequence step
-// 12.3-12.4 against 10.5-10.6) and slower than its steps in turn with the
+// sequences 26.4-27.2 ms against 23.3-23.9, its curve's R(1) 12.3-12.4
+// against 10.5-10.6) and slower than its steps in turn with the
 // 1.5B in a run (lockstep's decodes of 8 sequences 0.84x such a curve,
 // TokenRouter's 0.89).
 func measureModel(ctx context.Context, ks loader.Kinds, m config.Model, o CalibrateOptions) (pts []steptime.Point, spread float64, err error) {

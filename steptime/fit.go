@@ -107,9 +107,9 @@ func (c Curve) MaxRelError(pts []Point) float64 {
 }
 
 // maxDefaultKnots bounds the knots Fit places by default: bench
-// --calibrate's grid has 18 distinct rows (its decodes and short extends
-// at 1-17 sequences, 16 at most up to 68 rows, and prompt-sized steps of
-// 128 and 256), and every one is kept, for engines step in stairs.
+// --calibrate's default grid has 18 distinct rows (16, up to 68, from its
+// decodes and short extends of 1-17 sequences; 128 and 256 from its
+// prompt-sized steps), and all are kept, because engines step in stairs.
 const maxDefaultKnots = 24
 
 // defaultKnots places knots at the points' distinct rows (rounded), or,
