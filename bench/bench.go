@@ -66,6 +66,10 @@ type Options struct {
 	Progress io.Writer
 	// Label names the run in progress lines.
 	Label string
+	// AfterRound, if set, is called by Compare after each round of a
+	// concurrency n (round counts from 0); an error stops Compare. Run
+	// ignores it.
+	AfterRound func(ctx context.Context, n, round int) error
 }
 
 // defaults fills the lengths' defaults.

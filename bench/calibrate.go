@@ -204,13 +204,18 @@ func calibratePlacement(ctx context.Context, ks loader.Kinds, ms []config.Model,
 	return p, nil
 }
 
-// MergeCalibrations returns the calibration whose every point is the mean
+// MergeCalibrations returns the calibration whose every point is the median
 // of the same point in ps (calibrations of the same models, placement and
-// options o, as Calibrate returns them), its curves fitted anew, its
-// MeanOverMedian the mean of theirs and its interference factors the
-// medians of the mean slowdowns: a run bracketed by a
-// calibration before and one after it is priced on the mean of the two,
-// which halves what one slow minute of either moves the prediction.
+// options o, as Calibrate returns them; the mean of the middle two for an
+// even count), its curves fitted anew, its MeanOverMedian the mean of
+// theirs and its interference factors the medians over the batches of the
+// median slowdowns. A run bracketed by a calibration before and one after
+// it is priced on the mean of the two, which halves what one slow minute of
+// either moves the prediction; with calibrations after every round, one
+// caught in a slow stretch moves it not at all (on two shared cores the
+// mean of two calibrations of the fast pair put the 360M's one-sequence
+// step at the run's mean context at 25.2 ms where the others gave
+// 17.0-18.7, and the points it priced measured 13-27% above it).
 func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error) {
 	o = o.withDefaults()
 	if len(ps) == 0 {
@@ -227,21 +232,24 @@ func MergeCalibrations(o CalibrateOptions, ps ...sim.Preset) (sim.Preset, error)
 				len(p.Calibration[i].Slowdowns) != len(slow) {
 				return sim.Preset{}, errors.New("bench: merge calibrations: they measured different grids")
 			}
-			for k, x := range p.Calibration[i].Slowdowns {
-				slow[k] += x / float64(len(ps))
-			}
 			spread += p.Calibration[i].MeanOverMedian / float64(len(ps))
 		}
+		xs := make([]float64, len(ps))
+		for k := range slow {
+			for j, p := range ps {
+				xs[j] = p.Calibration[i].Slowdowns[k]
+			}
+			slow[k] = median(xs)
+		}
 		for k := range pts {
-			ms := 0.0
-			for _, p := range ps {
+			for j, p := range ps {
 				q := p.Calibration[i].Points[k]
 				if q.Batch != pts[k].Batch || q.Extend != pts[k].Extend || q.Context != pts[k].Context {
 					return sim.Preset{}, errors.New("bench: merge calibrations: they measured different grids")
 				}
-				ms += q.MS / float64(len(ps))
+				xs[j] = q.MS
 			}
-			pts[k].MS = ms
+			pts[k].MS = median(xs)
 		}
 		c, err := steptime.Fit(pts, steptime.FitOptions{PerSeq: len(o.Tokens) > 1, Context: len(o.Contexts) > 1})
 		if err != nil {

@@ -110,10 +110,10 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestMergeCalibrations merges two calibrations of the same grid: every
-// point is the mean of the two, the curve is fitted to those means, and
-// the interference is the median of the mean slowdowns. Calibrations of
-// different grids are refused.
+// TestMergeCalibrations merges calibrations of the same grid: every point
+// is the median of theirs (of two, their mean), the curve is fitted to those,
+// and the interference is the median over the batches of the median
+// slowdowns. Calibrations of different grids are refused.
 func TestMergeCalibrations(t *testing.T) {
 	o := CalibrateOptions{Tokens: []int{1}, Contexts: []int{16}}
 	cal := func(scale float64, slow []float64) sim.Preset {
@@ -140,6 +140,19 @@ func TestMergeCalibrations(t *testing.T) {
 	}
 	if a.Calibration[0].Points[0].MS != 11 || math.Abs(m.Profiles[0].Interference-1.2) > 1e-12 {
 		t.Fatalf("inputs changed or interference %v (want the median of 1.2, 1.2, 1.3)", m.Profiles[0].Interference)
+	}
+	// With three, a calibration caught in a stall does not move the points.
+	m, err = MergeCalibrations(o, a, cal(3, []float64{2, 2, 2}), cal(1.2, []float64{1.2, 1.2, 1.2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, pt := range m.Calibration[0].Points {
+		if want := 1.2 * (10 + float64(pt.Batch)); math.Abs(pt.MS-want) > 1e-12 {
+			t.Fatalf("point %d of three: %+v, want the median %v ms", k, pt, want)
+		}
+	}
+	if math.Abs(m.Profiles[0].Interference-1.2) > 1e-12 {
+		t.Fatalf("interference of three %v, want 1.2", m.Profiles[0].Interference)
 	}
 	short := cal(1, []float64{1.1, 1.3, 1.2})
 	short.Calibration[0].Points = short.Calibration[0].Points[:3]

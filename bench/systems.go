@@ -266,6 +266,11 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 					progress(done, total, rows[base+i])
 				}
 			}
+			if o.AfterRound != nil {
+				if err := o.AfterRound(ctx, n, round); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return rows, nil

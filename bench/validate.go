@@ -48,6 +48,12 @@ type ValidateConfig struct {
 	// machine's drift between a calibration and the measurement stays out
 	// of the prediction.
 	Recalibrate *CalibrateOptions
+	// RecalibrateRounds calibrates after every round of a concurrency, not
+	// only after its last: the concurrency's points are then priced on
+	// the pointwise median of every calibration taken while they were
+	// measured and the one before (MergeCalibrations), which samples the
+	// machine's speed over the same minutes as the slices.
+	RecalibrateRounds bool
 	// Placement is how the Setup's models share the machine.
 	Placement perfmodel.Placement
 	// Concurrency lists the N to validate; every feasible B = (1, B1) of
@@ -156,12 +162,25 @@ type ValidateN struct {
 	// Resolved is true when the best leads every other point by more than
 	// the confidence interval: the measurement tells the best apart.
 	Resolved bool `json:"resolved"`
+	// PredictedMargin is how far the model puts its best ahead of its
+	// runner-up (tok/s): a measurement cannot tell apart points the
+	// model itself puts closer than the slices' noise.
+	PredictedMargin float64 `json:"predicted_margin_tokens_per_second"`
+	// PredictedLead is the measured best's paired lead over the predicted
+	// best and PredictedLeadCI95 its 95% half-width (0 and 0 when they are
+	// the same point); Consistent says the measurement does not rank the
+	// predicted best below the measured best (they are the same point, or
+	// the lead is within its interval).
+	PredictedLead     float64 `json:"predicted_best_behind_tokens_per_second"`
+	PredictedLeadCI95 float64 `json:"predicted_best_behind_ci95"`
+	Consistent        bool    `json:"consistent"`
 	// ExtraSeconds is the measuring time the resolve step added.
 	ExtraSeconds float64 `json:"extra_seconds"`
 	// LatencyMS are the models' one-request decode step times on the
 	// curves that priced this N's points with ValidateConfig.Recalibrate:
-	// those fitted to the mean of Calibrations, the calibrations taken
-	// before and after its rounds.
+	// those fitted to the merge (MergeCalibrations) of Calibrations, the
+	// calibrations taken before its rounds and after them (after each,
+	// with RecalibrateRounds).
 	LatencyMS    []float64    `json:"latency_ms,omitempty"`
 	Calibrations []sim.Preset `json:"calibrations,omitempty"`
 }
@@ -197,6 +216,9 @@ type ValidateReport struct {
 	// says every concurrency's best was told apart.
 	ResolveSeconds float64 `json:"resolve_seconds"`
 	AllResolved    bool    `json:"all_resolved"`
+	// AllConsistent says no concurrency's measurement ranks its predicted
+	// best below its measured best (ValidateN.Consistent).
+	AllConsistent bool `json:"all_consistent"`
 }
 
 // Validate measures every point and compares it with the throughput
@@ -239,7 +261,7 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 		Placement: string(v.md.Placement),
 		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
 		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
-		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true}
+		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true, AllConsistent: true}
 	for _, n := range c.Concurrency {
 		idx, err := v.predict(ctx, n)
 		if err != nil {
@@ -248,29 +270,34 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 		if len(idx) == 0 {
 			continue
 		}
+		var cals []sim.Preset
+		if c.Recalibrate != nil {
+			cals = []sim.Preset{before}
+		}
 		for round := range c.Rounds {
 			if err := v.run(ctx, round, idx); err != nil {
 				return ValidateReport{}, err
 			}
-		}
-		var cals []sim.Preset
-		if c.Recalibrate != nil {
-			after, err := v.calibrate(ctx, "after N="+strconv.Itoa(n))
-			if err != nil {
-				return ValidateReport{}, err
+			if c.Recalibrate != nil && (c.RecalibrateRounds || round == c.Rounds-1) {
+				after, err := v.calibrate(ctx, fmt.Sprintf("after N=%d round %d", n, round+1))
+				if err != nil {
+					return ValidateReport{}, err
+				}
+				cals = append(cals, after)
 			}
-			both, err := MergeCalibrations(*c.Recalibrate, before, after)
+		}
+		if c.Recalibrate != nil {
+			all, err := MergeCalibrations(*c.Recalibrate, cals...)
 			if err != nil {
 				return ValidateReport{}, fmt.Errorf("bench: validate: %w", err)
 			}
-			if err := v.setCurves(both.Curves()); err != nil {
+			if err := v.setCurves(all.Curves()); err != nil {
 				return ValidateReport{}, err
 			}
 			if err := v.repredict(ctx, idx); err != nil {
 				return ValidateReport{}, err
 			}
-			cals = []sim.Preset{before, after}
-			before = after
+			before = cals[len(cals)-1]
 		}
 		v.next = c.Rounds
 		s, err := v.resolve(ctx, n, idx)
@@ -285,6 +312,7 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 		}
 		rep.AllMatch = rep.AllMatch && s.Match
 		rep.AllResolved = rep.AllResolved && s.Resolved
+		rep.AllConsistent = rep.AllConsistent && s.Consistent
 		rep.PerConcurrency = append(rep.PerConcurrency, s)
 	}
 	for _, pt := range v.pts {
@@ -518,13 +546,8 @@ func (v *validator) resolve(ctx context.Context, n int, idx []int) (ValidateN, e
 		v.next++
 		spent += time.Duration(1+len(c.open)) * v.slice()
 	}
-	pb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(v.pts[a].Predicted, v.pts[b].Predicted) })
-	v.pts[pb].PredictedBest, v.pts[c.best].MeasuredBest = true, true
-	s := ValidateN{Concurrency: n, PredictedBestB1: v.pts[pb].Thresholds[1], MeasuredBestB1: v.pts[c.best].Thresholds[1],
-		Match: pb == c.best, Resolved: len(c.open) == 0, ExtraSeconds: spent.Seconds()}
-	if c.runnerUp >= 0 {
-		s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs = v.pts[c.runnerUp].Thresholds[1], c.margin, c.half, c.pairs
-	}
+	s := verdict(v.pts, idx, c)
+	s.Concurrency, s.ExtraSeconds = n, spent.Seconds()
 	return s, nil
 }
 
@@ -597,6 +620,29 @@ func (v *validator) predictAtStepSpeed(ctx context.Context, pt *ValidatePoint) e
 	pt.ErrorAtStepSpeedPercent = 100 * (pt.TokensPerSecond - r.TokensPerSecond) / r.TokensPerSecond
 	pt.WithinAtStepSpeed = math.Abs(pt.ErrorAtStepSpeedPercent) <= 100*v.c.Tolerance
 	return nil
+}
+
+// verdict compares the predicted best of the points idx with the measured
+// best of contest c (decide's), marks both and returns the comparison.
+func verdict(pts []ValidatePoint, idx []int, c contest) ValidateN {
+	pb := slices.MaxFunc(idx, func(a, b int) int { return cmpFloat(pts[a].Predicted, pts[b].Predicted) })
+	pts[pb].PredictedBest, pts[c.best].MeasuredBest = true, true
+	s := ValidateN{PredictedBestB1: pts[pb].Thresholds[1], MeasuredBestB1: pts[c.best].Thresholds[1],
+		Match: pb == c.best, Resolved: len(c.open) == 0, Consistent: pb == c.best}
+	if c.runnerUp >= 0 {
+		s.RunnerUpB1, s.Margin, s.MarginCI95, s.Pairs = pts[c.runnerUp].Thresholds[1], c.margin, c.half, c.pairs
+	}
+	first := true
+	for _, k := range idx {
+		if gap := pts[pb].Predicted - pts[k].Predicted; k != pb && (first || gap < s.PredictedMargin) {
+			s.PredictedMargin, first = gap, false
+		}
+	}
+	if pb != c.best {
+		m, h, pairs := PairedLead(pts[c.best].byRound, pts[pb].byRound)
+		s.PredictedLead, s.PredictedLeadCI95, s.Consistent = m, h, pairs >= 2 && m-h <= 0
+	}
+	return s
 }
 
 // contest is where one concurrency's points stand: the measured best, the

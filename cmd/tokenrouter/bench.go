@@ -113,11 +113,12 @@ by URL have no prediction ("-").
 
 --recalibrate predicts the same way from curves calibrated (the --calibrate-*
 grid) on the run's own models as placed, instead of from a file: it calibrates
-before the first concurrency and after each, and prices each concurrency's rows
-on the mean of the calibrations just before and just after its rounds. The
-machine's speed drifts from minute to minute, and a calibration taken minutes
-before a run can be off by more than the model's own error. With --validate,
-each concurrency's points are predicted the same way.
+before the first concurrency and after each (after each round with
+--recalibrate-every round), and prices each concurrency's rows on the
+calibrations just before and during its rounds (the mean of two, the pointwise
+median of more). The machine's speed drifts from minute to minute, and a
+calibration taken minutes before a run can be off by more than the model's own
+error. With --validate, each concurrency's points are predicted the same way.
 
 --placement says how the models share the cores: partitioned (each model on
 threads of its own: an even share of the cores unless --threads NAME=N says;
@@ -431,11 +432,14 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 		Resolve: f.resolve, MaxTokens: f.maxTokens, PromptLen: f.promptLen, Seed: f.seed, Progress: cmd.ErrOrStderr(),
 	}
 	if f.compare.recalibrate {
+		if err := f.compare.checkRecalibrateEvery(); err != nil {
+			return err
+		}
 		if len(f.models.models) == 0 {
 			return errors.New("--validate --recalibrate: give the --model files the profile was calibrated on")
 		}
 		o := f.compare.cal.options(f.promptLen)
-		vc.Recalibrate = &o
+		vc.Recalibrate, vc.RecalibrateRounds = &o, f.compare.recalibrateEvery == "round"
 	}
 	rep, err := bench.Validate(cmd.Context(), vc)
 	if err != nil {
@@ -500,10 +504,14 @@ func printValidate(w io.Writer, profile string, rep bench.ValidateReport) {
 		if len(s.LatencyMS) > 0 {
 			cal = fmt.Sprintf("; calibrated around it: L = %.2f ms", s.LatencyMS)
 		}
-		fmt.Fprintf(w, "N=%d: predicted best B1=%d, measured best B1=%d, match=%v, resolved=%v (%s), max |error| %.2f%%%s\n",
-			s.Concurrency, s.PredictedBestB1, s.MeasuredBestB1, s.Match, s.Resolved, lead, s.MaxErrorPercent, cal)
+		behind := ""
+		if !s.Match {
+			behind = fmt.Sprintf("; the predicted best is behind by %.2f ± %.2f tok/s, consistent=%v", s.PredictedLead, s.PredictedLeadCI95, s.Consistent)
+		}
+		fmt.Fprintf(w, "N=%d: predicted best B1=%d (ahead of the next by %.2f tok/s), measured best B1=%d, match=%v, resolved=%v (%s)%s, max |error| %.2f%%%s\n",
+			s.Concurrency, s.PredictedBestB1, s.PredictedMargin, s.MeasuredBestB1, s.Match, s.Resolved, lead, behind, s.MaxErrorPercent, cal)
 	}
-	fmt.Fprintf(w, "all match: %v; all resolved: %v; all within %.0f%%: %v (at the engines' step speed: %v)\n", rep.AllMatch, rep.AllResolved,
-		rep.TolerancePercent, rep.AllWithin, rep.AllWithinAtStepSpeed)
+	fmt.Fprintf(w, "all match: %v; all resolved: %v; all consistent: %v; all within %.0f%%: %v (at the engines' step speed: %v)\n", rep.AllMatch, rep.AllResolved,
+		rep.AllConsistent, rep.TolerancePercent, rep.AllWithin, rep.AllWithinAtStepSpeed)
 	fmt.Fprintln(w, "steps/curve: each model's steps over its curve for the same steps; @speed: the prediction with the curves scaled by it")
 }

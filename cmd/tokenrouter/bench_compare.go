@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ type benchCompareFlags struct {
 	predict               string
 	calibrate             bool
 	recalibrate           bool
+	recalibrateEvery      string
 	cal                   calibrateFlags
 }
 
@@ -39,6 +41,7 @@ func addCompareFlags(fl *pflag.FlagSet, c *benchCompareFlags) {
 	fl.StringVar(&c.csv, "csv", "", "with --systems: also write the rows to this CSV file")
 	fl.StringVar(&c.predict, "predict", "", "with --systems: add the throughput model's prediction per row from this calibrated profile (bench --calibrate's FILE.PLACEMENT.json; it must match the run's placement and threads)")
 	fl.BoolVar(&c.recalibrate, "recalibrate", false, "with --systems or --validate: predict every row as --predict does, from step curves calibrated (the --calibrate-* grid) on the run's models as placed, before the first concurrency and after each, each concurrency's rows on the mean of the calibrations before and after its rounds, so that the machine's drift between a calibration and the run stays out of the prediction")
+	fl.StringVar(&c.recalibrateEvery, "recalibrate-every", "concurrency", "with --recalibrate: calibrate after every concurrency, or after every round (round), each concurrency priced on the pointwise median of the calibrations taken before and during its rounds: more calibrations, spread over the minutes its slices ran, and one caught in a slow stretch moves nothing")
 	fl.StringVar(&c.plotDir, "plot", "", "write PNG figures into this folder (--systems: throughput.png; --validate: validate.png)")
 	fl.BoolVar(&c.calibrate, "calibrate", false, "fit the step-time curves of the --model files on the CPU engine, per placement, and write profile files (see --out)")
 	addCalibrateFlags(fl, &c.cal)
@@ -57,6 +60,9 @@ func runCompare(cmd *cobra.Command, f benchFlags) error {
 	}
 	systems, err := compareSystems(f)
 	if err != nil {
+		return err
+	}
+	if err := f.compare.checkRecalibrateEvery(); err != nil {
 		return err
 	}
 	if f.compare.recalibrate && f.compare.predict != "" {
@@ -115,10 +121,20 @@ func compareOnce(cmd *cobra.Command, f benchFlags, run benchRun, systems []strin
 	return rows, out, nil
 }
 
+// checkRecalibrateEvery checks --recalibrate-every.
+func (c benchCompareFlags) checkRecalibrateEvery() error {
+	switch c.recalibrateEvery {
+	case "concurrency", "round":
+		return nil
+	}
+	return fmt.Errorf("--recalibrate-every %q: want concurrency or round", c.recalibrateEvery)
+}
+
 // compareRecalibrated runs bench.Compare one concurrency at a time,
-// calibrating the run's models as placed before the first and after each,
-// and predicts each concurrency's rows from the mean of the calibrations
-// before and after it.
+// calibrating the run's models as placed before the first and after each
+// (after each round with --recalibrate-every round), and predicts each
+// concurrency's rows from the merge of the calibrations before and during
+// it (bench.MergeCalibrations).
 func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems []string) ([]bench.Row, []bench.Summary, error) {
 	if len(run.placed.Models) == 0 || slices.ContainsFunc(systems, bench.IsURL) {
 		return nil, nil, errors.New("--recalibrate measures the systems run in this process, with --model files: drop --url and server systems")
@@ -137,21 +153,28 @@ func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems
 	if err != nil {
 		return nil, nil, err
 	}
+	opts := run.opts
+	var cals []sim.Preset
+	opts.AfterRound = func(_ context.Context, n, round int) error {
+		if f.compare.recalibrateEvery != "round" && round < max(f.rounds, 1)-1 {
+			return nil
+		}
+		after, err := calibrate(fmt.Sprintf("after N=%d round %d", n, round+1))
+		cals = append(cals, after)
+		return err
+	}
 	if _, err := predictModel(f, run, before, "the first calibration"); err != nil {
 		return nil, nil, fmt.Errorf("--recalibrate: %w", err)
 	}
 	var rows []bench.Row
 	var out []bench.Summary
 	for _, n := range f.concurrency {
-		r, err := bench.Compare(cmd.Context(), run.setup, systems, []int{n}, run.opts, f.rounds, progressBar(cmd.ErrOrStderr()))
+		cals = []sim.Preset{before}
+		r, err := bench.Compare(cmd.Context(), run.setup, systems, []int{n}, opts, f.rounds, progressBar(cmd.ErrOrStderr()))
 		if err != nil {
 			return nil, nil, err
 		}
-		after, err := calibrate(fmt.Sprintf("after N=%d", n))
-		if err != nil {
-			return nil, nil, err
-		}
-		both, err := bench.MergeCalibrations(o, before, after)
+		both, err := bench.MergeCalibrations(o, cals...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--recalibrate: %w", err)
 		}
@@ -163,7 +186,7 @@ func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems
 		if err := run.setup.AddPredictions(cmd.Context(), perfmodel.NewPlanner(perfmodel.Options{}), pm, r, s); err != nil {
 			return nil, nil, fmt.Errorf("--recalibrate: %w", err)
 		}
-		rows, out, before = append(rows, r...), append(out, s...), after
+		rows, out, before = append(rows, r...), append(out, s...), cals[len(cals)-1]
 	}
 	return rows, out, nil
 }
@@ -344,6 +367,9 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		curves := f.compare.predict
 		if f.compare.recalibrate {
 			curves = "the mean of the calibrations taken just before and just after each concurrency's rounds"
+			if f.compare.recalibrateEvery == "round" {
+				curves = "the pointwise median of the calibrations taken just before each concurrency's rounds and after each of them"
+			}
 		}
 		fmt.Fprintf(w, "  predicted: the throughput model over the step curves of %s (tokenrouter: the Markov chain, its thresholds in the JSON; lockstep, slm-only, llm-only: closed forms); -: no formula\n", curves)
 		fmt.Fprintln(w, "  steps/curve: each model's steps in the run over its calibrated curve for the same steps (machine drift since calibration); @speed: measured over the prediction with the curves scaled by it")

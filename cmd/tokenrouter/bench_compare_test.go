@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -241,7 +242,7 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 			t.Errorf("%s N=%d: predicted %.1f, steps over curve %v, at step speed %.1f", r.System, r.Concurrency, r.Predicted, r.StepOverCurve, r.PredictedAtStepSpeed)
 		}
 	}
-	for _, n := range []string{"calibrated before N=1 ", "calibrated after N=1 ", "calibrated after N=3 "} {
+	for _, n := range []string{"calibrated before N=1 ", "calibrated after N=1 round 1 ", "calibrated after N=3 round 1 "} {
 		if strings.Count(log.String(), n) != 1 {
 			t.Errorf("want one %q in the log:\n%s", n, log.String())
 		}
@@ -249,6 +250,21 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 	table, err := runBenchCmd(t, args...)
 	if err != nil || !strings.Contains(table, "calibrations taken just before and just after each concurrency's rounds") || !strings.Contains(table, "steps/curve") {
 		t.Fatalf("table: %v\n%s", err, table)
+	}
+	// --recalibrate-every round: a calibration after each of N=1's two rounds.
+	log.Reset()
+	cmd = newBenchCmd()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&log)
+	cmd.SetArgs(append(slices.Clone(args[:len(args)-8]), "--concurrency", "1", "--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--recalibrate-every", "round"))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, n := range []string{"calibrated before N=1 ", "calibrated after N=1 round 1 ", "calibrated after N=1 round 2 "} {
+		if strings.Count(log.String(), n) != 1 {
+			t.Errorf("--recalibrate-every round: want one %q in the log:\n%s", n, log.String())
+		}
 	}
 	if _, err := runBenchCmd(t, append(args, "--predict", "x.json")...); err == nil || !strings.Contains(err.Error(), "drop --predict") {
 		t.Errorf("--recalibrate with --predict: %v", err)
@@ -303,5 +319,34 @@ func TestValidateRecalibrates(t *testing.T) {
 	}
 	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--concurrency", "2", "--duration", "100ms"); err == nil || !strings.Contains(err.Error(), "--model files") {
 		t.Errorf("--recalibrate on a simulated profile: %v", err)
+	}
+
+	// --recalibrate-every round: a calibration after each of N=2's two
+	// rounds, and N=2 priced on all three.
+	cmd = newBenchCmd()
+	out.Reset()
+	log.Reset()
+	cmd.SetOut(&out)
+	cmd.SetErr(&log)
+	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--recalibrate-every", "round", "--concurrency", "2",
+		"--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	rep = validateOutput{}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for _, want := range []string{"calibrated before N=2 ", "calibrated after N=2 round 1 ", "calibrated after N=2 round 2 "} {
+		if strings.Count(log.String(), want) != 1 {
+			t.Errorf("want one %q in the log:\n%s", want, log.String())
+		}
+	}
+	if len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 3 {
+		t.Fatalf("--recalibrate-every round: %+v", rep.PerConcurrency)
+	}
+	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--recalibrate-every", "slice"); err == nil || !strings.Contains(err.Error(), "want concurrency or round") {
+		t.Errorf("--recalibrate-every slice: %v", err)
 	}
 }
