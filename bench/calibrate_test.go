@@ -14,7 +14,8 @@ import (
 
 // TestCalibrateSimulatedPair calibrates two simulated models whose curves
 // are known, under both placements: every grid point is measured, none
-// faster than its curve allows (a loaded machine only makes steps longer),
+// faster than its curve allows (a loaded machine only makes steps longer,
+// and the engine makes up for it by at most a tenth of a step),
 // the reported fit error is the fit's on those points, and the
 // partitioned preset carries an interference factor per model.
 func TestCalibrateSimulatedPair(t *testing.T) {
@@ -49,7 +50,10 @@ func TestCalibrateSimulatedPair(t *testing.T) {
 				t.Fatalf("%s model %d: mean over median %v", p.Placement, i, cal.MeanOverMedian)
 			}
 			for _, pt := range cal.Points {
-				if floor := 0.9 * curves[i].At(pt.Batch, pt.Extend, pt.Context); pt.MS < floor {
+				// The simulated engine pays back an earlier late wake-up by
+				// shortening a step by up to a tenth, and each point is its
+				// median times the grid's mean over median.
+				if floor := 0.9 * cal.MeanOverMedian * curves[i].At(pt.Batch, pt.Extend, pt.Context); pt.MS < floor*(1-1e-9) {
 					t.Fatalf("%s model %d: point %+v faster than its curve allows (%.3f ms)", p.Placement, i, pt, floor)
 				}
 			}
