@@ -138,7 +138,7 @@ func TestChaos(t *testing.T) {
 	defer px.close()
 	f := startFront(t, clusterDeploy{processes: true, nats: px.url(), secrets: cluster.Secrets{Auth: ns.ClientAuth()}})
 	defer f.shutdown(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	testkit.Eventually(t, 20*time.Second, func() bool { c, _ := f.status(ctx, "/ready"); return c == http.StatusOK }, "/ready")
 	f.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 512 // reuse the load's connections
@@ -209,12 +209,17 @@ func TestChaos(t *testing.T) {
 			actions = append(actions, fmt.Sprintf("dropped %d NATS connections", px.drop()))
 		}
 		// The next round starts once the deployment has recovered and
-		// served requests again.
-		before := snapshot()[chaosOK]
-		testkit.Eventually(t, 20*time.Second, func() bool {
+		// served requests again. Recovery takes 1-4 s here (18 rounds of
+		// dropped NATS connections under -race, with and without other
+		// tests beside it: 1.1-2.8 s); twice, under the whole suite's -race
+		// load, one took over 20 s, so the wait is generous and each
+		// recovery's time is logged.
+		before, hit := snapshot()[chaosOK], time.Now()
+		testkit.Eventually(t, 60*time.Second, func() bool {
 			c, _ := f.status(ctx, "/ready")
 			return c == http.StatusOK && snapshot()[chaosOK] > before+streams/4
 		}, "recovery after %s", actions[len(actions)-1])
+		t.Logf("recovered from %s in %v", actions[len(actions)-1], time.Since(hit).Round(time.Millisecond))
 	}
 	stopLoad()
 	wg.Wait()
