@@ -209,7 +209,7 @@ func TestChaos(t *testing.T) {
 			actions = append(actions, fmt.Sprintf("dropped %d NATS connections", px.drop()))
 		}
 		// The next round starts once the deployment has recovered and
-		// served requests again. Recovery takes 1-4 s here (18 rounds of
+		// served requests again. Recovery takes 1-5 s here (18 rounds of
 		// dropped NATS connections under -race, with and without other
 		// tests beside it: 1.1-2.8 s); twice, under the whole suite's -race
 		// load, one took over 20 s, so the wait is generous and each
