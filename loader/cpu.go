@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -19,8 +20,9 @@ import (
 const KindCPU = "cpu"
 
 // cpuKind opens engine/cpu models: Path, Tokenizer, Threads, CPUs,
-// KVBudgetMB and ContextLength.
-func cpuKind() Kind {
+// KVBudgetMB and ContextLength; with arena, their KV caches take and
+// return their memory there.
+func cpuKind(arena *cpu.Arena) Kind {
 	return Kind{
 		Name:  KindCPU,
 		Cores: true,
@@ -38,10 +40,24 @@ func cpuKind() Kind {
 		},
 		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
 			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength,
-				NoPrefixCache: m.NoPrefixCache})
+				NoPrefixCache: m.NoPrefixCache, Arena: arena})
 		},
 		Text: cpuText,
 	}
+}
+
+// WithKVArena returns ks with its cpu kind opening every engine on arena
+// (cpu.Options.Arena): engines opened one after another, as a benchmark
+// opens them for each measurement, reuse the KV memory of those closed
+// before them.
+func (ks Kinds) WithKVArena(arena *cpu.Arena) Kinds {
+	out := slices.Clone(ks)
+	for i := range out {
+		if out[i].Name == KindCPU {
+			out[i] = cpuKind(arena)
+		}
+	}
+	return out
 }
 
 // cpuText reads a cpu model's tokenizer and chat template without its

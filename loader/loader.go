@@ -76,7 +76,7 @@ type Kinds []Kind
 func Builtin() Kinds {
 	return Kinds{
 		simKind(),
-		cpuKind(),
+		cpuKind(nil),
 	}
 }
 

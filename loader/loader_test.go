@@ -3,11 +3,14 @@ package loader
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/steptime"
 )
@@ -107,5 +110,30 @@ func TestOpenCPU(t *testing.T) {
 	if _, err := ks.OpenText(config.Model{Name: "g", Engine: KindCPU, Path: filepath.Join(dir, "stories260K.gguf")}, 1000); err == nil ||
 		!strings.Contains(err.Error(), "512 tokens but the model has 1000") {
 		t.Fatalf("vocabulary mismatch: %v", err)
+	}
+}
+
+// TestWithKVArena opens a cpu engine through Kinds.WithKVArena: its KV
+// cache takes its memory from the arena, which holds it for the next
+// engine after Close; the sim kind is untouched.
+func TestWithKVArena(t *testing.T) {
+	a := cpu.NewArena()
+	ks := Builtin().WithKVArena(a)
+	if got, want := ks.Names(), Builtin().Names(); !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v", got, want)
+	}
+	m := config.Model{Name: "m", Engine: KindCPU, Path: filepath.Join(testmodels.Dir(t), "stories260K.bin")}
+	e, err := ks.OpenEngine(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Step(context.Background(), []engine.Input{{Seq: 1, Tokens: []int32{1, 2, 3}}}, make([]engine.Output, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a.Held() == 0 {
+		t.Fatal("the engine's KV cache did not take its memory from the arena")
 	}
 }

@@ -50,6 +50,10 @@ type Options struct {
 	// CPU set is restored after). Threads then defaults to len(CPUs). A
 	// deployment gives each model's engine its own cores this way.
 	CPUs []int
+	// Arena, when set, is where the KV cache takes its memory and where
+	// Close returns it, so that engines opened one after another reuse
+	// warm memory (see Arena).
+	Arena *Arena
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -202,7 +206,7 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
 			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
 		},
-		kv:    newKVPool(c.layers, c.kvDim(), budget, !opts.NoPrefixCache),
+		kv:    newKVPool(c.layers, c.kvDim(), budget, !opts.NoPrefixCache, opts.Arena),
 		seqs:  make(map[engine.SeqID]*sequence),
 		scale: float32(1 / math.Sqrt(float64(c.headDim))),
 	}
@@ -318,7 +322,7 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.pool.close()
 	e.seqs = nil
-	e.kv.blocks = nil
+	e.kv.close()
 	var err error
 	if f := e.w.file; f != nil {
 		err = f.Close()

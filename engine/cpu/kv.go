@@ -23,11 +23,13 @@ type kvPool struct {
 	ref         []int32 // per block: the sequences holding it
 	free        []int32
 	cache       *prefixCache // nil: prefix caching off
+	arena       *Arena       // nil: new blocks are new memory
+	slabs       []*slab      // with an arena: the slab of each block
 }
 
-func newKVPool(layers, kvDim int, budgetBytes int64, prefix bool) *kvPool {
+func newKVPool(layers, kvDim int, budgetBytes int64, prefix bool, arena *Arena) *kvPool {
 	lf := 2 * blockTokens * kvDim
-	p := &kvPool{layerFloats: lf, blockFloats: layers * lf, kvDim: kvDim}
+	p := &kvPool{layerFloats: lf, blockFloats: layers * lf, kvDim: kvDim, arena: arena}
 	p.maxBlocks = int(min(budgetBytes/int64(4*p.blockFloats), 1<<31-1))
 	if prefix {
 		p.cache = newPrefixCache()
@@ -54,7 +56,7 @@ func (p *kvPool) alloc() int32 {
 		b = p.free[n-1]
 		p.free = p.free[:n-1]
 	case len(p.blocks) < p.maxBlocks || p.cache == nil || p.cache.head < 0:
-		p.blocks = append(p.blocks, make([]float32, p.blockFloats))
+		p.newBlock()
 		p.ref = append(p.ref, 0)
 		b = int32(len(p.blocks) - 1)
 		if p.cache != nil {
@@ -67,6 +69,27 @@ func (p *kvPool) alloc() int32 {
 	}
 	p.ref[b] = 1
 	return b
+}
+
+// newBlock adds memory for one more block: the arena's, else new.
+func (p *kvPool) newBlock() {
+	if p.arena == nil {
+		p.blocks = append(p.blocks, make([]float32, p.blockFloats))
+		return
+	}
+	b, s := p.arena.get(p.blockFloats)
+	p.blocks, p.slabs = append(p.blocks, b), append(p.slabs, s)
+}
+
+// close hands every block back to the arena (if any); the pool must not
+// be used afterwards.
+func (p *kvPool) close() {
+	if p.arena != nil {
+		for i, b := range p.blocks {
+			p.arena.put(b, p.slabs[i])
+		}
+	}
+	p.blocks, p.slabs = nil, nil
 }
 
 // acquire adds a holder to a cached block.
