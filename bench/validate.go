@@ -452,7 +452,7 @@ func (v *validator) calibrate(ctx context.Context, when string) (sim.Preset, err
 		pl = sim.Partitioned
 	}
 	start := time.Now()
-	p, err := CalibratePlaced(ctx, nil, v.c.Setup.Models, pl, *v.c.Recalibrate)
+	p, err := CalibratePlaced(ctx, v.c.Setup.Kinds, v.c.Setup.Models, pl, *v.c.Recalibrate)
 	if err != nil {
 		return sim.Preset{}, fmt.Errorf("bench: validate: calibrating %s: %w", when, err)
 	}

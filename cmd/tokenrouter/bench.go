@@ -43,6 +43,7 @@ type benchFlags struct {
 	speculate                                              speculateFlags
 	spec                                                   subserver.Speculation // parsed from speculate
 	busDelay                                               time.Duration
+	kvReserveMB                                            int
 	compare                                                benchCompareFlags
 	models                                                 benchModelFlags
 }
@@ -224,6 +225,7 @@ func newBenchCmd() *cobra.Command {
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before the window (per slice with --validate, default 1s there)")
 	fl.IntVar(&f.maxTokens, "max-tokens", 4096, "output tokens per request")
 	fl.IntVar(&f.promptLen, "prompt-len", 16, "prompt tokens per request")
+	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 256, "cpu engines: KV memory (MB, at most the model files' size together) warmed before the first measurement; the engines opened for each measurement share it and reuse what those before them held (0: none)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that the large model's token at a routed position equals the small model's (model 0 samples model 1's token)")
@@ -422,7 +424,7 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	setup, steps, inter, placement, err := validateDeployment(f, preset, params, launch)
+	setup, steps, inter, placement, err := validateDeployment(cmd.Context(), f, preset, params, launch)
 	if err != nil {
 		return fmt.Errorf("--validate: %w", err)
 	}

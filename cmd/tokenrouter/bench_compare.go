@@ -20,7 +20,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/bench/plot"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
-	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -142,7 +141,7 @@ func compareRecalibrated(cmd *cobra.Command, f benchFlags, run benchRun, systems
 	o := f.compare.cal.options(f.promptLen)
 	calibrate := func(when string) (sim.Preset, error) {
 		start := time.Now()
-		p, err := bench.CalibratePlaced(cmd.Context(), loader.Builtin(), run.placed.Models, string(run.placed.Placement), o)
+		p, err := bench.CalibratePlaced(cmd.Context(), run.setup.Kinds, run.placed.Models, string(run.placed.Placement), o)
 		if err != nil {
 			return sim.Preset{}, fmt.Errorf("--recalibrate: %w", err)
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine/cpu"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -225,7 +228,11 @@ func newBenchRun(cmd *cobra.Command, f benchFlags, inProcess bool) (benchRun, er
 	if err != nil {
 		return benchRun{}, fmt.Errorf("--thresholds: %w", err)
 	}
-	ctx, ks := cmd.Context(), loader.Builtin()
+	ctx := cmd.Context()
+	ks, err := runKinds(ctx, f, d.models)
+	if err != nil {
+		return benchRun{}, err
+	}
 	voc, err := ks.SharedVocabulary(ctx, d.models)
 	if err != nil {
 		return benchRun{}, fmt.Errorf("bench: %w", err)
@@ -254,7 +261,7 @@ func newBenchRun(cmd *cobra.Command, f benchFlags, inProcess bool) (benchRun, er
 		return r, fmt.Errorf("the longest request (a %d-token prompt and %d output tokens) exceeds the models' context of %d tokens: lower --max-tokens or --prompt-len", p, o, voc.ContextLength)
 	}
 	r.setup = bench.Setup{Models: d.models, Algorithm: d.algorithm, Params: d.params, Registry: builtin.Registry(), Launch: launch, BusDelay: f.busDelay,
-		HTTP: bench.HTTPOptions{Model: m.urlModel, APIKey: m.apiKey}, Speculate: f.spec}
+		HTTP: bench.HTTPOptions{Model: m.urlModel, APIKey: m.apiKey}, Speculate: f.spec, Kinds: ks}
 	if !inProcess {
 		return r, nil
 	}
@@ -362,4 +369,33 @@ func printInterference(w io.Writer, format, label string, rows []interferenceRow
 		fmt.Fprintf(w, "%-8v %5d %-12s %7d %8.2fms %8.2fms %+8.1f%%\n", r.Pinned, r.Batch, r.Model, r.Threads, r.AloneMS, r.TogetherMS, 100*r.Slowdown)
 	}
 	return nil
+}
+
+// runKinds returns the engine kinds one bench command opens its models
+// with: the cpu engines share one arena of KV memory (cpu.Arena), warmed
+// by --kv-reserve-mb (at most the model files' size together) before
+// anything is measured, so that the engines
+// bench opens for each measurement step on warm memory like a server's
+// that has run a while, not on memory they fault in as their caches grow.
+func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kinds, error) {
+	ks := loader.Builtin()
+	if !slices.ContainsFunc(ms, func(m config.Model) bool { return m.Engine == loader.KindCPU }) {
+		return ks, nil
+	}
+	if f.kvReserveMB < 0 {
+		return nil, fmt.Errorf("--kv-reserve-mb %d: want 0 or more", f.kvReserveMB)
+	}
+	// A run's KV memory is of the order of its models' weights or less;
+	// tiny models need no 256 MB.
+	reserve, files := int64(f.kvReserveMB)<<20, int64(0)
+	for _, m := range ms {
+		if fi, err := os.Stat(m.Path); err == nil && m.Engine == loader.KindCPU {
+			files += fi.Size()
+		}
+	}
+	arena := cpu.NewArena()
+	if err := arena.Reserve(ctx, min(reserve, files)); err != nil {
+		return nil, err
+	}
+	return ks.WithKVArena(arena), nil
 }

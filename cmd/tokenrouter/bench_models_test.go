@@ -55,6 +55,7 @@ func TestBenchModelFlagErrors(t *testing.T) {
 		{[]string{"--cpus", "0"}, "not to sim"},
 		{append([]string{"--config", "x.yaml"}, tiny...), "--model: the models come from --config"},
 		{append([]string{"--range-ratio", "1"}, tiny...), "--range-ratio 1: want 0 ≤ r < 1"},
+		{append([]string{"--kv-reserve-mb", "-1"}, tiny...), "--kv-reserve-mb -1: want 0 or more"},
 		{append([]string{"--max-tokens", "600"}, tiny...), "exceeds the models' context"},
 		{[]string{"--prompts", "p.txt"}, "--prompts: the models have no tokenizer"},
 		{[]string{"--systems", "tokenrouter,ftp://x"}, `unknown system "ftp://x"`},

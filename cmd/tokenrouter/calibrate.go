@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
-	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/steptime"
@@ -91,7 +91,11 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	default:
 		return fmt.Errorf("--calibrate-placement %q: want %s, %s or both", c.placement, sim.Partitioned, sim.TimeShared)
 	}
-	presets, err := bench.Calibrate(cmd.Context(), loader.Builtin(), ms, o)
+	ks, err := runKinds(cmd.Context(), f, ms)
+	if err != nil {
+		return err
+	}
+	presets, err := bench.Calibrate(cmd.Context(), ks, ms, o)
 	if err != nil {
 		return err
 	}
@@ -185,7 +189,7 @@ func printCalibratedPlan(cmd *cobra.Command, f benchFlags, presets []sim.Preset,
 // prediction assumes: the sim engine stepping the profile's curves or, with
 // --model files, the cpu engine (each model on its share of the cores, as
 // the partitioned profile was calibrated) predicted by the profile's curves.
-func validateDeployment(f benchFlags, preset sim.Preset, params map[string]string, launch sched.Launch) (bench.Setup, []steptime.Curve, []float64, perfmodel.Placement, error) {
+func validateDeployment(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, launch sched.Launch) (bench.Setup, []steptime.Curve, []float64, perfmodel.Placement, error) {
 	setup := benchSetup(f, preset, params, launch, nil)
 	placement, err := parsePlacement("", preset.Placement)
 	if err != nil {
@@ -212,6 +216,9 @@ func validateDeployment(f benchFlags, preset sim.Preset, params map[string]strin
 		}
 	}
 	setup.Models = ms
+	if setup.Kinds, err = runKinds(ctx, f, ms); err != nil {
+		return setup, nil, nil, "", err
+	}
 	return setup, steps, inter, placement, nil
 }
 
