@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -20,7 +22,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+	root, prof := newRoot()
+	err := root.ExecuteContext(ctx)
+	if perr := prof.stop(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tokenrouter:", err)
 		stop()
 		os.Exit(1)
@@ -29,6 +36,14 @@ func main() {
 
 // newRootCmd builds the command tree. Each subcommand lives in its own file.
 func newRootCmd() *cobra.Command {
+	root, _ := newRoot()
+	return root
+}
+
+// newRoot builds the command tree and the profiler its --cpuprofile and
+// --trace flags start; the caller stops it when the command returns.
+func newRoot() (*cobra.Command, *profiler) {
+	prof := &profiler{}
 	root := &cobra.Command{
 		Use:           "tokenrouter",
 		Short:         "Serve token-level LLM routing: program per request, execute per model",
@@ -39,6 +54,8 @@ func newRootCmd() *cobra.Command {
 	root.SetVersionTemplate("tokenrouter {{.Version}}\n")
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().String("log-format", "text", "log format: text (key=value) or json (one object per line)")
+	root.PersistentFlags().StringVar(&prof.cpuPath, "cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	root.PersistentFlags().StringVar(&prof.tracePath, "trace", "", "write an execution trace of the whole command to this file (go tool trace): scheduling, GC and blocking")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		lvl, _ := cmd.Flags().GetString("log-level")
 		format, _ := cmd.Flags().GetString("log-format")
@@ -47,7 +64,7 @@ func newRootCmd() *cobra.Command {
 			return err
 		}
 		slog.SetDefault(slog.New(h))
-		return nil
+		return prof.start()
 	}
 	root.AddCommand(
 		newGenerateCmd(),
@@ -59,7 +76,58 @@ func newRootCmd() *cobra.Command {
 		newQuantizeCmd(), newGenModelCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
-	return root
+	return root, prof
+}
+
+// profiler writes the CPU profile and execution trace the root flags ask
+// for, from the start of a command to its end.
+type profiler struct {
+	cpuPath, tracePath string
+	files              []*os.File
+	stops              []func()
+}
+
+// start opens the files and starts what they ask for.
+func (p *profiler) start() error {
+	if p.cpuPath != "" {
+		f, err := os.Create(p.cpuPath)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		p.files = append(p.files, f)
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		p.stops = append(p.stops, pprof.StopCPUProfile)
+	}
+	if p.tracePath != "" {
+		f, err := os.Create(p.tracePath)
+		if err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+		p.files = append(p.files, f)
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+		p.stops = append(p.stops, trace.Stop)
+	}
+	return nil
+}
+
+// stop ends the profiles and closes their files; a second call does
+// nothing.
+func (p *profiler) stop() error {
+	for _, s := range p.stops {
+		s()
+	}
+	var err error
+	for _, f := range p.files {
+		if e := f.Close(); e != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", f.Name(), e)
+		}
+	}
+	p.stops, p.files = nil, nil
+	return err
 }
 
 // logHandler is the log handler --log-level and --log-format ask for.
