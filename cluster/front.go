@@ -61,7 +61,9 @@ type Member struct {
 	// Restarts counts the times it came back as a new process (a new
 	// incarnation) after it had joined.
 	Restarts int
-	joined   bool // it has served this front end
+	joined   bool      // it has served this front end
+	quiet    time.Time // its silence counts from here: its last beat, or the front end's reconnection if later
+	reported bool      // its silence was reported to Watch, and no beat has come since
 }
 
 // Front is a running front end: a deployment over remote models and the
@@ -208,6 +210,7 @@ func (f *Front) note(b Beat, up bool) {
 	}
 	m.joined = m.joined || up
 	m.Up, m.Last, m.Seen = up, b, time.Now()
+	m.quiet, m.reported = m.Seen, false
 	f.mu.Unlock()
 }
 
@@ -243,7 +246,14 @@ func (f *Front) monitor(ctx context.Context) {
 		case <-f.lost:
 			// Events sent to this front end while it was disconnected are
 			// lost: every request in flight ends; the models come back up
-			// with their next heartbeat.
+			// with their next heartbeat. Their silence counts from now: a
+			// model that beats no more (hung, stopped) is reported below.
+			now := time.Now()
+			f.mu.Lock()
+			for i := range f.members {
+				f.members[i].quiet = now
+			}
+			f.mu.Unlock()
 			for i := range f.members {
 				f.down(i, errors.New("the front end's NATS connection was lost and restored; events in flight may be lost"), false)
 			}
@@ -273,9 +283,17 @@ func (f *Front) monitor(ctx context.Context) {
 			for i := range f.members {
 				f.mu.Lock()
 				m := f.members[i]
+				silent := m.joined && !m.reported && now.Sub(m.quiet) > limit
+				f.members[i].reported = m.reported || silent
 				f.mu.Unlock()
-				if m.Up && now.Sub(m.Seen) > limit {
+				switch {
+				case silent && m.Up:
 					f.down(i, fmt.Errorf("sub-server missed %d heartbeats (none for %v)", f.cfg.Misses, now.Sub(m.Seen).Round(time.Millisecond)), true)
+				case silent:
+					// Down already (the front end's connection was lost
+					// and restored), and silent since: hung or stopped.
+					f.cfg.OnEvent("model silent", "model", f.cfg.Models[i], "index", i, "for", now.Sub(m.quiet).Round(time.Millisecond))
+					f.cfg.Watch(i, false, true)
 				}
 			}
 		}

@@ -215,10 +215,18 @@ func TestChaos(t *testing.T) {
 		// load, one took over 20 s, so the wait is generous and each
 		// recovery's time is logged.
 		before, hit := snapshot()[chaosOK], time.Now()
-		testkit.Eventually(t, 60*time.Second, func() bool {
-			c, _ := f.status(ctx, "/ready")
-			return c == http.StatusOK && snapshot()[chaosOK] > before+streams/4
-		}, "recovery after %s", actions[len(actions)-1])
+		var ready int
+		var why string
+		for ready != http.StatusOK || snapshot()[chaosOK] <= before+streams/4 {
+			if time.Since(hit) > 60*time.Second {
+				// Leave what the deployment said for the next look.
+				lines := strings.Split(strings.TrimSpace(f.log.String()), "\n")
+				t.Fatalf("no recovery within 60s after %s: /ready %d %s; requests %v (ok, refused, failed, bad); the front end's last log lines:\n%s",
+					actions[len(actions)-1], ready, why, snapshot(), strings.Join(lines[max(0, len(lines)-60):], "\n"))
+			}
+			time.Sleep(50 * time.Millisecond)
+			ready, why = f.status(ctx, "/ready")
+		}
 		t.Logf("recovered from %s in %v", actions[len(actions)-1], time.Since(hit).Round(time.Millisecond))
 	}
 	stopLoad()
@@ -278,4 +286,49 @@ func plainValue(body, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestStoppedChildDuringNATSDrop stops a sub-server child and drops every
+// NATS connection before the front end notices the child's silence: the
+// front end marks every model down on reconnecting, and the stopped child,
+// which can no longer beat, must still be found silent, killed and
+// replaced (it once was not, and the deployment never served again).
+func TestStoppedChildDuringNATSDrop(t *testing.T) {
+	ns, err := busnats.StartServer(busnats.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	px := startProxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
+	defer px.close()
+	f := startFront(t, clusterDeploy{processes: true, nats: px.url(), secrets: cluster.Secrets{Auth: ns.ClientAuth()}})
+	defer f.shutdown(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testkit.Eventually(t, 20*time.Second, func() bool { c, _ := f.status(ctx, "/ready"); return c == http.StatusOK }, "/ready")
+	res, err := f.chat(ctx, true, 8, nil)
+	bothModels(t, "before", res, err)
+
+	pids, _ := f.log.pids()
+	stopped := pids["slm"]
+	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(stopped, syscall.SIGCONT) }()
+	if n := px.drop(); n == 0 {
+		t.Fatal("no NATS connection to drop")
+	}
+	start := time.Now()
+	testkit.Until(t, 60*time.Second, func() error {
+		if alive(stopped) {
+			return fmt.Errorf("the stopped child %d is still there", stopped)
+		}
+		if c, body := f.status(ctx, "/ready"); c != http.StatusOK {
+			return fmt.Errorf("/ready %d %s", c, body)
+		}
+		return nil
+	})
+	t.Logf("the stopped child was replaced and the deployment ready in %v", time.Since(start).Round(time.Millisecond))
+	res, err = f.chat(ctx, true, 8, nil)
+	bothModels(t, "after", res, err)
 }
