@@ -424,7 +424,7 @@ func runValidate(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	setup, steps, inter, placement, err := validateDeployment(cmd.Context(), f, preset, params, launch)
+	setup, steps, inter, placement, err := validateDeployment(cmd.Context(), f, preset, params, launch, cmd.ErrOrStderr())
 	if err != nil {
 		return fmt.Errorf("--validate: %w", err)
 	}

@@ -346,6 +346,31 @@ func TestValidateRecalibrates(t *testing.T) {
 	if len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 3 {
 		t.Fatalf("--recalibrate-every round: %+v", rep.PerConcurrency)
 	}
+	// --placement time-shared runs and calibrates the models time-shared;
+	// without --recalibrate, the profile's placement must match.
+	cmd = newBenchCmd()
+	out.Reset()
+	log.Reset()
+	cmd.SetOut(&out)
+	cmd.SetErr(&log)
+	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--placement", "time-shared", "--concurrency", "2",
+		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	rep = validateOutput{}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Placement != "time-shared" || len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 2 ||
+		rep.PerConcurrency[0].Calibrations[0].Placement != "time-shared" {
+		t.Fatalf("--placement time-shared: placement %q, calibrations %+v", rep.Placement, rep.PerConcurrency)
+	}
+	if _, err := runBenchCmd(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--placement", "time-shared", "--concurrency", "2",
+		"--duration", "100ms"})...); err == nil || !strings.Contains(err.Error(), "was calibrated for partitioned placement") {
+		t.Errorf("--placement time-shared on a partitioned profile: %v", err)
+	}
 	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--recalibrate-every", "slice"); err == nil || !strings.Contains(err.Error(), "want concurrency or round") {
 		t.Errorf("--recalibrate-every slice: %v", err)
 	}

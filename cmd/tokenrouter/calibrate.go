@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/steptime"
@@ -187,19 +187,22 @@ func printCalibratedPlan(cmd *cobra.Command, f benchFlags, presets []sim.Preset,
 
 // validateDeployment is what bench --validate measures and what its
 // prediction assumes: the sim engine stepping the profile's curves or, with
-// --model files, the cpu engine (each model on its share of the cores, as
-// the partitioned profile was calibrated) predicted by the profile's curves.
-func validateDeployment(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, launch sched.Launch) (bench.Setup, []steptime.Curve, []float64, perfmodel.Placement, error) {
+// --model files, the cpu engine placed as --placement says and predicted by
+// the profile's curves (which must be of that placement) or, with
+// --recalibrate, by curves calibrated during the run. Auto with a profile
+// is the profile's placement; with --recalibrate it measures and picks, as
+// bench does, and says what it chose on progress.
+func validateDeployment(ctx context.Context, f benchFlags, preset sim.Preset, params map[string]string, launch sched.Launch, progress io.Writer) (bench.Setup, []steptime.Curve, []float64, perfmodel.Placement, error) {
 	setup := benchSetup(f, preset, params, launch, nil)
 	placement, err := parsePlacement("", preset.Placement)
 	if err != nil {
 		return setup, nil, nil, "", err
 	}
-	if placement == perfmodel.TimeShared {
-		return setup, nil, nil, "", fmt.Errorf("profile %s is for time-shared placement, which bench runs only from the deployment's time-shared mode", preset.Name)
-	}
 	steps, inter := preset.Curves()
 	if len(f.models.models) == 0 {
+		if placement == perfmodel.TimeShared {
+			return setup, nil, nil, "", fmt.Errorf("profile %s is for time-shared placement: validate it on the cpu engine with its --model files", preset.Name)
+		}
 		return setup, steps, inter, placement, nil
 	}
 	ms, err := calibrateModels(f.models)
@@ -209,17 +212,38 @@ func validateDeployment(ctx context.Context, f benchFlags, preset sim.Preset, pa
 	if len(ms) != len(preset.Models) {
 		return setup, nil, nil, "", fmt.Errorf("%d --model files for the %d models of profile %s", len(ms), len(preset.Models), preset.Name)
 	}
-	for i := range ms {
-		ms[i].Threads = max(1, runtime.GOMAXPROCS(0)/len(ms))
-		if i < len(preset.Calibration) && preset.Calibration[i].Threads > 0 {
-			ms[i].Threads = preset.Calibration[i].Threads
+	want, err := config.ParsePlacement(f.models.placement)
+	if err != nil {
+		return setup, nil, nil, "", fmt.Errorf("--placement: %w", err)
+	}
+	if !f.compare.recalibrate {
+		// The profile's curves hold for the placement and threads it was
+		// calibrated with.
+		switch {
+		case want == config.PlacementAuto:
+			want = config.Placement(placement)
+		case want != config.Placement(placement):
+			return setup, nil, nil, "", fmt.Errorf("--placement %s: profile %s was calibrated for %s placement (calibrate that placement, or --recalibrate)", want, preset.Name, placement)
+		}
+		for i := range ms {
+			if i < len(preset.Calibration) && preset.Calibration[i].Threads > 0 {
+				ms[i].Threads = preset.Calibration[i].Threads
+			}
 		}
 	}
-	setup.Models = ms
-	if setup.Kinds, err = runKinds(ctx, f, ms); err != nil {
+	ks, err := runKinds(ctx, f, ms)
+	if err != nil {
 		return setup, nil, nil, "", err
 	}
-	return setup, steps, inter, placement, nil
+	placed, err := ks.Place(ctx, ms, want, loader.PlaceOptions{})
+	if err != nil {
+		return setup, nil, nil, "", err
+	}
+	if placed.Reason != "" {
+		fmt.Fprintf(progress, "placement: %s (%s)\n", placed.Placement, placed.Reason)
+	}
+	setup.Models, setup.Kinds, setup.TimeShared = placed.Models, ks, placed.TimeShared()
+	return setup, steps, inter, perfmodel.Placement(placed.Placement), nil
 }
 
 // printSteps prints step-time curves that depend on the batch.
