@@ -274,6 +274,26 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 	}
 }
 
+// validateReport runs bench with args and --format json and returns the
+// validation report and the log.
+func validateReport(t *testing.T, args ...string) (validateOutput, string) {
+	t.Helper()
+	cmd := newBenchCmd()
+	var out, log bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&log)
+	cmd.SetArgs(append(args, "--format", "json"))
+	cmd.SetContext(context.Background())
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var rep validateOutput
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return rep, log.String()
+}
+
 // TestValidateRecalibrates validates the real tiny pair with calibrations
 // before the first concurrency and after each: each N reports the step
 // times it was predicted from.
@@ -285,22 +305,10 @@ func TestValidateRecalibrates(t *testing.T) {
 		"--calibrate-plan", "", "--out", prof}, grid)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	cmd := newBenchCmd()
-	var out, log bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&log)
-	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--concurrency", "2,3",
-		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
-	cmd.SetContext(context.Background())
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	var rep validateOutput
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	if n := strings.Count(log.String(), "validate: calibrated "); n != 3 || len(rep.PerConcurrency) != 2 || len(rep.Points) == 0 {
-		t.Fatalf("%d calibrations, report %+v\n%s", n, rep, log.String())
+	rep, log := validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--concurrency", "2,3",
+		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20"}, grid)...)
+	if n := strings.Count(log, "validate: calibrated "); n != 3 || len(rep.PerConcurrency) != 2 || len(rep.Points) == 0 {
+		t.Fatalf("%d calibrations, report %+v\n%s", n, rep, log)
 	}
 	for _, s := range rep.PerConcurrency {
 		if len(s.LatencyMS) != 2 || !(s.LatencyMS[0] > 0) || !(s.LatencyMS[1] > 0) || len(s.Calibrations) != 2 || len(s.Calibrations[1].Calibration) != 2 {
@@ -323,24 +331,11 @@ func TestValidateRecalibrates(t *testing.T) {
 
 	// --recalibrate-every round: a calibration after each of N=2's two
 	// rounds, and N=2 priced on all three.
-	cmd = newBenchCmd()
-	out.Reset()
-	log.Reset()
-	cmd.SetOut(&out)
-	cmd.SetErr(&log)
-	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--recalibrate-every", "round", "--concurrency", "2",
-		"--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
-	cmd.SetContext(context.Background())
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	rep = validateOutput{}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, log = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--recalibrate-every", "round", "--concurrency", "2",
+		"--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--retries", "0", "--max-tokens", "20"}, grid)...)
 	for _, want := range []string{"calibrated before N=2 ", "calibrated after N=2 round 1 ", "calibrated after N=2 round 2 "} {
-		if strings.Count(log.String(), want) != 1 {
-			t.Errorf("want one %q in the log:\n%s", want, log.String())
+		if strings.Count(log, want) != 1 {
+			t.Errorf("want one %q in the log:\n%s", want, log)
 		}
 	}
 	if len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 3 {
@@ -348,21 +343,8 @@ func TestValidateRecalibrates(t *testing.T) {
 	}
 	// --placement time-shared runs and calibrates the models time-shared;
 	// without --recalibrate, the profile's placement must match.
-	cmd = newBenchCmd()
-	out.Reset()
-	log.Reset()
-	cmd.SetOut(&out)
-	cmd.SetErr(&log)
-	cmd.SetArgs(slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--placement", "time-shared", "--concurrency", "2",
-		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20", "--format", "json"}, grid))
-	cmd.SetContext(context.Background())
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	rep = validateOutput{}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, _ = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--placement", "time-shared", "--concurrency", "2",
+		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20"}, grid)...)
 	if rep.Placement != "time-shared" || len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 2 ||
 		rep.PerConcurrency[0].Calibrations[0].Placement != "time-shared" {
 		t.Fatalf("--placement time-shared: placement %q, calibrations %+v", rep.Placement, rep.PerConcurrency)

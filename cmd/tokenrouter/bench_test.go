@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"math"
 	"slices"
@@ -89,18 +87,6 @@ func TestValidateResolve(t *testing.T) {
 // returns its JSON report.
 func validateJSON(t *testing.T, extra ...string) validateOutput {
 	t.Helper()
-	cmd := newBenchCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs(append([]string{"--validate", "--concurrency", "2", "--warmup", "50ms", "--rounds", "1", "--retries", "0",
-		"--format", "json"}, extra...))
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	var rep validateOutput
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, _ := validateReport(t, append([]string{"--validate", "--concurrency", "2", "--warmup", "50ms", "--rounds", "1", "--retries", "0"}, extra...)...)
 	return rep
 }

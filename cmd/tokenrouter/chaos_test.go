@@ -92,6 +92,23 @@ func (p *proxy) close() {
 	p.wg.Wait()
 }
 
+// startBehindProxy starts serve --processes on an embedded NATS server
+// that every process reaches through a proxy (to drop their connections);
+// the test's cleanup stops it all.
+func startBehindProxy(t *testing.T) (*proxy, *front) {
+	t.Helper()
+	ns, err := busnats.StartServer(busnats.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	px := startProxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
+	t.Cleanup(px.close)
+	f := startFront(t, clusterDeploy{processes: true, nats: px.url(), secrets: cluster.Secrets{Auth: ns.ClientAuth()}})
+	t.Cleanup(func() { f.shutdown(t) })
+	return px, f
+}
+
 // chaosOutcome classifies one request of the chaos load.
 type chaosOutcome int
 
@@ -129,15 +146,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos load: not in -short")
 	}
-	ns, err := busnats.StartServer(busnats.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	px := startProxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
-	defer px.close()
-	f := startFront(t, clusterDeploy{processes: true, nats: px.url(), secrets: cluster.Secrets{Auth: ns.ClientAuth()}})
-	defer f.shutdown(t)
+	px, f := startBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	testkit.Eventually(t, 20*time.Second, func() bool { c, _ := f.status(ctx, "/ready"); return c == http.StatusOK }, "/ready")
@@ -294,15 +303,7 @@ func plainValue(body, name string) float64 {
 // which can no longer beat, must still be found silent, killed and
 // replaced (it once was not, and the deployment never served again).
 func TestStoppedChildDuringNATSDrop(t *testing.T) {
-	ns, err := busnats.StartServer(busnats.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	px := startProxy(t, strings.TrimPrefix(ns.URL(), "nats://"))
-	defer px.close()
-	f := startFront(t, clusterDeploy{processes: true, nats: px.url(), secrets: cluster.Secrets{Auth: ns.ClientAuth()}})
-	defer f.shutdown(t)
+	px, f := startBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	testkit.Eventually(t, 20*time.Second, func() bool { c, _ := f.status(ctx, "/ready"); return c == http.StatusOK }, "/ready")

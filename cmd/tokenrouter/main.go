@@ -89,27 +89,26 @@ type profiler struct {
 
 // start opens the files and starts what they ask for.
 func (p *profiler) start() error {
-	if p.cpuPath != "" {
-		f, err := os.Create(p.cpuPath)
+	for _, w := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		stop       func()
+	}{
+		{"--cpuprofile", p.cpuPath, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"--trace", p.tracePath, trace.Start, trace.Stop},
+	} {
+		if w.path == "" {
+			continue
+		}
+		f, err := os.Create(w.path)
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return fmt.Errorf("%s: %w", w.flag, err)
 		}
 		p.files = append(p.files, f)
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+		if err := w.start(f); err != nil {
+			return fmt.Errorf("%s: %w", w.flag, err)
 		}
-		p.stops = append(p.stops, pprof.StopCPUProfile)
-	}
-	if p.tracePath != "" {
-		f, err := os.Create(p.tracePath)
-		if err != nil {
-			return fmt.Errorf("--trace: %w", err)
-		}
-		p.files = append(p.files, f)
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("--trace: %w", err)
-		}
-		p.stops = append(p.stops, trace.Stop)
+		p.stops = append(p.stops, w.stop)
 	}
 	return nil
 }
