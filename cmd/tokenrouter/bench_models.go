@@ -374,9 +374,9 @@ func printInterference(w io.Writer, format, label string, rows []interferenceRow
 // runKinds returns the engine kinds one bench command opens its models
 // with: the cpu engines share one arena of KV memory (cpu.Arena), warmed
 // by --kv-reserve-mb (at most the model files' size together) before
-// anything is measured, so that the engines
-// bench opens for each measurement step on warm memory like a server's
-// that has run a while, not on memory they fault in as their caches grow.
+// anything is measured, so that the engines bench opens for each
+// measurement step on warm memory like a server's that has run a while,
+// not on memory they fault in as their caches grow.
 func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kinds, error) {
 	ks := loader.Builtin()
 	if !slices.ContainsFunc(ms, func(m config.Model) bool { return m.Engine == loader.KindCPU }) {
