@@ -385,8 +385,8 @@ func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kind
 	if f.kvReserveMB < 0 {
 		return nil, fmt.Errorf("--kv-reserve-mb %d: want 0 or more", f.kvReserveMB)
 	}
-	// A run's KV memory is of the order of its models' weights or less;
-	// tiny models need no 256 MB.
+	// The cap keeps tiny models (a few MB of weights, and of KV per
+	// slice) from warming 256 MB for every run.
 	reserve, files := int64(f.kvReserveMB)<<20, int64(0)
 	for _, m := range ms {
 		if fi, err := os.Stat(m.Path); err == nil && m.Engine == loader.KindCPU {

@@ -14,8 +14,8 @@ import (
 // New memory costs a page fault for every page the first time it is
 // written, and a cache that grows into new memory steps slower for it. On
 // the two-core virtual machine this was measured on, a first write cost
-// about 3 ms per MB (a SmolLM2-360M block of 16 positions, 1.3 MB: about
-// 4 ms; the same writes to warm memory 0.03 ms per MB), and a SmolLM2-135M
+// about 3 ms per MB (a SmolLM2-135M block of 16 positions, 0.7 MB:
+// 2.1-2.7 ms; writes to warm memory 0.04 ms per MB), and a SmolLM2-135M
 // decode step of one sequence took 7.6 ms where its cache grew into a new
 // block against 5.3 ms where it reused one. An engine's cache keeps the
 // blocks of finished sequences for the prefix cache until its budget is
