@@ -174,6 +174,10 @@ type Model struct {
 	CPUs []int `yaml:"cpus,omitempty,flow"`
 	// KVBudgetMB (cpu) bounds the KV cache (0: the engine default).
 	KVBudgetMB int `yaml:"kv_budget_mb,omitempty"`
+	// KVReserveMB (cpu) is KV cache memory written once at start-up (at
+	// most the budget), so that the cache does not fault in new memory as
+	// it grows during the first minutes of serving (0: none).
+	KVReserveMB int `yaml:"kv_reserve_mb,omitempty"`
 	// NoPrefixCache (cpu) turns off the sharing of KV blocks between
 	// requests whose prompts begin alike (on by default).
 	NoPrefixCache bool `yaml:"no_prefix_cache,omitempty"`

@@ -20,7 +20,7 @@ import (
 const KindCPU = "cpu"
 
 // cpuKind opens engine/cpu models: Path, Tokenizer, Threads, CPUs,
-// KVBudgetMB and ContextLength; with arena, their KV caches take and
+// KVBudgetMB, KVReserveMB and ContextLength; with arena, their KV caches take and
 // return their memory there.
 func cpuKind(arena *cpu.Arena) Kind {
 	return Kind{
@@ -33,14 +33,14 @@ func cpuKind(arena *cpu.Arena) Kind {
 			if m.Profile != "" || m.Latency != nil || m.Agree != 0 {
 				return errors.New("profile, latency and agree apply to engine sim only")
 			}
-			if m.Threads < 0 || m.KVBudgetMB < 0 || m.ContextLength < 0 {
-				return errors.New("threads, kv_budget_mb and context_length must not be negative")
+			if m.Threads < 0 || m.KVBudgetMB < 0 || m.KVReserveMB < 0 || m.ContextLength < 0 {
+				return errors.New("threads, kv_budget_mb, kv_reserve_mb and context_length must not be negative")
 			}
 			return checkCPUs(m.CPUs)
 		},
-		Engine: func(_ context.Context, m config.Model) (engine.Engine, error) {
-			return cpu.Open(m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20, ContextLength: m.ContextLength,
-				NoPrefixCache: m.NoPrefixCache, Arena: arena})
+		Engine: func(ctx context.Context, m config.Model) (engine.Engine, error) {
+			return cpu.OpenContext(ctx, m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20,
+				KVReserveBytes: int64(m.KVReserveMB) << 20, ContextLength: m.ContextLength, NoPrefixCache: m.NoPrefixCache, Arena: arena})
 		},
 		Text: cpuText,
 	}

@@ -136,4 +136,17 @@ func TestWithKVArena(t *testing.T) {
 	if a.Held() == 0 {
 		t.Fatal("the engine's KV cache did not take its memory from the arena")
 	}
+	// kv_reserve_mb reaches the engine: the arena is topped up to it.
+	m.KVReserveMB = 40
+	if e, err = ks.OpenEngine(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.Close()
+	if a.Held() < 40<<20 {
+		t.Fatalf("kv_reserve_mb 40: the arena holds %d bytes", a.Held())
+	}
+	m.KVReserveMB = -1
+	if _, err := ks.OpenEngine(context.Background(), m); err == nil || !strings.Contains(err.Error(), "kv_reserve_mb") {
+		t.Fatalf("kv_reserve_mb -1: %v", err)
+	}
 }

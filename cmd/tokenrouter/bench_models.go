@@ -323,6 +323,10 @@ func runInterference(cmd *cobra.Command, f benchFlags) error {
 			ms[i].Threads = 1
 		}
 	}
+	ks, err := runKinds(cmd.Context(), f, ms)
+	if err != nil {
+		return err
+	}
 	pins := []bool{false}
 	if _, err := bench.CanPin(len(ms)); err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "pinned: not measured (%v)\n", err)
@@ -334,7 +338,7 @@ func runInterference(cmd *cobra.Command, f benchFlags) error {
 		k := 0
 		for _, pin := range pins {
 			for _, b := range f.models.interferenceBatches {
-				fr, err := bench.MeasureInterference(cmd.Context(), loader.Builtin(), ms, loader.StepTiming{Batch: b, Steps: 24}, pin)
+				fr, err := bench.MeasureInterference(cmd.Context(), ks, ms, loader.StepTiming{Batch: b, Steps: 24}, pin)
 				if err != nil {
 					return err
 				}

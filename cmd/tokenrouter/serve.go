@@ -23,7 +23,7 @@ import (
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
 	placement, chatTemplate                                                     string
-	port, maxInFlight, defaultMaxTokens                                         int
+	port, maxInFlight, defaultMaxTokens, kvReserveMB                            int
 	maxBody                                                                     int64
 	p                                                                           float64
 	params, models, threads, cpus, corsOrigins                                  []string
@@ -131,6 +131,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "chat template of every model: a Jinja file, or a built-in layout (plain, chatml, llama2, llama3); default: the one the model file ships")
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
+	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 0, "--model files: KV cache memory (MiB per model, at most its budget) written at start-up, so that the cache does not fault in new memory while it grows during the first minutes (0: none)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
 	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
@@ -156,7 +157,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 		err error
 	)
 	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
+		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "kv-reserve-mb", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
 			if changed(n) {
 				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 			}
@@ -235,9 +236,17 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
 	}
 	cfg.Models = nil
+	switch {
+	case f.kvReserveMB < 0:
+		return cfg, fmt.Errorf("--kv-reserve-mb %d: must not be negative", f.kvReserveMB)
+	case f.kvReserveMB > 0 && len(f.models) == 0:
+		return cfg, errors.New("--kv-reserve-mb applies to --model files (the simulated models hold no KV memory)")
+	}
 	if len(f.models) > 0 {
 		for i, v := range f.models {
-			cfg.Models = append(cfg.Models, cpuModel(parseModelSpec(v), i, f.tokenizer, 0))
+			m := cpuModel(parseModelSpec(v), i, f.tokenizer, 0)
+			m.KVReserveMB = f.kvReserveMB
+			cfg.Models = append(cfg.Models, m)
 		}
 	} else {
 		preset, err := sim.LookupPreset(f.profile)

@@ -31,7 +31,7 @@ func TestServeDefaults(t *testing.T) {
 func TestServeFlags(t *testing.T) {
 	cmd := newServeCmd()
 	if err := cmd.ParseFlags([]string{"--port", "0", "--p", "0.1", "--thresholds", "1,3", "--preset", "fast",
-		"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--api-key", "k", "--chat-template", "chatml"}); err != nil {
+		"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--api-key", "k", "--chat-template", "chatml", "--kv-reserve-mb", "64"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := serveConfig(cmd, flagsOf(t, cmd))
@@ -41,7 +41,8 @@ func TestServeFlags(t *testing.T) {
 	p := cfg.Presets[0]
 	if cfg.Port != 0 || p.Name != "fast" || p.Params["p"] != "0.1" || p.Thresholds != "1,3" || cfg.APIKey != "k" ||
 		cfg.Models[1].Name != "b" || cfg.Models[1].Engine != "cpu" || cfg.Models[1].Path != "/x/b.gguf" ||
-		cfg.Models[0].ChatTemplate != "chatml" || cfg.Models[1].ChatTemplate != "chatml" {
+		cfg.Models[0].ChatTemplate != "chatml" || cfg.Models[1].ChatTemplate != "chatml" ||
+		cfg.Models[0].KVReserveMB != 64 || cfg.Models[1].KVReserveMB != 64 {
 		t.Fatalf("%+v", cfg)
 	}
 	cmd = newServeCmd()
@@ -113,6 +114,8 @@ func flagsOf(t *testing.T, cmd *cobra.Command) serveFlags {
 	}
 	f.maxConns, e = fl.GetInt("max-connections")
 	get(e)
+	f.kvReserveMB, e = fl.GetInt("kv-reserve-mb")
+	get(e)
 	f.allowNoKey, e = fl.GetBool("allow-no-key")
 	get(e)
 	if err != nil {
@@ -132,6 +135,9 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"--write-timeout", "0s"}, "--write-timeout 0s: must be positive"},
 		{[]string{"--host", "0.0.0.0"}, "no api_key is set"},
 		{[]string{"--max-connections", "-1"}, "max_connections -1 is negative"},
+		{[]string{"--model", "a=/x/a.gguf", "--kv-reserve-mb", "-1"}, "--kv-reserve-mb -1: must not be negative"},
+		{[]string{"--kv-reserve-mb", "8"}, "--kv-reserve-mb applies to --model files"},
+		{[]string{"--config", "x.yaml", "--kv-reserve-mb", "8"}, "--kv-reserve-mb: describe models and presets in the --config file"},
 	} {
 		cmd := newServeCmd()
 		if err := cmd.ParseFlags(c.args); err != nil {

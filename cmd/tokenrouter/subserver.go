@@ -81,6 +81,7 @@ func newSubserverCmd() *cobra.Command {
 	fl.StringVar(&f.desc.Path, "path", "", "cpu: GGUF file or llama2.c checkpoint")
 	fl.IntVar(&f.desc.Threads, "threads", 0, "cpu: kernel threads (0: GOMAXPROCS)")
 	fl.IntVar(&f.desc.KVBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
+	fl.IntVar(&f.desc.KVReserveMB, "kv-reserve-mb", 0, "cpu: KV cache memory in MiB (at most the budget) written at start-up (0: none)")
 	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
 	fl.StringVar(&f.thresholds, "thresholds", "1", "batching thresholds B: one value, one per model (\"1,3\": this model takes its own) or @plan.json")

@@ -72,6 +72,11 @@ func (a *Arena) Reserve(ctx context.Context, bytes int64) error {
 	return nil
 }
 
+// reserveTo reserves (Reserve) what the arena lacks of holding bytes.
+func (a *Arena) reserveTo(ctx context.Context, bytes int64) error {
+	return a.Reserve(ctx, bytes-a.Held())
+}
+
 // get returns a block of n floats and the slab it belongs to: a returned
 // block, one carved from a slab, or one from a new slab. Its contents are
 // undefined.

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
@@ -103,5 +104,65 @@ func TestArenaReserveCancelled(t *testing.T) {
 	cancel()
 	if err := NewArena().Reserve(ctx, 1<<30); err == nil {
 		t.Fatal("Reserve with a cancelled context returned nil")
+	}
+}
+
+// TestKVReserve opens engines with a KV reserve: the memory is in place
+// before the first step and the cache's blocks come from it; the reserve
+// is capped at the budget, tops up a shared arena rather than adding to
+// it, and is refused when negative or cancelled.
+func TestKVReserve(t *testing.T) {
+	path := filepath.Join(modelsDir(t), "stories260K.gguf")
+	e, err := Open(path, Options{Threads: 2, KVReserveBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.kv.arena
+	if a == nil || a.Held() < 1<<20 {
+		t.Fatal("an engine opened with a KV reserve holds no reserved memory")
+	}
+	held := a.Held()
+	if got := greedy(t, e, 1, []int32{1}, len(refStories)); !slices.Equal(got, refStories) {
+		t.Fatalf("on reserved memory: got %v, want %v", got, refStories)
+	}
+	if a.Held() != held || len(e.kv.slabs) == 0 || e.kv.slabs[0] != a.slabs[0] {
+		t.Fatalf("the cache's blocks did not come from the reserve (held %d, then %d)", held, a.Held())
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Capped at the budget: a 1 GiB reserve under a budget of one slab.
+	e, err = Open(path, Options{Threads: 1, KVBudgetBytes: 4 * slabFloats, KVReserveBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.kv.arena.Held(); got != 4*slabFloats {
+		t.Fatalf("a reserve above the budget holds %d bytes, want the budget, %d", got, 4*slabFloats)
+	}
+	_ = e.Close()
+
+	// A shared arena that already holds the reserve does not grow.
+	shared := NewArena()
+	if err := shared.Reserve(context.Background(), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	before := shared.Held()
+	e, err = Open(path, Options{Threads: 1, Arena: shared, KVReserveBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared.Held() != before || e.kv.arena != shared {
+		t.Fatalf("the shared arena grew from %d to %d bytes for a reserve it held", before, shared.Held())
+	}
+	_ = e.Close()
+
+	if _, err := Open(path, Options{Threads: 1, KVReserveBytes: -1}); err == nil {
+		t.Fatal("a negative KV reserve was accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := OpenContext(ctx, path, Options{Threads: 1, KVReserveBytes: 1 << 20}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenContext with a cancelled context: %v, want context.Canceled", err)
 	}
 }

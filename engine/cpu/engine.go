@@ -54,6 +54,12 @@ type Options struct {
 	// Close returns it, so that engines opened one after another reuse
 	// warm memory (see Arena).
 	Arena *Arena
+	// KVReserveBytes is KV cache memory written once while the engine
+	// opens (at most the budget), so that the cache does not fault in new
+	// memory as it grows in the first minutes of serving (see Arena). With
+	// Arena set, the arena is topped up to hold at least this much; else
+	// the engine reserves it in an arena of its own. 0: none.
+	KVReserveBytes int64
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -140,6 +146,12 @@ var _ engine.Engine = (*Engine)(nil)
 
 // Open loads a model file (GGUF, or a llama2.c checkpoint) into a new engine.
 func Open(path string, opts Options) (*Engine, error) {
+	return OpenContext(context.Background(), path, opts)
+}
+
+// OpenContext is Open, with ctx bounding the KV reserve
+// (Options.KVReserveBytes).
+func OpenContext(ctx context.Context, path string, opts Options) (*Engine, error) {
 	c, w, err := loadFile(path)
 	if err != nil {
 		return nil, err
@@ -147,7 +159,7 @@ func Open(path string, opts Options) (*Engine, error) {
 	if c.name == "llama2.c" {
 		c.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	e, err := newEngine(c, w, opts)
+	e, err := newEngine(ctx, c, w, opts)
 	if err != nil && w.file != nil {
 		_ = w.file.Close()
 	}
@@ -160,10 +172,10 @@ func NewFromGGUF(f *gguf.File, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newEngine(c, w, opts)
+	return newEngine(context.Background(), c, w, opts)
 }
 
-func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
+func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engine, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -212,6 +224,17 @@ func newEngine(c *config, w *weights, opts Options) (*Engine, error) {
 	}
 	if e.kv.maxBlocks < 1 {
 		return nil, fmt.Errorf("cpu: KV budget of %d bytes holds less than one block of %d tokens: %w", budget, blockTokens, engine.ErrOutOfMemory)
+	}
+	if opts.KVReserveBytes < 0 {
+		return nil, fmt.Errorf("cpu: KV reserve of %d bytes: must not be negative", opts.KVReserveBytes)
+	}
+	if opts.KVReserveBytes > 0 {
+		if e.kv.arena == nil {
+			e.kv.arena = NewArena()
+		}
+		if err := e.kv.arena.reserveTo(ctx, min(opts.KVReserveBytes, budget)); err != nil {
+			return nil, err
+		}
 	}
 	e.ropes = [][]float64{c.rope.invFreq(c.ropeDim, c.ctx)}
 	e.mscale = []float64{c.rope.mscale}
