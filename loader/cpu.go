@@ -20,8 +20,8 @@ import (
 const KindCPU = "cpu"
 
 // cpuKind opens engine/cpu models: Path, Tokenizer, Threads, CPUs,
-// KVBudgetMB, KVReserveMB and ContextLength; with arena, their KV caches take and
-// return their memory there.
+// KVBudgetMB, KVReserveMB and ContextLength; with arena, their KV caches
+// take and return their memory there.
 func cpuKind(arena *cpu.Arena) Kind {
 	return Kind{
 		Name:  KindCPU,
