@@ -9,8 +9,9 @@ import (
 )
 
 // BenchmarkMul measures each level's kernels on a weight matrix far larger
-// than the caches (bytes/s counts weight bytes) with 1, 4 and 16 activation
-// columns.
+// than the caches (bytes/s counts weight bytes) with 1, 4, 16, 22 and 24
+// activation columns (22: a group of 16 and one of 6, the fewest that
+// takes the 16-column micro-kernel; 24: two groups).
 func BenchmarkMul(b *testing.B) {
 	const n, rows = 896, 1 << 16
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -18,7 +19,7 @@ func BenchmarkMul(b *testing.B) {
 		w, ws := randomWeights(rng, typ, rows, n, false)
 		for _, l := range availableLevels()[1:] {
 			k, _ := NewSet(l).For(typ)
-			for _, cols := range []int{1, 4, 16} {
+			for _, cols := range []int{1, 4, 16, 22, 24} {
 				a, as := randomActs(rng, k.Act, cols, n)
 				out := make([]float32, rows*cols)
 				b.Run(fmt.Sprintf("%s/%s/cols=%d", typ, l, cols), func(b *testing.B) {

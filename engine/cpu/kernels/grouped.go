@@ -41,7 +41,13 @@ const (
 	gMaxGroups = 16
 	// gWideCols is the fewest columns of a group that go to the 16-column
 	// micro-kernel; fewer take the one-column micro-kernel one by one.
-	gWideCols = 8
+	// One column costs about a fifth of the 16-column pass (Q8_0, 960 wide,
+	// one thread, AVX-512: 16 columns 3.5-3.7 ms, 17 to 20 columns 0.3-0.45
+	// ms more each, 24 and 32 columns 5.4-5.8 ms): with eight here, 22 and
+	// 23 columns took 1.07-1.22x the time of 24, and 21 columns 0.98-1.07x.
+	// In BenchmarkMul (Q8_0, AVX-512), 22 columns over 24 measured
+	// 1.10-1.16 with eight and 1.05-1.10 with six, in alternate runs.
+	gWideCols = 6
 	// gMaxBlockBytes is the largest block of a grouped type (Q8_0).
 	gMaxBlockBytes = 34
 	// gDotCols is the most columns of the fused kernels (gdot_amd64.s),

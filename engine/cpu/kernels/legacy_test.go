@@ -182,7 +182,8 @@ func TestGroupedKernelsLargeShapes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
 		for _, sh := range [][3]int{{33, 40, 32 * (gChunk + 3)}, {16, 17, 64}, {3, groupRows*gMaxGroups + 5, 64},
-			{32, 1, 64}, {48, 3, 32 * (gChunk + 3)}, {16, 2, 96}, {35, 4, 160}, {16*gDotTiles + 16, 1, 32}} {
+			{32, 1, 64}, {48, 3, 32 * (gChunk + 3)}, {16, 2, 96}, {35, 4, 160}, {16*gDotTiles + 16, 1, 32},
+			{16, 16 + gWideCols - 1, 64}, {33, 16 + gWideCols, 96}, {17, 23, 32 * (gChunk + 1)}} {
 			checkLevel(t, rng, AVX512, typ, sh[0], sh[1], sh[2], false)
 		}
 	}
@@ -391,7 +392,7 @@ func FuzzLegacyKernels(f *testing.F) {
 		}
 		for _, l := range levels {
 			t.Run(fmt.Sprint(l), func(t *testing.T) {
-				checkLevel(t, rng, l, tt, 1+int(rows%24), 1+int(cols%16), n, extreme)
+				checkLevel(t, rng, l, tt, 1+int(rows%24), 1+int(cols%40), n, extreme)
 			})
 		}
 	})
