@@ -42,9 +42,9 @@ const (
 	// gWideCols is the fewest columns of a group that go to the 16-column
 	// micro-kernel; fewer take the one-column micro-kernel one by one.
 	// One column costs about a fifth of the 16-column pass (Q8_0, 960 wide,
-	// one thread, AVX-512: 16 columns 3.5-3.7 ms, 17 to 20 columns 0.3-0.45
-	// ms more each, 24 and 32 columns 5.4-5.8 ms): with eight here, 22 and
-	// 23 columns took 1.07-1.22x the time of 24, and 21 columns 0.98-1.07x.
+	// one thread, AVX-512: 16 columns 3.3-4.0 ms, 20 columns 1.1-1.8 ms
+	// more, 24 and 32 columns 5.4-5.8 ms): with eight here, 22 and 23
+	// columns took 1.07-1.22x the time of 24, and 21 columns 0.98-1.07x.
 	// In BenchmarkMul (Q8_0, AVX-512), 22 columns over 24 measured
 	// 1.10-1.16 with eight and 1.05-1.10 with six, in alternate runs.
 	gWideCols = 6
