@@ -23,7 +23,8 @@ import (
 // for a while every block is warm, but an engine opened for a few seconds
 // of measurement (bench opens fresh ones for every slice) grows the whole
 // time. Opened with one Arena, the later engines find warm memory; Reserve
-// warms memory ahead for the first ones.
+// warms memory ahead for the first ones (a server's engine reserves its
+// own with Options.KVReserveBytes).
 //
 // An Arena is safe for concurrent use; its memory is held until the arena
 // is no longer referenced.
