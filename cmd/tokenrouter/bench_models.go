@@ -377,10 +377,15 @@ func printInterference(w io.Writer, format, label string, rows []interferenceRow
 
 // runKinds returns the engine kinds one bench command opens its models
 // with: the cpu engines share one arena of KV memory (cpu.Arena), warmed
-// by --kv-reserve-mb (at most the model files' size together) before
-// anything is measured, so that the engines bench opens for each
+// by --kv-reserve-mb (at most twice the model files' size together)
+// before anything is measured, so that the engines bench opens for each
 // measurement step on warm memory like a server's that has run a while,
-// not on memory they fault in as their caches grow.
+// not on memory they fault in as their caches grow. The caches keep the
+// blocks of finished sequences (prefix caching), so a slice's engines grow
+// with the tokens it runs: the fast pair's took about 130 KB per token
+// (both models' caches), some 560 MB in a 20-s slice at N = 8, beyond the
+// 256 MB this reserve used to be, and the slices of the first round paid
+// for the page faults.
 func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kinds, error) {
 	ks := loader.Builtin()
 	if !slices.ContainsFunc(ms, func(m config.Model) bool { return m.Engine == loader.KindCPU }) {
@@ -390,7 +395,7 @@ func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kind
 		return nil, fmt.Errorf("--kv-reserve-mb %d: want 0 or more", f.kvReserveMB)
 	}
 	// The cap keeps tiny models (a few MB of weights, and of KV per
-	// slice) from warming 256 MB for every run.
+	// slice) from warming 1 GiB for every run.
 	reserve, files := int64(f.kvReserveMB)<<20, int64(0)
 	for _, m := range ms {
 		if fi, err := os.Stat(m.Path); err == nil && m.Engine == loader.KindCPU {
@@ -398,7 +403,7 @@ func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kind
 		}
 	}
 	arena := cpu.NewArena()
-	if err := arena.Reserve(ctx, min(reserve, files)); err != nil {
+	if err := arena.Reserve(ctx, min(reserve, 2*files)); err != nil {
 		return nil, err
 	}
 	return ks.WithKVArena(arena), nil
