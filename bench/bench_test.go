@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,10 +49,20 @@ func TestRunMeasuresTokensAndLatency(t *testing.T) {
 }
 
 func TestEverySystemServes(t *testing.T) {
-	rows, err := Compare(context.Background(), fastSetup(t), append(Systems(), "tokenrouter-auto"),
-		[]int{2}, Options{MaxTokens: 30, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}, 2, nil)
+	systems := append(Systems(), "tokenrouter-auto")
+	var order []string
+	rows, err := Compare(context.Background(), fastSetup(t), systems,
+		[]int{2}, Options{MaxTokens: 30, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}, 2,
+		func(_, _ int, r Row) { order = append(order, r.System) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Round 0 runs the systems as listed, round 1 from the second on and
+	// the first last.
+	want := append(slices.Clone(systems), systems[1:]...)
+	want = append(want, systems[0])
+	if !slices.Equal(order, want) {
+		t.Errorf("run order %v, want %v", order, want)
 	}
 	for _, r := range rows {
 		if r.Tokens == 0 {

@@ -222,11 +222,15 @@ type Row struct {
 
 // Compare measures several systems at several concurrencies. Each
 // (system, N) window is split into rounds run round-robin across the
-// systems, so machine drift hits all of them alike. Round r runs with seed
-// o.Seed + r for every system: the systems of one round see the same routing
-// draws (common random numbers), so their per-round results pair up, while
-// different rounds are independent samples. progress, if set, is called
-// after each round.
+// systems, so machine drift hits all of them alike; round r starts with
+// system r mod len(systems) and goes round from there, so that over a
+// multiple of len(systems) rounds every system runs as often in every
+// place of the order (one that always ran first would carry whatever
+// going first does to a run). Round r runs
+// with seed o.Seed + r for every system: the systems of one round see the
+// same routing draws (common random numbers), so their per-round results
+// pair up, while different rounds are independent samples. progress, if
+// set, is called after each slice.
 func Compare(ctx context.Context, setup Setup, systems []string, concurrency []int, o Options, rounds int,
 	progress func(done, total int, r Row)) ([]Row, error) {
 	if rounds < 1 {
@@ -241,7 +245,9 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 			rows = append(rows, Row{System: name, Concurrency: n, Steps: &StepTally{}})
 		}
 		for round := range rounds {
-			for i, name := range systems {
+			for j := range systems {
+				i := (round + j) % len(systems)
+				name := systems[i]
 				st := setup
 				st.Observer = stepObservers{setup.Observer, rows[base+i].Steps}
 				sys, err := st.Build(ctx, name)

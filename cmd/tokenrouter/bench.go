@@ -234,7 +234,7 @@ func newBenchCmd() *cobra.Command {
 	addCompareFlags(fl, &f.compare)
 	addModelFlags(fl, &f.models)
 	fl.BoolVar(&f.validate, "validate", false, "compare measured and predicted throughput for N = 2..6 and every B1 (B0 = 1)")
-	fl.IntVar(&f.rounds, "rounds", 2, "with --validate or --systems: interleaved slices per point (round r uses seed --seed + r)")
+	fl.IntVar(&f.rounds, "rounds", 2, "with --validate or --systems: interleaved slices per point (round r uses seed --seed + r; with --systems it starts at system r mod their number, so over a multiple of that each system runs first as often)")
 	fl.Float64Var(&f.tolerance, "tolerance", 0.02, "with --validate: allowed relative gap between measured and predicted")
 	fl.IntVar(&f.retries, "retries", 3, "with --validate: re-measure a slice the machine starved up to this many times")
 	fl.DurationVar(&f.maxLateness, "max-lateness", time.Millisecond, "with --validate: a slice whose mean timer lateness exceeds this was starved")
