@@ -226,11 +226,11 @@ type Row struct {
 // system r mod len(systems) and goes round from there, so that over a
 // multiple of len(systems) rounds every system runs as often in every
 // place of the order (one that always ran first would carry whatever
-// going first does to a run). Round r runs
-// with seed o.Seed + r for every system: the systems of one round see the
-// same routing draws (common random numbers), so their per-round results
-// pair up, while different rounds are independent samples. progress, if
-// set, is called after each slice.
+// going first does to a run). Round r runs with seed o.Seed + r for every
+// system: the systems of one round see the same routing draws (common
+// random numbers), so their per-round results pair up, while different
+// rounds are independent samples. progress, if set, is called after each
+// slice.
 func Compare(ctx context.Context, setup Setup, systems []string, concurrency []int, o Options, rounds int,
 	progress func(done, total int, r Row)) ([]Row, error) {
 	if rounds < 1 {
