@@ -383,9 +383,9 @@ func printInterference(w io.Writer, format, label string, rows []interferenceRow
 // not on memory they fault in as their caches grow. The caches keep the
 // blocks of finished sequences (prefix caching), so a slice's engines grow
 // with the tokens it runs: the fast pair's caches hold 46 and 82 KB per
-// token, and its engines grew some 560 MB (page faults counted) in each
-// 20-s slice of the first round at N = 8, beyond the 256 MB this reserve
-// used to be; the later rounds reused that memory.
+// token, and its engines grew some 560 MB (page faults counted) in the
+// first round's 20-s slice at N = 8, beyond the 256 MB this reserve used
+// to be; the later rounds reused that memory.
 func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kinds, error) {
 	ks := loader.Builtin()
 	if !slices.ContainsFunc(ms, func(m config.Model) bool { return m.Engine == loader.KindCPU }) {
