@@ -225,7 +225,7 @@ func newBenchCmd() *cobra.Command {
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before the window (per slice with --validate, default 1s there)")
 	fl.IntVar(&f.maxTokens, "max-tokens", 4096, "output tokens per request")
 	fl.IntVar(&f.promptLen, "prompt-len", 16, "prompt tokens per request")
-	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 1024, "cpu engines: KV memory (MB, at most twice the model files' size together) warmed before the first measurement; the engines opened for each measurement share it and reuse what those before them held (0: none)")
+	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 1024, "cpu engines: KV memory (MB, at most twice the model files' size together) warmed before the first measurement; the engines opened for each measurement share it and reuse what those before them held (0: none; none either when only servers given by URL are measured)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for prompts and routing decisions")
 	fl.StringVar(&f.format, "format", "table", "output: table or json")
 	fl.Float64Var(&f.agree, "agree", 0, "sim: probability that the large model's token at a routed position equals the small model's (model 0 samples model 1's token)")

@@ -229,7 +229,7 @@ func newBenchRun(cmd *cobra.Command, f benchFlags, inProcess bool) (benchRun, er
 		return benchRun{}, fmt.Errorf("--thresholds: %w", err)
 	}
 	ctx := cmd.Context()
-	ks, err := runKinds(ctx, f, d.models)
+	ks, err := runKinds(ctx, f, d.models, inProcess)
 	if err != nil {
 		return benchRun{}, err
 	}
@@ -323,7 +323,7 @@ func runInterference(cmd *cobra.Command, f benchFlags) error {
 			ms[i].Threads = 1
 		}
 	}
-	ks, err := runKinds(cmd.Context(), f, ms)
+	ks, err := runKinds(cmd.Context(), f, ms, true)
 	if err != nil {
 		return err
 	}
@@ -377,34 +377,50 @@ func printInterference(w io.Writer, format, label string, rows []interferenceRow
 
 // runKinds returns the engine kinds one bench command opens its models
 // with: the cpu engines share one arena of KV memory (cpu.Arena), warmed
-// by --kv-reserve-mb (at most twice the model files' size together)
-// before anything is measured, so that the engines bench opens for each
-// measurement step on warm memory like a server's that has run a while,
-// not on memory they fault in as their caches grow. The caches keep the
-// blocks of finished sequences (prefix caching), so a slice's engines grow
-// with the tokens it runs: the fast pair's caches hold 46 and 82 KB per
-// token, and its engines grew some 560 MB (page faults counted) in the
-// first round's 20-s slice at N = 8, beyond the 256 MB this reserve used
-// to be; the later rounds reused that memory.
-func runKinds(ctx context.Context, f benchFlags, ms []config.Model) (loader.Kinds, error) {
+// with kvWarmBytes before anything is measured, so that the engines bench
+// opens for each measurement step on warm memory like a server's that has
+// run a while, not on memory they fault in as their caches grow. The
+// caches keep the blocks of finished sequences (prefix caching), so a
+// slice's engines grow with the tokens it runs: the fast pair's caches
+// hold 46 and 82 KB per token, and its engines grew some 560 MB (page
+// faults counted) in the first round's 20-s slice at N = 8, beyond the
+// 256 MB this reserve used to be; the later rounds reused that memory.
+// stepsHere says whether any engine steps in this process (not when bench
+// only drives servers given by URL and opens the models for their
+// vocabulary).
+func runKinds(ctx context.Context, f benchFlags, ms []config.Model, stepsHere bool) (loader.Kinds, error) {
 	ks := loader.Builtin()
 	if !slices.ContainsFunc(ms, func(m config.Model) bool { return m.Engine == loader.KindCPU }) {
 		return ks, nil
 	}
-	if f.kvReserveMB < 0 {
-		return nil, fmt.Errorf("--kv-reserve-mb %d: want 0 or more", f.kvReserveMB)
+	warm, err := kvWarmBytes(f.kvReserveMB, ms, stepsHere)
+	if err != nil {
+		return nil, err
 	}
-	// The cap keeps tiny models (a few MB of weights, and of KV per
-	// slice) from warming 1 GiB for every run.
-	reserve, files := int64(f.kvReserveMB)<<20, int64(0)
+	arena := cpu.NewArena()
+	if err := arena.Reserve(ctx, warm); err != nil {
+		return nil, err
+	}
+	return ks.WithKVArena(arena), nil
+}
+
+// kvWarmBytes is the KV memory bench warms before it measures: mb
+// (--kv-reserve-mb) megabytes, at most twice the cpu models' files
+// together (tiny models, with a few MB of weights and of KV per slice, do
+// not warm 1 GiB for every run), and none when no engine steps in this
+// process (stepsHere false).
+func kvWarmBytes(mb int, ms []config.Model, stepsHere bool) (int64, error) {
+	if mb < 0 {
+		return 0, fmt.Errorf("--kv-reserve-mb %d: want 0 or more", mb)
+	}
+	if !stepsHere {
+		return 0, nil
+	}
+	files := int64(0)
 	for _, m := range ms {
 		if fi, err := os.Stat(m.Path); err == nil && m.Engine == loader.KindCPU {
 			files += fi.Size()
 		}
 	}
-	arena := cpu.NewArena()
-	if err := arena.Reserve(ctx, min(reserve, 2*files)); err != nil {
-		return nil, err
-	}
-	return ks.WithKVArena(arena), nil
+	return min(int64(mb)<<20, 2*files), nil
 }

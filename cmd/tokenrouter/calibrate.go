@@ -91,7 +91,7 @@ func runCalibrate(cmd *cobra.Command, f benchFlags) error {
 	default:
 		return fmt.Errorf("--calibrate-placement %q: want %s, %s or both", c.placement, sim.Partitioned, sim.TimeShared)
 	}
-	ks, err := runKinds(cmd.Context(), f, ms)
+	ks, err := runKinds(cmd.Context(), f, ms, true)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func validateDeployment(ctx context.Context, f benchFlags, preset sim.Preset, pa
 			}
 		}
 	}
-	ks, err := runKinds(ctx, f, ms)
+	ks, err := runKinds(ctx, f, ms, true)
 	if err != nil {
 		return setup, nil, nil, "", err
 	}
