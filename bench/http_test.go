@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"net"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +112,58 @@ func TestURLRealText(t *testing.T) {
 	}
 	if _, err := NewHTTPSystem(ctx, "http://127.0.0.1:1", HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "listing models") {
 		t.Fatalf("no server: %v", err)
+	}
+}
+
+// procsWriter records GOMAXPROCS each time a progress line is written.
+type procsWriter struct {
+	mu    sync.Mutex
+	procs []int
+}
+
+func (w *procsWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.procs = append(w.procs, runtime.GOMAXPROCS(0))
+	return len(p), nil
+}
+
+// TestClientProcs checks that Compare runs a server's slices on
+// Options.ClientProcs processors and the in-process system's on all of
+// them, restoring the setting after each slice.
+func TestClientProcs(t *testing.T) {
+	all := runtime.GOMAXPROCS(0)
+	if all < 2 {
+		t.Skip("GOMAXPROCS is 1: nothing to lower")
+	}
+	url := serve(t, simPair())
+	setup := Setup{Models: simPair(), Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),
+		Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(2)}, MaxWait: 5 * time.Millisecond}}
+	var inProc, served procsWriter
+	o := Options{MaxTokens: 16, Warmup: 100 * time.Millisecond, Duration: 1300 * time.Millisecond, Seed: 3, ClientProcs: 1}
+	for _, c := range []struct {
+		system string
+		w      *procsWriter
+	}{{"tokenrouter", &inProc}, {"served=" + url, &served}} {
+		o.Progress = c.w
+		if _, err := Compare(context.Background(), setup, []string{c.system}, []int{2}, o, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := runtime.GOMAXPROCS(0); got != all {
+			t.Fatalf("after %s: GOMAXPROCS %d, want %d restored", c.system, got, all)
+		}
+	}
+	if len(inProc.procs) == 0 || len(served.procs) == 0 {
+		t.Fatalf("no progress lines: in process %v, served %v", inProc.procs, served.procs)
+	}
+	for _, p := range inProc.procs {
+		if p != all {
+			t.Fatalf("in process: GOMAXPROCS %v during the slice, want %d", inProc.procs, all)
+		}
+	}
+	for _, p := range served.procs {
+		if p != 1 {
+			t.Fatalf("served: GOMAXPROCS %v during the slice, want 1", served.procs)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -218,6 +219,12 @@ type Row struct {
 	// Steps tallies the steps of every round, warm-ups included (a system
 	// run in this process; empty for a server given by URL).
 	Steps *StepTally
+	// ClientCPU is, for a server given by URL, the CPU time this process
+	// (bench's clients: nothing else runs in it during those slices) used
+	// over ClientWall, the slices' time, warm-ups included; both 0 for a
+	// system run in this process, or where the process's CPU time is not
+	// known.
+	ClientCPU, ClientWall time.Duration
 }
 
 // Compare measures several systems at several concurrencies. Each
@@ -257,7 +264,20 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				oo := o
 				oo.Concurrency, oo.Duration, oo.Label = n, slice, fmt.Sprintf("%s N=%d", name, n)
 				oo.Seed = o.Seed + uint64(round)
+				procs := 0
+				if o.ClientProcs > 0 && IsURL(name) {
+					procs = runtime.GOMAXPROCS(o.ClientProcs)
+				}
+				cpu0, timed := processCPU()
+				t0 := time.Now()
 				res, err := Run(ctx, sys, oo)
+				if procs > 0 {
+					runtime.GOMAXPROCS(procs)
+				}
+				if cpu1, ok := processCPU(); timed && ok && IsURL(name) {
+					rows[base+i].ClientCPU += cpu1 - cpu0
+					rows[base+i].ClientWall += time.Since(t0)
+				}
 				cerr := sys.Close()
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s N=%d: %w", name, n, err)
@@ -334,6 +354,11 @@ type Summary struct {
 	StepOverCurve           []float64 `json:"step_over_curve,omitempty"`
 	PredictedAtStepSpeed    float64   `json:"predicted_at_step_speed,omitempty"`
 	MeasuredOverAtStepSpeed float64   `json:"measured_over_predicted_at_step_speed,omitempty"`
+	// ClientCores is, for a server given by URL, the cores bench's own
+	// clients kept busy while it was measured (Row.ClientCPU over
+	// Row.ClientWall): CPU the server did not have when both share a
+	// machine (0: a system run in this process, or not known).
+	ClientCores float64 `json:"client_cores,omitempty"`
 }
 
 // Summarize reports Compare's rows; systems is the number of systems per
@@ -354,6 +379,9 @@ func Summarize(rows []Row, systems int) []Summary {
 			Seconds: r.Seconds, LargeShare: r.RoutedFraction, LargeShareFromServer: r.ServerShare, LargeShareUnknown: r.ShareUnknown, Requests: r.Requests,
 			TTFTp50MS: ms(r.TTFT.Quantile(0.5)), TTFTp99MS: ms(r.TTFT.Quantile(0.99)),
 			TPOTp50MS: ms(r.TPOT.Quantile(0.5)), TPOTp99MS: ms(r.TPOT.Quantile(0.99))}
+		if r.ClientWall > 0 {
+			out[i].ClientCores = r.ClientCPU.Seconds() / r.ClientWall.Seconds()
+		}
 		first := rows[i-i%systems]
 		out[i].VsFirst, out[i].VsFirstCI95, _ = PairedLead(byRound(r.PerRound), byRound(first.PerRound))
 	}

@@ -376,6 +376,11 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 	for _, s := range systems {
 		fmt.Fprintf(w, "  %-15s %s\n", s, bench.SystemAbout(s))
 	}
+	for _, r := range out {
+		if r.ClientCores > 0 {
+			fmt.Fprintf(w, "  %s N=%d: bench's own clients kept %.3f cores busy while it was measured (CPU a server on this machine did not have)\n", r.System, r.Concurrency, r.ClientCores)
+		}
+	}
 }
 
 func paramString(p map[string]string) string {

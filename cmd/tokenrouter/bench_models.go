@@ -31,7 +31,7 @@ type benchModelFlags struct {
 	tokenizer, placement        string
 	prompts, urlModel, apiKey   string
 	rangeRatio                  float64
-	vocab                       int
+	vocab, clientProcs          int
 	keepEOS, interference       bool
 	interferenceBatches         []int
 }
@@ -51,6 +51,7 @@ func addModelFlags(fl *pflag.FlagSet, m *benchModelFlags) {
 	fl.StringArrayVar(&m.urls, "url", nil, "also measure the OpenAI-compatible server at this URL, [LABEL=]URL (repeatable; side by side with --systems)")
 	fl.StringVar(&m.urlModel, "url-model", "", "with --url: the model the requests name (default: the first the server lists)")
 	fl.StringVar(&m.apiKey, "api-key", "", "with --url: send this key as \"Authorization: Bearer <key>\"")
+	fl.IntVar(&m.clientProcs, "client-procs", 1, "with --url: processors bench runs on while it measures a server (GOMAXPROCS; each extra one's thread wakes take cores from a server on this machine); 0: all")
 	fl.BoolVar(&m.interference, "interference", false, "measure how much the models slow each other when they step at once (partitioned: one thread each, unpinned and pinned; --rounds repeats)")
 	fl.IntSliceVar(&m.interferenceBatches, "interference-batches", []int{1, 4, 8}, "with --interference: decode batch sizes")
 }
@@ -238,7 +239,10 @@ func newBenchRun(cmd *cobra.Command, f benchFlags, inProcess bool) (benchRun, er
 		return benchRun{}, fmt.Errorf("bench: %w", err)
 	}
 	m := f.models
-	r := benchRun{desc: d, opts: bench.Options{PromptLen: f.promptLen, MaxTokens: f.maxTokens, RangeRatio: m.rangeRatio,
+	if m.clientProcs < 0 {
+		return benchRun{}, fmt.Errorf("--client-procs %d: want 0 (all) or more", m.clientProcs)
+	}
+	r := benchRun{desc: d, opts: bench.Options{ClientProcs: m.clientProcs, PromptLen: f.promptLen, MaxTokens: f.maxTokens, RangeRatio: m.rangeRatio,
 		Vocab: voc.Size, BOS: voc.BOS, KeepEOS: m.keepEOS, Warmup: f.warmup, Duration: f.duration, Seed: f.seed}}
 	if m.vocab > 0 {
 		r.opts.Vocab = m.vocab

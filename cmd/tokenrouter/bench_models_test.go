@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -58,6 +59,7 @@ func TestBenchModelFlagErrors(t *testing.T) {
 		{append([]string{"--config", "x.yaml"}, tiny...), "--model: the models come from --config"},
 		{append([]string{"--range-ratio", "1"}, tiny...), "--range-ratio 1: want 0 ≤ r < 1"},
 		{append([]string{"--kv-reserve-mb", "-1"}, tiny...), "--kv-reserve-mb -1: want 0 or more"},
+		{append([]string{"--client-procs", "-1"}, tiny...), "--client-procs -1: want 0 (all) or more"},
 		{append([]string{"--max-tokens", "600"}, tiny...), "exceeds the models' context"},
 		{[]string{"--prompts", "p.txt"}, "--prompts: the models have no tokenizer"},
 		{[]string{"--systems", "tokenrouter,ftp://x"}, `unknown system "ftp://x"`},
@@ -140,6 +142,11 @@ func TestBenchURL(t *testing.T) {
 	}
 	if rows[1].TokensPerSecond <= 0 || rows[0].TokensPerSecond <= 0 {
 		t.Fatalf("over HTTP %.1f tok/s, in process %.1f", rows[1].TokensPerSecond, rows[0].TokensPerSecond)
+	}
+	// The process's CPU while the server was driven (here the server runs
+	// in it too) is reported for the server's row only.
+	if rows[0].ClientCores != 0 || rows[1].ClientCores <= 0 || rows[1].ClientCores > float64(runtime.NumCPU()) {
+		t.Fatalf("client cores: in process %g, over HTTP %g", rows[0].ClientCores, rows[1].ClientCores)
 	}
 	// Their ratio is a measurement (README: bench --url against in-process),
 	// not checked here: a shared machine swings it either way.
