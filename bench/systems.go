@@ -264,19 +264,11 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				oo := o
 				oo.Concurrency, oo.Duration, oo.Label = n, slice, fmt.Sprintf("%s N=%d", name, n)
 				oo.Seed = o.Seed + uint64(round)
-				procs := 0
-				if o.ClientProcs > 0 && IsURL(name) {
-					procs = runtime.GOMAXPROCS(o.ClientProcs)
-				}
-				cpu0, timed := processCPU()
-				t0 := time.Now()
-				res, err := Run(ctx, sys, oo)
-				if procs > 0 {
-					runtime.GOMAXPROCS(procs)
-				}
-				if cpu1, ok := processCPU(); timed && ok && IsURL(name) {
-					rows[base+i].ClientCPU += cpu1 - cpu0
-					rows[base+i].ClientWall += time.Since(t0)
+				var res Result
+				if IsURL(name) {
+					res, err = runServer(ctx, sys, oo, &rows[base+i])
+				} else {
+					res, err = Run(ctx, sys, oo)
 				}
 				cerr := sys.Close()
 				if err != nil {
@@ -300,6 +292,24 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 		}
 	}
 	return rows, nil
+}
+
+// runServer runs one slice against a server given by URL: on
+// o.ClientProcs processors if set, adding the process's CPU time and the
+// slice's time to row's ClientCPU and ClientWall where the system gives
+// the former.
+func runServer(ctx context.Context, sys System, o Options, row *Row) (Result, error) {
+	if o.ClientProcs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.ClientProcs))
+	}
+	cpu0, timed := processCPU()
+	t0 := time.Now()
+	res, err := Run(ctx, sys, o)
+	if cpu1, ok := processCPU(); timed && ok {
+		row.ClientCPU += cpu1 - cpu0
+		row.ClientWall += time.Since(t0)
+	}
+	return res, err
 }
 
 // Summary is one Row as reported: throughput, latency percentiles and the
