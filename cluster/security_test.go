@@ -23,8 +23,10 @@ import (
 // deployment's key, as another tenant of a shared cluster would) and
 // attacks the liveness protocol: heartbeats of a new incarnation of a
 // model and of the front end (incarnation + 1, as seen on the wire),
-// genuine heartbeats replayed, and a corrupt copy of a genuine one. None
-// has any effect: every stream completes and no model goes down.
+// genuine heartbeats replayed, and a corrupt copy of a genuine one. It
+// also replays the streams' own events (admits, hand-offs, commits) as
+// captured. None has any effect: every stream completes with every token
+// once, and no model goes down.
 func TestForgedHeartbeats(t *testing.T) {
 	ns, err := busnats.StartServer(busnats.ServerOptions{})
 	if err != nil {
@@ -50,6 +52,13 @@ func TestForgedHeartbeats(t *testing.T) {
 	spy, err := raw.SubscribeSync("*.*.hb.>")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// And to every event.
+	events := make(chan *gonats.Msg, 1<<16)
+	for _, subject := range []string{"*.*.ep.>", "*.*.all"} {
+		if _, err := raw.ChanSubscribe(subject, events); err != nil {
+			t.Fatal(err)
+		}
 	}
 	captured := map[string]*gonats.Msg{}
 	testkit.Until(t, 5*time.Second, func() error {
@@ -98,7 +107,22 @@ func TestForgedHeartbeats(t *testing.T) {
 		testkit.Receive(t, started, 20*time.Second)
 	}
 
-	// The attacks, while the streams run.
+	// The attacks, while the streams run: the events so far, replayed
+	// twice, then forged and replayed heartbeats.
+	var seen []*gonats.Msg
+	for len(events) > 0 {
+		seen = append(seen, <-events)
+	}
+	if len(seen) < streams {
+		t.Fatalf("captured %d events", len(seen))
+	}
+	for range 2 {
+		for _, m := range seen {
+			if err := raw.Publish(m.Subject, m.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for _, idx := range []string{"0", "1", "front"} {
 		m := captured[idx]
 		payload := m.Data[:len(m.Data)-busnats.TagSize]

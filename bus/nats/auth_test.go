@@ -121,7 +121,8 @@ func TestKeyedBus(t *testing.T) {
 	if err := raw.Publish("k.ep.1", genuine.Data); err != nil {
 		t.Fatal(err)
 	}
-	unsigned, _ := busnats.AppendEvent(nil, &bus.Event{Kind: bus.Cancel, ID: 2, From: bus.Frontend})
+	unsigned, _ := busnats.AppendEvent(nil, busnats.Origin{Sender: 1, Seq: 1, Time: time.Now().UnixMilli()},
+		&bus.Event{Kind: bus.Cancel, ID: 2, From: bus.Frontend})
 	if err := raw.Publish("k.all", unsigned); err != nil {
 		t.Fatal(err)
 	}

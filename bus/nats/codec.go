@@ -13,8 +13,33 @@ import (
 )
 
 // Version is the event encoding's version, the first byte of every
-// encoded event. A decoder rejects any other version.
-const Version = 3
+// encoded event. A decoder rejects any other version (ErrVersion).
+//
+// Version 4 added the origin (sender, sequence number, send time) after
+// the version byte.
+const Version = 4
+
+// OriginSize is the size of the encoded origin: Sender, Seq and Time as
+// little-endian 64-bit numbers, right after the version byte.
+const OriginSize = 24
+
+// seqOffset is where the origin's sequence number starts in an encoded
+// event.
+const seqOffset = 1 + 8
+
+// Origin says who sent an event and when. It travels inside the
+// authenticated message, so on a keyed bus it is as trustworthy as the
+// event: receivers use it to drop replayed messages.
+type Origin struct {
+	// Sender identifies the sending bus (one connection of one process
+	// run): a random non-zero number chosen when it connects.
+	Sender uint64
+	// Seq numbers the sender's events from 1, across all subjects.
+	Seq uint64
+	// Time is the sender's clock when it sent the event, in Unix
+	// milliseconds.
+	Time int64
+}
 
 // Hard limits of the decoder: a hostile or corrupt message fails with an
 // error before it can force an allocation beyond them.
@@ -49,9 +74,13 @@ const (
 // ErrDecode wraps every decoding error.
 var ErrDecode = errors.New("bus/nats: bad event encoding")
 
-// AppendEvent appends the encoding of e to b. Fields an event does not use
-// (zero) cost nothing beyond a flag bit.
-func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
+// ErrVersion wraps the decoding errors of events in another encoding
+// version, as a peer running another release sends. It wraps ErrDecode.
+var ErrVersion = fmt.Errorf("%w: unsupported version", ErrDecode)
+
+// AppendEvent appends the encoding of e sent from o to b. Fields an event
+// does not use (zero) cost nothing beyond a flag bit.
+func AppendEvent(b []byte, o Origin, e *bus.Event) ([]byte, error) {
 	var flags byte
 	m := &e.Msg
 	if e.Kind == bus.Peer || !msgZero(m) {
@@ -72,7 +101,11 @@ func AppendEvent(b []byte, e *bus.Event) ([]byte, error) {
 	if e.Reason != "" || e.Err != "" {
 		flags |= hasText
 	}
-	b = append(b, Version, byte(e.Kind), flags)
+	b = append(b, Version)
+	b = binary.LittleEndian.AppendUint64(b, o.Sender)
+	b = binary.LittleEndian.AppendUint64(b, o.Seq)
+	b = binary.LittleEndian.AppendUint64(b, uint64(o.Time))
+	b = append(b, byte(e.Kind), flags)
 	b = binary.AppendUvarint(b, e.ID)
 	b = binary.AppendVarint(b, int64(e.From))
 	if flags&hasMsg != 0 {
@@ -272,27 +305,30 @@ func appendState(b []byte, s route.State) ([]byte, error) {
 // receiving algorithm's route.Stater.
 type NewStateFunc func(m *route.Message) route.State
 
-// Header is what DecodeHeader reads: enough to name the request of an
-// event whose body is corrupt.
+// Header is what DecodeHeader reads: enough to check where an event
+// comes from before decoding it, and to name the request of an event whose
+// body is corrupt.
 type Header struct {
+	// Origin is the event's sender, sequence number and send time.
+	Origin Origin
 	// Kind, ID and From are the event's.
 	Kind bus.Kind
 	ID   uint64
 	From int
 }
 
-// DecodeHeader reads the version, kind, request id and sender.
+// DecodeHeader reads the version, origin, kind, request id and sender.
 func DecodeHeader(b []byte) (Header, error) {
 	d := decoder{b: b}
 	h, _ := d.header()
 	return h, d.err
 }
 
-// DecodeEvent decodes b into e, reusing e's slices. newState supplies the
-// empty state an encoded algorithm state is unmarshalled into; nil fails
-// on any event carrying a state. On error e holds a partial event the
-// caller should reset.
-func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
+// DecodeEvent decodes b into e, reusing e's slices, and returns its
+// origin. newState supplies the empty state an encoded algorithm state is
+// unmarshalled into; nil fails on any event carrying a state. On error e
+// holds a partial event the caller should reset.
+func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) (Origin, error) {
 	d := decoder{b: b}
 	h, flags := d.header()
 	e.Kind, e.ID, e.From = h.Kind, h.ID, h.From
@@ -335,14 +371,14 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 			raw := d.bytes(MaxState)
 			if d.err == nil {
 				if newState == nil {
-					return fmt.Errorf("%w: request %d carries an algorithm state but the receiver has no state factory", ErrDecode, h.ID)
+					return h.Origin, fmt.Errorf("%w: request %d carries an algorithm state but the receiver has no state factory", ErrDecode, h.ID)
 				}
 				st := newState(m)
 				if st == nil {
-					return fmt.Errorf("%w: request %d: the receiver's algorithm has no state", ErrDecode, h.ID)
+					return h.Origin, fmt.Errorf("%w: request %d: the receiver's algorithm has no state", ErrDecode, h.ID)
 				}
 				if err := st.UnmarshalBinary(raw); err != nil {
-					return fmt.Errorf("%w: request %d: state: %w", ErrDecode, h.ID, err)
+					return h.Origin, fmt.Errorf("%w: request %d: state: %w", ErrDecode, h.ID, err)
 				}
 				m.State = st
 			}
@@ -372,7 +408,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
 	}
-	return d.err
+	return h.Origin, d.err
 }
 
 // decoder reads an encoded event; the first error sticks and every later
@@ -390,23 +426,33 @@ func (d *decoder) fail(what string) {
 }
 
 func (d *decoder) header() (Header, byte) {
-	if len(d.b) < 3 {
+	if len(d.b) > 0 && d.b[0] != Version {
+		// The version decides the layout of everything after it.
+		d.err = fmt.Errorf("%w: version %d, want %d", ErrVersion, d.b[0], Version)
+		d.b = nil
+		return Header{}, 0
+	}
+	if len(d.b) < 1+OriginSize+2 {
 		d.fail("short header")
 		return Header{}, 0
 	}
-	if d.b[0] != Version {
-		d.fail(fmt.Sprintf("version %d, want %d", d.b[0], Version))
-		return Header{}, 0
+	o := Origin{
+		Sender: binary.LittleEndian.Uint64(d.b[1:]),
+		Seq:    binary.LittleEndian.Uint64(d.b[seqOffset:]),
+		Time:   int64(binary.LittleEndian.Uint64(d.b[seqOffset+8:])),
 	}
-	k, flags := bus.Kind(d.b[1]), d.b[2]
-	d.b = d.b[3:]
+	k, flags := bus.Kind(d.b[1+OriginSize]), d.b[2+OriginSize]
+	d.b = d.b[3+OriginSize:]
+	if o.Sender == 0 || o.Seq == 0 {
+		d.fail(fmt.Sprintf("origin %d/%d", o.Sender, o.Seq))
+	}
 	if k < bus.Peer || k > bus.Done {
 		d.fail(fmt.Sprintf("unknown kind %d", k))
 	}
 	if flags&^allFlags != 0 || (flags&(hasState|hasFinish|hasSpec) != 0 && flags&hasMsg == 0) {
 		d.fail(fmt.Sprintf("flags %#x", flags))
 	}
-	h := Header{Kind: k, ID: d.uvarint(), From: d.int(-1, MaxModels)}
+	h := Header{Origin: o, Kind: k, ID: d.uvarint(), From: d.int(-1, MaxModels)}
 	if d.err != nil {
 		return Header{}, 0
 	}

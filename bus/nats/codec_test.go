@@ -14,6 +14,19 @@ import (
 
 func intsState(*route.Message) route.State { return &route.Ints{} }
 
+// someOrigin is an origin for events the tests encode.
+func someOrigin() Origin {
+	return Origin{Sender: 0xfeedface12345678, Seq: 1<<40 + 3, Time: 1_750_000_000_123}
+}
+
+// header returns an encoded header: the version, someOrigin, kind and
+// flags, followed by rest.
+func header(kind bus.Kind, flags byte, rest ...byte) []byte {
+	b, _ := AppendEvent(nil, someOrigin(), &bus.Event{})
+	b = append(b[:1+OriginSize], byte(kind), flags)
+	return append(b, rest...)
+}
+
 func sampleEvents() []*bus.Event {
 	st := route.Ints{3, -7, 1 << 40}
 	return []*bus.Event{
@@ -53,34 +66,35 @@ func TestRoundTrip(t *testing.T) {
 	got := &bus.Event{}
 	for _, e := range sampleEvents() {
 		var err error
-		buf, err = AppendEvent(buf[:0], e)
+		buf, err = AppendEvent(buf[:0], someOrigin(), e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got.Reset()
-		if err := DecodeEvent(buf, got, intsState); err != nil {
+		o, err := DecodeEvent(buf, got, intsState)
+		if err != nil {
 			t.Fatalf("%v: %v", e.Kind, err)
 		}
-		if want, have := normalise(e), normalise(got); !reflect.DeepEqual(want, have) {
-			t.Fatalf("%v round trip:\n got %+v\nwant %+v", e.Kind, have, want)
+		if want, have := normalise(e), normalise(got); !reflect.DeepEqual(want, have) || o != someOrigin() {
+			t.Fatalf("%v round trip:\n got %+v from %+v\nwant %+v from %+v", e.Kind, have, o, want, someOrigin())
 		}
 		h, err := DecodeHeader(buf)
-		if err != nil || h.Kind != e.Kind || h.ID != e.ID || h.From != e.From {
+		if err != nil || h.Kind != e.Kind || h.ID != e.ID || h.From != e.From || h.Origin != someOrigin() {
 			t.Fatalf("header %+v, %v", h, err)
 		}
 	}
 }
 
 func TestEncodingIsCompact(t *testing.T) {
-	b, err := AppendEvent(nil, &bus.Event{Kind: bus.Commit, ID: 1000, From: 0, Tokens: []int32{1234}, By: []int8{0}, Pos: 300})
+	b, err := AppendEvent(nil, someOrigin(), &bus.Event{Kind: bus.Commit, ID: 1000, From: 0, Tokens: []int32{1234}, By: []int8{0}, Pos: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > 16 {
+	if len(b) > 16+OriginSize {
 		t.Fatalf("one-token commit encodes to %d bytes", len(b))
 	}
-	b, _ = AppendEvent(nil, &bus.Event{Kind: bus.Admit, ID: 1000, From: -1})
-	if len(b) > 6 {
+	b, _ = AppendEvent(nil, someOrigin(), &bus.Event{Kind: bus.Admit, ID: 1000, From: -1})
+	if len(b) > 6+OriginSize {
 		t.Fatalf("admit encodes to %d bytes", len(b))
 	}
 }
@@ -104,51 +118,67 @@ func TestCodecCoversEveryField(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good, _ := AppendEvent(nil, sampleEvents()[3])
-	huge := []byte{Version, byte(bus.Commit), hasCommit, 1, 0, 0}
-	huge = binary.AppendUvarint(huge, MaxTokens) // claims 4M tokens in a tiny message
+	good, _ := AppendEvent(nil, someOrigin(), sampleEvents()[3])
+	huge := binary.AppendUvarint(header(bus.Commit, hasCommit, 1, 0, 0), MaxTokens) // claims 4M tokens in a tiny message
+	noSender, noSeq := header(bus.Admit, 0, 1, 0), header(bus.Admit, 0, 1, 0)
+	clear(noSender[1:9])
+	clear(noSeq[seqOffset : seqOffset+8])
 	cases := map[string][]byte{
 		"empty":       nil,
-		"version":     append([]byte{Version + 1}, good[1:]...),
-		"kind":        {Version, 99, 0, 1, 0},
-		"flags":       {Version, byte(bus.Admit), 0x80, 1, 0},
-		"state alone": {Version, byte(bus.Admit), hasState, 1, 0},
-		"spec alone":  {Version, byte(bus.Admit), hasSpec, 1, 0},
+		"short":       good[:1+OriginSize],
+		"kind":        header(99, 0, 1, 0),
+		"flags":       header(bus.Admit, 0x80, 1, 0),
+		"state alone": header(bus.Admit, hasState, 1, 0),
+		"spec alone":  header(bus.Admit, hasSpec, 1, 0),
 		"truncated":   good[:len(good)-3],
 		"trailing":    append(append([]byte(nil), good...), 0),
 		"huge length": huge,
-		"bad from":    {Version, byte(bus.Admit), 0, 1, 0x7f},
+		"bad from":    header(bus.Admit, 0, 1, 0x7f),
+		"sender 0":    noSender,
+		"sequence 0":  noSeq,
 	}
 	for name, b := range cases {
-		if err := DecodeEvent(b, &bus.Event{}, intsState); !errors.Is(err, ErrDecode) {
+		if _, err := DecodeEvent(b, &bus.Event{}, intsState); !errors.Is(err, ErrDecode) || errors.Is(err, ErrVersion) {
 			t.Errorf("%s: err %v, want ErrDecode", name, err)
 		}
 	}
-	if err := DecodeEvent(good, &bus.Event{}, nil); !errors.Is(err, ErrDecode) {
+	for name, b := range map[string][]byte{
+		"next version": append([]byte{Version + 1}, good[1:]...),
+		// A version 3 admit, as the previous release sent it.
+		"version 3": {3, byte(bus.Admit), 0, 1, 1},
+	} {
+		_, err := DecodeEvent(b, &bus.Event{}, intsState)
+		if _, herr := DecodeHeader(b); !errors.Is(err, ErrVersion) || !errors.Is(herr, ErrVersion) || !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: err %v, header err %v, want ErrVersion", name, err, herr)
+		}
+	}
+	if _, err := DecodeEvent(good, &bus.Event{}, nil); !errors.Is(err, ErrDecode) {
 		t.Errorf("state without a factory: %v", err)
 	}
 }
 
 func FuzzDecodeEvent(f *testing.F) {
 	for _, e := range sampleEvents() {
-		b, _ := AppendEvent(nil, e)
+		b, _ := AppendEvent(nil, someOrigin(), e)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e := &bus.Event{}
-		if err := DecodeEvent(b, e, intsState); err != nil {
+		o, err := DecodeEvent(b, e, intsState)
+		if err != nil {
 			return
 		}
 		// A decodable event re-encodes and decodes to the same event.
-		again, err := AppendEvent(nil, e)
+		again, err := AppendEvent(nil, o, e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e2 := &bus.Event{}
-		if err := DecodeEvent(again, e2, intsState); err != nil {
-			t.Fatalf("re-encoded event does not decode: %v", err)
+		o2, err := DecodeEvent(again, e2, intsState)
+		if err != nil || o2 != o {
+			t.Fatalf("re-encoded event does not decode to origin %+v: %+v, %v", o, o2, err)
 		}
-		third, err := AppendEvent(nil, e2)
+		third, err := AppendEvent(nil, o2, e2)
 		if err != nil || !bytes.Equal(again, third) {
 			t.Fatalf("unstable round trip (%v):\n%x\n%x", err, again, third)
 		}

@@ -21,7 +21,15 @@
 // payload keyed by the deployment's key, and messages whose tag does not
 // verify are dropped and reported (ErrAuth), so a client of the NATS
 // server without the key can neither inject events nor move them between
-// subjects.
+// subjects. Nor can it replay them: every event carries its origin (the
+// sending connection's random identity, a per-connection sequence number
+// and the send time) under the tag, and each endpoint accepts a sender's
+// sequence numbers once each, within a window of WindowSize (events of
+// one sender may overtake each other), and no event of a sender it does
+// not know that was sent before it attached (see Options.ClockSkew).
+// Dropped messages are counted by reason (Dropped). Messages are
+// authenticated, not encrypted: TLS to the server protects them on the
+// wire, but any client allowed to subscribe reads them.
 //
 // StartServer runs an embedded NATS server on loopback for single-machine
 // deployments and tests; it requires credentials generated per run.
@@ -29,6 +37,8 @@ package nats
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -71,7 +81,17 @@ type Options struct {
 	// connection in between are lost. It is called from a nats.go
 	// goroutine and must be quick.
 	OnReconnect func()
+	// ClockSkew is how far the clocks of the deployment's machines may
+	// disagree (default DefaultClockSkew). An endpoint drops an event of
+	// a sender it has not heard from that was sent (by the sender's
+	// clock) more than ClockSkew before the endpoint attached: such an
+	// event is a replay. Negative: no such check, so a restarted process
+	// accepts replays of events sent before it started.
+	ClockSkew time.Duration
 }
+
+// DefaultClockSkew is Options.ClockSkew when it is zero.
+const DefaultClockSkew = 30 * time.Second
 
 // Bus is the bus over a NATS connection. It implements bus.Bus and
 // bus.StateBinder.
@@ -85,6 +105,11 @@ type Bus struct {
 	all    string
 	bufs   sync.Pool
 	errors atomic.Uint64
+	drops  dropCounters
+	sender uint64 // this connection's identity in every event's origin
+
+	pubMu sync.Mutex // sequence numbers go on the wire in order
+	seq   uint64     // the last event's sequence number
 
 	mu     sync.Mutex
 	eps    map[int]*endpoint
@@ -133,11 +158,15 @@ func Connect(url string, o Options) (*Bus, error) {
 
 func (b *Bus) init(conn *gonats.Conn, o Options, seal *sealer) {
 	b.seal = seal
+	b.sender = incarnation()
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = 1 << 16
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = DefaultClockSkew
 	}
 	b.conn, b.opt = conn, o
 	b.front, b.all = o.Prefix+".ep.front", o.Prefix+".all"
@@ -158,14 +187,24 @@ func (b *Bus) Prefix() string { return b.opt.Prefix }
 // Subject returns prefix.name, a subject of this deployment.
 func (b *Bus) Subject(name string) string { return b.opt.Prefix + "." + name }
 
-// Errors counts events that could not be encoded, decoded or delivered.
+// Errors counts events that could not be encoded, decoded or delivered,
+// and received messages that were dropped (Dropped).
 func (b *Bus) Errors() uint64 { return b.errors.Load() }
+
+// Dropped returns how many received messages were dropped, by reason.
+func (b *Bus) Dropped() DropCounts { return b.drops.load() }
 
 func (b *Bus) report(err error) {
 	b.errors.Add(1)
 	if b.opt.OnError != nil {
 		b.opt.OnError(err)
 	}
+}
+
+// drop counts a received message dropped for err under c and reports it.
+func (b *Bus) drop(c *atomic.Uint64, err error) {
+	c.Add(1)
+	b.report(err)
 }
 
 func (b *Bus) subject(ep int) (string, error) {
@@ -204,6 +243,8 @@ func (b *Bus) Attach(ep int, h bus.Handler) error {
 		return fmt.Errorf("bus: endpoint %d attached twice", ep)
 	}
 	x := &endpoint{ch: make(chan *gonats.Msg, b.opt.Buffer), quit: make(chan struct{}), done: make(chan struct{})}
+	// Before subscribing: nothing sent earlier can reach the endpoint.
+	guard := newReplayGuard(time.Now().UnixMilli(), b.opt.ClockSkew.Milliseconds())
 	subjects := []string{subject}
 	if ep != bus.Frontend {
 		subjects = append(subjects, b.all)
@@ -227,7 +268,7 @@ func (b *Bus) Attach(ep int, h bus.Handler) error {
 	}
 	b.eps[ep] = x
 	b.mu.Unlock()
-	go b.dispatch(x, h, newState)
+	go b.dispatch(x, h, guard, newState)
 	if err := b.conn.Flush(); err != nil {
 		b.Detach(ep)
 		return fmt.Errorf("bus/nats: attach %d: %w", ep, err)
@@ -236,34 +277,63 @@ func (b *Bus) Attach(ep int, h bus.Handler) error {
 }
 
 // dispatch decodes and delivers one endpoint's messages in arrival order.
-func (b *Bus) dispatch(x *endpoint, h bus.Handler, newState NewStateFunc) {
+func (b *Bus) dispatch(x *endpoint, h bus.Handler, guard *replayGuard, newState NewStateFunc) {
 	defer close(x.done)
 	for {
 		select {
 		case <-x.quit:
 			return
 		case m := <-x.ch:
-			data, err := b.open(m.Subject, m.Data)
-			if err != nil {
-				b.report(err) // unauthenticated: nothing in it can be trusted
-				continue
+			if e := b.receive(m, guard, newState); e != nil {
+				h(e)
 			}
-			e := b.Get()
-			if err := DecodeEvent(data, e, newState); err != nil {
-				b.Put(e)
-				b.undecodable(data, err)
-				continue
-			}
-			h(e)
 		}
 	}
+}
+
+// receive checks and decodes one message; it returns nil for a message
+// it dropped (and counted).
+func (b *Bus) receive(m *gonats.Msg, guard *replayGuard, newState NewStateFunc) *bus.Event {
+	data, err := b.open(m.Subject, m.Data)
+	if err != nil {
+		b.drop(&b.drops.badTag, err) // unauthenticated: nothing in it can be trusted
+		return nil
+	}
+	hd, err := DecodeHeader(data)
+	if err != nil {
+		if errors.Is(err, ErrVersion) {
+			b.drop(&b.drops.version, err)
+		} else {
+			b.drop(&b.drops.undecodable, err)
+		}
+		return nil
+	}
+	switch guard.accept(hd.Origin) {
+	case fresh:
+	case stale:
+		early := time.Duration(guard.horizon-hd.Origin.Time) * time.Millisecond
+		b.drop(&b.drops.stale, fmt.Errorf("%w: %v %d on %s from unknown sender %x sent %v before the endpoint could receive it (or the sender's clock is behind by more than %v)",
+			ErrReplay, hd.Kind, hd.ID, m.Subject, hd.Origin.Sender, early, b.opt.ClockSkew))
+		return nil
+	default:
+		b.drop(&b.drops.replayed, fmt.Errorf("%w: %v %d on %s from sender %x: sequence number %d already seen or too old",
+			ErrReplay, hd.Kind, hd.ID, m.Subject, hd.Origin.Sender, hd.Origin.Seq))
+		return nil
+	}
+	e := b.Get()
+	if _, err := DecodeEvent(data, e, newState); err != nil {
+		b.Put(e)
+		b.undecodable(data, err)
+		return nil
+	}
+	return e
 }
 
 // undecodable reports a message that could not be decoded. When it was a
 // peer message whose request can be named, the request ends with an error
 // (done to the front end, finish to every model) instead of vanishing.
 func (b *Bus) undecodable(data []byte, err error) {
-	b.report(err)
+	b.drop(&b.drops.undecodable, err)
 	hd, herr := DecodeHeader(data)
 	if herr != nil || hd.Kind != bus.Peer {
 		return
@@ -317,17 +387,23 @@ func (b *Bus) publish(subject string, e *bus.Event) error {
 	if bp == nil {
 		bp = new([]byte)
 	}
-	buf, err := AppendEvent((*bp)[:0], e)
+	buf, err := AppendEvent((*bp)[:0], Origin{Sender: b.sender, Time: time.Now().UnixMilli()}, e)
 	b.Put(e)
 	if err != nil {
 		b.bufs.Put(bp)
 		b.report(err)
 		return err
 	}
+	// Numbered, sealed and published under one lock, so the connection
+	// sends this bus's events in sequence order.
+	b.pubMu.Lock()
+	b.seq++
+	binary.LittleEndian.PutUint64(buf[seqOffset:], b.seq)
 	if b.seal != nil {
 		buf = b.seal.seal(subject, buf)
 	}
 	err = b.conn.Publish(subject, buf)
+	b.pubMu.Unlock()
 	*bp = buf
 	b.bufs.Put(bp)
 	if err != nil {
@@ -369,7 +445,7 @@ func (b *Bus) Subscribe(subject string, h func(subject string, payload []byte)) 
 	sub, err := b.conn.Subscribe(subject, func(m *gonats.Msg) {
 		data, err := b.open(m.Subject, m.Data)
 		if err != nil {
-			b.report(err)
+			b.drop(&b.drops.badTag, err)
 			return
 		}
 		h(m.Subject, data)
@@ -415,3 +491,14 @@ var (
 	_ bus.Bus         = (*Bus)(nil)
 	_ bus.StateBinder = (*Bus)(nil)
 )
+
+// incarnation returns a random non-zero identifier.
+func incarnation() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
