@@ -16,6 +16,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // FrontConfig configures the front end of a deployment whose sub-servers
@@ -42,6 +43,11 @@ type FrontConfig struct {
 	// JoinTimeout bounds the wait for every model to announce itself
 	// (default 30s); ctx can end it earlier.
 	JoinTimeout time.Duration
+	// StallTimeout is the stall watchdog's timeout (subserver.Stalled,
+	// read from the members' heartbeats; 0: automatic, negative: none).
+	// A member found stalled is marked down as one that missed its
+	// heartbeats: Watch is told, and a supervisor kills and restarts it.
+	StallTimeout time.Duration
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
 	// Watch, if set, is told when model i goes up (up) or down; missed
@@ -264,6 +270,9 @@ func (f *Front) monitor(ctx context.Context) {
 			f.mu.Lock()
 			was := f.members[b.Index]
 			f.mu.Unlock()
+			if f.stalled(b, was.Up) {
+				continue
+			}
 			fits := f.check(b) == nil && b.Front == f.inc
 			switch {
 			case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
@@ -298,6 +307,27 @@ func (f *Front) monitor(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// stalled reports whether member b.Index's loop is stalled by its beat b
+// (subserver.Stalled); a stalled member that was up (was) goes down, as
+// one that missed its heartbeats, and Watch is told again at each of its
+// beats until it is replaced.
+func (f *Front) stalled(b Beat, was bool) bool {
+	if f.cfg.StallTimeout < 0 {
+		return false
+	}
+	err := subserver.Stalled(b.Stats, f.cfg.StallTimeout)
+	if err == nil {
+		return false
+	}
+	f.note(b, false)
+	if was {
+		f.down(b.Index, err, true)
+	} else {
+		f.cfg.Watch(b.Index, false, true)
+	}
+	return true
 }
 
 // down marks model i down and ends every request in flight; missed says

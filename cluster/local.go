@@ -63,8 +63,8 @@ type LocalConfig struct {
 	// Output receives the children's stdout and stderr (default: this
 	// process's stderr).
 	Output io.Writer
-	// JoinTimeout: see FrontConfig.
-	JoinTimeout time.Duration
+	// JoinTimeout and StallTimeout: see FrontConfig.
+	JoinTimeout, StallTimeout time.Duration
 	// OnEvent, if set, is told about children and membership (for logs).
 	OnEvent func(msg string, args ...any)
 }
@@ -152,7 +152,7 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	}
 	l.front, err = Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Models: cfg.Models, Registry: cfg.Registry,
 		Algorithm: cfg.Algorithm, Params: cfg.Params, Heartbeat: cfg.Heartbeat, Misses: cfg.Misses,
-		JoinTimeout: cfg.JoinTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
+		JoinTimeout: cfg.JoinTimeout, StallTimeout: cfg.StallTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
 	if err != nil {
 		l.stop()
 		return nil, err

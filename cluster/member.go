@@ -51,6 +51,11 @@ type MemberConfig struct {
 	Misses    int
 	// Speculate configures the sub-server's speculative continuation.
 	Speculate subserver.Speculation
+	// Reopen and OnPanic: see subserver.Config. Without Reopen, an engine
+	// that panicked ends RunMember with an error (a supervisor restarts
+	// the process).
+	Reopen  func(context.Context) (engine.Engine, error)
+	OnPanic func(*subserver.Panic)
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
 }
@@ -91,7 +96,8 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cfg.Engine.Close()) }()
+	m := &member{cfg: cfg, eng: cfg.Engine, inc: incarnation()}
+	defer func() { err = errors.Join(err, m.eng.Close()) }()
 	lost := make(chan struct{}, 1)
 	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", cfg.Index),
 		Auth: cfg.Secrets.Auth, Key: cfg.Secrets.Key, OnReconnect: func() { signal(lost) }})
@@ -113,7 +119,7 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	m := &member{cfg: cfg, bus: b, inc: incarnation()}
+	m.bus = b
 	if err := m.start(); err != nil {
 		return err
 	}
@@ -128,6 +134,10 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-m.done:
+			m.cancel()
+			m.eng, m.s = m.s.Engine(), nil
+			return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
 		case <-lost:
 			cfg.OnEvent("NATS connection restored: dropping every request", "model", cfg.Index)
 			if err := m.restart(); err != nil {
@@ -170,6 +180,7 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 type member struct {
 	cfg    MemberConfig
 	bus    *busnats.Bus
+	eng    engine.Engine // the engine now (a reopened one after a panic)
 	inc    uint64
 	seq    uint64
 	s      *subserver.Server
@@ -184,8 +195,9 @@ func (m *member) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}
-	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: c.Engine,
-		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab, Speculate: c.Speculate})
+	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: m.eng,
+		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab, Speculate: c.Speculate,
+		Reopen: c.Reopen, OnPanic: c.OnPanic})
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
 	}
@@ -202,6 +214,7 @@ func (m *member) stop() {
 	}
 	m.cancel()
 	<-m.done
+	m.eng = m.s.Engine()
 	m.s = nil
 }
 
@@ -214,7 +227,7 @@ func (m *member) restart() error {
 func (m *member) beat(front uint64) {
 	m.seq++
 	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
-		Info: m.cfg.Engine.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine()}
+		Info: m.eng.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine()}
 	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
 }
 

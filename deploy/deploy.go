@@ -42,6 +42,10 @@ type Model struct {
 	// itself; the facts are the ones that sub-server announced. Its launch
 	// policy belongs to the remote sub-server.
 	Remote *engine.Info
+	// Reopen, if set, opens the model's engine anew: after the engine
+	// panicked or stalled (DESIGN §5.3, §5.4) the sub-server restarts on
+	// a new one. Without it such a model stays down.
+	Reopen func(context.Context) (engine.Engine, error)
 }
 
 // Config describes a deployment.
@@ -83,13 +87,22 @@ type Config struct {
 	// from measurements). SpeculateOn refuses an algorithm that did not
 	// opt in (subserver.New).
 	Speculate subserver.Speculation
+	// StallTimeout is the stall watchdog's timeout (subserver.Stalled; 0:
+	// automatic, from the models' step times; negative: no watchdog).
+	StallTimeout time.Duration
+	// OnPanic, if set, is told about every panic a local sub-server
+	// recovered (subserver.Config.OnPanic), and OnEvent about models that
+	// went down or came back (for logs).
+	OnPanic func(*subserver.Panic)
+	OnEvent func(msg string, args ...any)
 }
 
 // Deployment is a running deployment.
 type Deployment struct {
 	cfg   Config
 	bus   bus.Bus
-	subs  []*subserver.Server
+	subs  []*subserver.Server // guarded by mu: a stalled one is replaced
+	local []*local            // per model index; nil for remote models
 	front route.Algorithm
 	entry route.Entrant
 	stat  route.Stater
@@ -103,6 +116,7 @@ type Deployment struct {
 
 	tuner *autotune.Tuner
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   []error
@@ -188,45 +202,42 @@ func New(cfg Config) (*Deployment, error) {
 			obs = observers{t, cfg.Observer}
 		}
 	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.local = make([]*local, len(cfg.Models))
 	for i, m := range cfg.Models {
 		if m.Remote != nil {
 			r.info = append(r.info, *m.Remote)
 			continue
 		}
-		alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: names, Params: cfg.Params})
-		if err != nil {
-			r.abort()
-			return nil, fmt.Errorf("deploy: %w", err)
-		}
 		pol := cfg.Launch.Policy(i)
 		if r.tuner != nil {
 			pol = r.tuner.Initial(i)
 		}
-		s, err := subserver.New(subserver.Config{
-			Index: i, Models: len(cfg.Models), Name: m.Name, Engine: m.Engine, Algorithm: alg,
-			Policy: pol, Bus: b, MaxBatch: cfg.MaxBatch, Observer: obs, Vocab: m.Vocab, Speculate: cfg.Speculate,
-		})
+		l := &local{index: i, observer: obs}
+		s, err := r.newSubServer(l, m.Engine, pol)
 		if err != nil {
+			r.cancel()
 			r.abort()
-			return nil, fmt.Errorf("deploy: %w", err)
+			return nil, err
 		}
+		r.local[i], l.pos = l, len(r.subs)
 		r.subs = append(r.subs, s)
 		r.info = append(r.info, m.Engine.Info())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	r.errs = make([]error, len(r.subs))
-	for i, s := range r.subs {
+	for _, l := range r.local {
+		if l != nil {
+			r.run(l)
+		}
+	}
+	ctx := r.ctx
+	if cfg.StallTimeout >= 0 && len(r.subs) > 0 {
 		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			r.errs[i] = s.Run(ctx)
-		}()
+		go r.watch(ctx)
 	}
 	if r.tuner != nil {
 		targets := make([]autotune.Target, len(r.subs))
-		for i, s := range r.subs {
-			targets[i] = s
+		for i := range r.subs {
+			targets[i] = slot{r, i}
 		}
 		r.wg.Add(1)
 		go func() {
@@ -304,8 +315,13 @@ func (r *Deployment) Names() []string {
 }
 
 // SubServers returns the sub-servers running in this process (for metrics
-// and policy updates), in model order; remote models have none.
-func (r *Deployment) SubServers() []*subserver.Server { return r.subs }
+// and policy updates), in model order; remote models have none. A
+// sub-server that stalled is replaced: call again for the current ones.
+func (r *Deployment) SubServers() []*subserver.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.subs)
+}
 
 // Submit admits a request: prompt tokens and parameters. The stream ends
 // when the request finishes or fails; cancelling ctx (or Stream.Close)
@@ -516,12 +532,21 @@ func (r *Deployment) Close() error {
 	}
 	r.cancel()
 	r.wg.Wait()
-	r.bus.Detach(bus.Frontend)
-	errs := append([]error(nil), r.errs...)
-	for _, m := range r.cfg.Models {
-		if m.Engine != nil {
-			errs = append(errs, m.Engine.Close())
+	for _, l := range r.local {
+		if l != nil {
+			r.mu.Lock()
+			done := l.done
+			r.mu.Unlock()
+			<-done // a stalled loop was replaced: this is its successor
 		}
+	}
+	r.bus.Detach(bus.Frontend)
+	r.mu.Lock()
+	errs := append([]error(nil), r.errs...)
+	subs := slices.Clone(r.subs)
+	r.mu.Unlock()
+	for _, s := range subs {
+		errs = append(errs, s.Engine().Close())
 	}
 	if r.cfg.Bus == nil {
 		errs = append(errs, r.bus.Close())

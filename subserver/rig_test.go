@@ -177,6 +177,9 @@ type opts struct {
 	onTrunc func(seq engine.SeqID, n int) error
 	// wrap, if set, wraps the fake engine the sub-server steps.
 	wrap func(*enginetest.Fake) engine.Engine
+	// reopen and onPanic are the sub-server's Config.Reopen and OnPanic.
+	reopen  func(context.Context) (engine.Engine, error)
+	onPanic func(*subserver.Panic)
 }
 
 // rig runs the sub-server of model 0 on a fake engine and the in-memory
@@ -234,7 +237,7 @@ func start(t *testing.T, o opts) *rig {
 		eng = o.wrap(r.eng)
 	}
 	srv, err := subserver.New(subserver.Config{Index: 0, Models: o.models, Name: "m0", Engine: eng, Algorithm: o.alg,
-		Policy: o.policy, Bus: r.bus, MaxBatch: o.maxBatch, Observer: o.observer})
+		Policy: o.policy, Bus: r.bus, MaxBatch: o.maxBatch, Observer: o.observer, Reopen: o.reopen, OnPanic: o.onPanic})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -474,7 +474,7 @@ func (s *Server) rollback(ctx context.Context, r *rec, p int, tok int32, from in
 	dr.open, dr.sent = dr.open[:0], dr.sent[:0]
 	dr.epoch++
 	if r.hasKV {
-		if err := s.cfg.Engine.Truncate(engine.SeqID(q.ID), r.seen[s.cfg.Index]); err != nil {
+		if err := s.truncate(q.ID, r.seen[s.cfg.Index]); err != nil {
 			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
 		}
 	}

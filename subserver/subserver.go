@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,13 @@ type Config struct {
 	// the zero value speculates where the algorithm opted in, to a depth
 	// chosen from measurements.
 	Speculate Speculation
+	// Reopen, if set, opens a new engine for the model after the current
+	// one panicked (the failure boundary, guard.go); without it such a
+	// panic stops the sub-server with ErrEngineFailed.
+	Reopen func(context.Context) (engine.Engine, error)
+	// OnPanic, if set, is told about every recovered panic, once, with its
+	// stack (for the log). It is called from the loop goroutine.
+	OnPanic func(*Panic)
 }
 
 // Observer watches a sub-server's steps, for automatic thresholds and
@@ -178,6 +186,15 @@ type Stats struct {
 	// (with speculation the small model commits the large model's tokens
 	// at routed positions).
 	SmallTokens uint64
+	// Panics counts the panics recovered here (guard.go); Restarts the
+	// engine restarts that followed one.
+	Panics, Restarts uint64
+	// Progress counts the loop's iterations; Busy is how long its current
+	// iteration has run (0 while it waits for work), and MaxStep the
+	// longest engine step so far: the stall watchdog's inputs (Stalled).
+	Progress uint64
+	Busy     time.Duration
+	MaxStep  time.Duration
 }
 
 // Server is one model's sub-server.
@@ -220,7 +237,15 @@ type Server struct {
 		speculated, kept, rolledBack          atomic.Uint64
 		verified, agreed, small               atomic.Uint64
 		depth                                 atomic.Int64
+		panics, restarts, progress            atomic.Uint64
+		iterStart, maxStep                    atomic.Int64
 	}
+
+	engMu        sync.Mutex // guards cfg.Engine's replacement (Engine)
+	abandoned    atomic.Bool
+	timer        *time.Timer
+	failed       []int // indices of the step's requests that failed in Route
+	engineBroken bool  // the engine panicked: restart it before the next step
 
 	spec  route.Speculable // the algorithm, when it may speculate here
 	meter meter            // measurements for the automatic depth
@@ -240,12 +265,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, inbox: newQueue(), epoch: time.Now(), recs: map[uint64]*rec{}, moved: make([]int, cfg.Models)}
 	p := cfg.Policy
 	s.policy.Store(&p)
-	s.eos = cfg.Engine.Info().EOS
-	s.embed, _ = cfg.Engine.(engine.Embedder)
+	s.bindEngine()
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
-	s.turner, _ = cfg.Engine.(engine.Turner)
-	s.pager, _ = engine.Capability[engine.KVPager](cfg.Engine)
-	s.prefix, _ = engine.Capability[engine.PrefixCacher](cfg.Engine)
 	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
 	s.receiver, _ = cfg.Algorithm.(route.Receiver)
@@ -269,6 +290,25 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// bindEngine takes the engine's facts and optional capabilities.
+func (s *Server) bindEngine() {
+	e := s.cfg.Engine
+	s.eos = e.Info().EOS
+	s.embed, _ = e.(engine.Embedder)
+	s.turner, _ = e.(engine.Turner)
+	s.pager, _ = engine.Capability[engine.KVPager](e)
+	s.prefix, _ = engine.Capability[engine.PrefixCacher](e)
+}
+
+// Engine returns the engine the sub-server runs now: Config.Engine, or the
+// one Config.Reopen opened after it failed. Whoever closes engines closes
+// this one once Run has returned.
+func (s *Server) Engine() engine.Engine {
+	s.engMu.Lock()
+	defer s.engMu.Unlock()
+	return s.cfg.Engine
+}
+
 // SetPolicy replaces the launch policy; the loop uses it from its next
 // decision on. Safe to call from any goroutine.
 func (s *Server) SetPolicy(p sched.Policy) { s.policy.Store(&p) }
@@ -290,40 +330,70 @@ func (s *Server) Stats() Stats {
 		Speculated: s.stats.speculated.Load(), Kept: s.stats.kept.Load(), RolledBack: s.stats.rolledBack.Load(),
 		Verified: s.stats.verified.Load(), Agreed: s.stats.agreed.Load(), Depth: int(s.stats.depth.Load()),
 		SmallTokens: s.stats.small.Load(),
+		Panics:      s.stats.panics.Load(), Restarts: s.stats.restarts.Load(),
+		Progress: s.stats.progress.Load(), Busy: s.busy(), MaxStep: time.Duration(s.stats.maxStep.Load()),
 	}
 }
 
+// busy is how long the loop's current iteration has run, 0 while it waits.
+func (s *Server) busy() time.Duration {
+	t := s.stats.iterStart.Load()
+	if t == 0 {
+		return 0
+	}
+	return max(time.Duration(time.Now().UnixNano()-t), 0)
+}
+
 // Run runs the loop until ctx ends; it then detaches from the bus and
-// releases every request's KV. It returns nil on a normal stop.
+// releases every request's KV. It returns nil on a normal stop, and an
+// error wrapping ErrEngineFailed when the engine panicked and could not be
+// reopened (every request held here has then ended with an error).
 func (s *Server) Run(ctx context.Context) error {
 	defer s.shutdown()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		s.receive(ctx)
-		s.publish()
-		if ctx.Err() != nil {
-			return nil
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	for ctx.Err() == nil {
+		if err := s.loopSafe(ctx); err != nil {
+			for _, r := range s.recs {
+				if r.at != finished {
+					s.fail(ctx, r, err)
+				}
+			}
+			return err
 		}
-		st := sched.State{Runnable: len(s.run), Active: len(s.recs)}
-		if len(s.run) > 0 {
-			st.ReadySince = s.run[0].readyAt
-		}
-		d := sched.Decide(*s.policy.Load(), st, s.now())
-		if d.Launch {
-			s.launch(ctx)
-			continue
-		}
-		if d.Wake {
-			timer.Reset(d.WakeAt - s.now())
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.inbox.wake:
-		case <-timer.C:
-		}
-		timer.Stop()
 	}
+	return nil
+}
+
+// iterate is one iteration of the loop: receive, then launch a step or
+// wait for work.
+func (s *Server) iterate(ctx context.Context) {
+	s.stats.iterStart.Store(time.Now().UnixNano())
+	s.stats.progress.Add(1)
+	s.receive(ctx)
+	s.publish()
+	if ctx.Err() != nil {
+		return
+	}
+	st := sched.State{Runnable: len(s.run), Active: len(s.recs)}
+	if len(s.run) > 0 {
+		st.ReadySince = s.run[0].readyAt
+	}
+	d := sched.Decide(*s.policy.Load(), st, s.now())
+	if d.Launch {
+		s.launch(ctx)
+		return
+	}
+	if d.Wake {
+		s.timer.Reset(d.WakeAt - s.now())
+	}
+	s.stats.iterStart.Store(0)
+	select {
+	case <-ctx.Done():
+	case <-s.inbox.wake:
+	case <-s.timer.C:
+	}
+	s.timer.Stop()
 }
 
 func (s *Server) now() time.Duration { return time.Since(s.epoch) }
@@ -348,6 +418,10 @@ func (s *Server) launch(ctx context.Context) {
 }
 
 func (s *Server) shutdown() {
+	if s.abandoned.Load() {
+		s.closeEngine()
+		return
+	}
 	s.cfg.Bus.Detach(s.cfg.Index)
 	for _, e := range s.inbox.drain(nil) {
 		s.cfg.Bus.Put(e)
@@ -397,7 +471,7 @@ func (s *Server) receive(ctx context.Context) {
 				s.recs[e.ID] = s.newRec(e.ID)
 			}
 		case bus.Peer:
-			s.resume(ctx, e)
+			s.resumeSafe(ctx, e)
 		case bus.Finish, bus.Cancel:
 			if r := s.recs[e.ID]; r != nil {
 				s.drop(e.ID, r)
@@ -427,8 +501,8 @@ func (s *Server) drop(id uint64, r *rec) {
 			s.run = slices.Delete(s.run, i, i+1)
 		}
 	}
-	if r.hasKV {
-		s.cfg.Engine.Release(engine.SeqID(id))
+	if r.hasKV && !s.engineBroken {
+		s.release(id)
 	}
 	if dr := &r.draft; len(dr.open) > 0 {
 		s.stats.rolledBack.Add(uint64(len(r.req.Tokens) - int(dr.open[0])))
@@ -469,8 +543,8 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	}
 	self := s.cfg.Index
 	kv := s.kvHeld(r)
-	if m.Anchor > kv || m.Anchor > len(r.req.Tokens) || m.Anchor < 0 || len(m.Seen) != s.cfg.Models {
-		s.fail(ctx, r, fmt.Errorf("subserver %s: message anchor %d beyond the %d tokens held", s.cfg.Name, m.Anchor, kv))
+	if m.Anchor > len(r.req.Tokens) || m.Anchor < 0 || len(m.Seen) != s.cfg.Models {
+		s.fail(ctx, r, fmt.Errorf("subserver %s: message anchor %d beyond the %d tokens held", s.cfg.Name, m.Anchor, len(r.req.Tokens)))
 		return
 	}
 	if !s.cutKV(ctx, r, m.Anchor) {
@@ -481,7 +555,9 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
 	r.lps = logprobsIn(r.lps[:0], m.Logprobs, m.Committed, len(r.req.Tokens))
 	copy(r.seen, m.Seen)
-	r.seen[self] = m.Anchor
+	// The KV holds the anchor's tokens, or fewer when the engine was
+	// restarted meanwhile: the step recomputes the rest.
+	r.seen[self] = min(m.Anchor, kv)
 	r.at, r.readyAt, r.arrived = runnable, s.now(), handed
 	if e.From == bus.Frontend {
 		r.arrived = entered
@@ -504,7 +580,7 @@ func (s *Server) cutKV(ctx context.Context, r *rec, n int) bool {
 	if s.kvHeld(r) <= n {
 		return true
 	}
-	if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), n); err != nil {
+	if err := s.truncate(r.req.ID, n); err != nil {
 		s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
 		return false
 	}
@@ -526,7 +602,7 @@ func (s *Server) step(ctx context.Context) {
 			// A verify job reads this model's token at each position:
 			// recompute from the one before the first.
 			r.seen[self] = int(r.verify[0]) - 1
-			if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), r.seen[self]); err != nil {
+			if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
 				s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
 				continue
 			}
@@ -535,9 +611,9 @@ func (s *Server) step(ctx context.Context) {
 			// Everything is in the KV already (the token sampled here was
 			// dropped and came back unchanged): recompute the last position.
 			r.seen[self] = len(r.req.Tokens) - 1
-			if err := s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), r.seen[self]); err != nil {
+			if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
 				r.seen[self] = 0
-				_ = s.cfg.Engine.Truncate(engine.SeqID(r.req.ID), 0)
+				_ = s.truncate(r.req.ID, 0)
 			}
 		}
 		var want engine.Want
@@ -548,7 +624,7 @@ func (s *Server) step(ctx context.Context) {
 			want |= engine.WantAllTokens
 		}
 		toks := r.req.Tokens[r.seen[self]:]
-		allow, err := s.allow(r, r.seen[self], want)
+		allow, err := s.allowSafe(r, r.seen[self], want)
 		if err != nil {
 			s.fail(ctx, r, err)
 			continue
@@ -574,7 +650,7 @@ func (s *Server) step(ctx context.Context) {
 	}
 	s.observeWaits()
 	t0 := time.Now()
-	err := s.cfg.Engine.Step(ctx, s.in, s.out)
+	err := s.stepEngine(ctx)
 	if errors.Is(err, engine.ErrOutOfMemory) && n > 1 {
 		s.smallFirst()
 	}
@@ -586,9 +662,12 @@ func (s *Server) step(ctx context.Context) {
 		for _, in := range s.in {
 			appended += len(in.Tokens)
 		}
-		err = s.cfg.Engine.Step(ctx, s.in, s.out)
+		err = s.stepEngine(ctx)
 	}
 	d := time.Since(t0)
+	if int64(d) > s.stats.maxStep.Load() {
+		s.stats.maxStep.Store(int64(d))
+	}
 	if s.spec != nil && err == nil {
 		s.meter.step.add(float64(d))
 	}
@@ -619,15 +698,18 @@ func (s *Server) step(ctx context.Context) {
 		s.dec[i] = route.Decision{Next: self, Cut: -1, Token: s.out[i].Token, Commit: true}
 	}
 	s.view = route.Step{Model: self, Requests: s.reqs, Outputs: s.out[:n], Embed: s.embed}
-	s.cfg.Algorithm.Route(&s.view, s.dec)
+	s.route(ctx)
 	clear(s.moved)
 	now := s.now()
 	for i, r := range s.batch {
-		if len(r.verify) > 0 {
-			s.answer(ctx, r, &s.out[i])
+		if len(s.failed) > 0 && slices.Contains(s.failed, i) {
 			continue
 		}
-		s.apply(ctx, r, s.dec[i], s.out[i].Token, now)
+		if len(r.verify) > 0 {
+			s.answerSafe(ctx, r, &s.out[i])
+			continue
+		}
+		s.applySafe(ctx, r, s.dec[i], s.out[i].Token, now)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Routed(self, s.moved)
@@ -689,7 +771,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, tok int32,
 		for k := range r.seen {
 			r.seen[k] = min(r.seen[k], d.Cut)
 		}
-		if err := s.cfg.Engine.Truncate(engine.SeqID(q.ID), r.seen[self]); err != nil {
+		if err := s.truncate(q.ID, r.seen[self]); err != nil {
 			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
 			return
 		}

@@ -243,7 +243,7 @@ func TestResumeGuards(t *testing.T) {
 		edit func(*route.Message)
 		want string
 	}{
-		{1, func(m *route.Message) { m.Anchor, m.Tokens, m.By = 5, m.Tokens[1:], m.By[1:] }, "anchor 5 beyond the 4 tokens held"},
+		{1, func(m *route.Message) { m.Anchor, m.Tokens, m.By = 6, m.Tokens[1:], m.By[1:] }, "anchor 6 beyond the 5 tokens held"},
 		{2, func(m *route.Message) { m.Anchor = -1 }, "anchor -1"},
 		{3, func(m *route.Message) { m.Seen = m.Seen[:1] }, "anchor"},
 		{5, func(m *route.Message) { m.Anchor, m.Tokens, m.By = 3, m.Tokens[:1], m.By[:1] }, errInjected.Error()},

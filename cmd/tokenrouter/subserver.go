@@ -18,10 +18,13 @@ import (
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/internal/faults"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // subserverFlags are the subserver command's flags.
@@ -130,11 +133,22 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
+	inject, err := faults.Parse(os.Getenv(faults.Env))
+	if err != nil {
+		return err
+	}
+	reopen := func(ctx context.Context) (engine.Engine, error) {
+		o, err := loader.Builtin().Open(ctx, desc)
+		if err != nil {
+			return nil, err
+		}
+		return inject.Engine(o.Engine), nil
+	}
 	opened, err := loader.Builtin().Open(ctx, desc)
 	if err != nil {
 		return err
 	}
-	eng := opened.Engine
+	eng := inject.Engine(opened.Engine)
 	if f.stdinEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -146,9 +160,13 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	}
 	log := slog.Default().With("model", desc.Name, "index", f.index)
 	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", desc.Engine)
+	if inject.Active() {
+		log.Warn("faults injected", "faults", inject.String())
+	}
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
 		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
-		Registry: builtin.Registry(), Algorithm: f.algorithm, Params: params,
+		Registry: inject.Registry(builtin.Registry()), Algorithm: f.algorithm, Params: params,
+		Reopen: reopen, OnPanic: logPanic(log),
 		Policy: pol, MaxBatch: f.maxBatch, Vocab: server.OutputVocab(opened.Text, eng.Info().VocabSize),
 		Heartbeat: f.heartbeat, Misses: f.misses, Speculate: spec,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
@@ -220,4 +238,11 @@ func subserverPolicy(cmd *cobra.Command, f subserverFlags) (sched.Policy, error)
 		return p, fmt.Errorf("--policy: %w", err)
 	}
 	return p, nil
+}
+
+// logPanic logs a recovered panic once, with its stack.
+func logPanic(log *slog.Logger) func(*subserver.Panic) {
+	return func(p *subserver.Panic) {
+		log.Error("panic recovered", "where", p.Where, "request", p.Request, "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
+	}
 }
