@@ -35,12 +35,13 @@ import (
 	"strconv"
 	"time"
 
+	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // beatVersion is the heartbeat encoding's version.
-const beatVersion = 3
+const beatVersion = 4
 
 // Defaults of the liveness settings.
 const (
@@ -75,6 +76,8 @@ type Beat struct {
 	subserver.Stats
 	// Goroutines is the member process's goroutine count.
 	Goroutines int
+	// BusDropped counts the messages the member's bus dropped, by reason.
+	BusDropped busnats.DropCounts
 }
 
 func (b *Beat) encode() []byte {

@@ -377,3 +377,13 @@ func (f *Front) shutdown() {
 	_ = f.sub.Unsubscribe()
 	_ = f.bus.Close()
 }
+
+// Dropped returns the messages dropped by the buses of the front end and
+// of every member (as of its last heartbeat), by reason.
+func (f *Front) Dropped() busnats.DropCounts {
+	d := f.bus.Dropped()
+	for _, m := range f.Members() {
+		d = d.Plus(m.Last.BusDropped)
+	}
+	return d
+}

@@ -227,7 +227,8 @@ func (m *member) restart() error {
 func (m *member) beat(front uint64) {
 	m.seq++
 	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
-		Info: m.eng.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine()}
+		Info: m.eng.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine(),
+		BusDropped: m.bus.Dropped()}
 	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
 }
 

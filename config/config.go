@@ -78,6 +78,10 @@ const (
 	DefaultIdleTimeout = 60 * time.Second
 )
 
+// ClientShareDivisor sets the default of Config.MaxConnsPerClient: the
+// connection cap divided by it.
+const ClientShareDivisor = 4
+
 // Config is the whole serving configuration.
 type Config struct {
 	// Host and Port are the listen address (port 0 in a file means the
@@ -117,6 +121,18 @@ type Config struct {
 	// the process's descriptor limit). Past it, a small reserved lane still
 	// answers /health and gives every other request 503.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnsPerClient bounds the connections one client address may hold
+	// idle or half-open (accepted, or kept alive, without a complete request
+	// in progress); past it that address's oldest such connection is closed
+	// to make room (0: the connection cap divided by ClientShareDivisor).
+	// Connections serving a request do not count.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
+	// StallTimeout is the stall watchdog's timeout: a model whose loop
+	// spends longer in one iteration (an engine step that never returns)
+	// is reported down, its requests end with an error, and it is
+	// restarted (0: automatic, subserver.StallTimeout: StallSteps of its
+	// longest step, at least MinStallTimeout).
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// CORSOrigins are the browser origins allowed to call the API
 	// ("https://app.example", or "*" for any); empty disables CORS.
 	CORSOrigins []string `yaml:"cors_origins"`
@@ -462,6 +478,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		bad("max_connections %d is negative", c.MaxConnections)
+	}
+	if c.StallTimeout < 0 {
+		bad("stall_timeout %v is negative", c.StallTimeout)
+	}
+	if c.MaxConnsPerClient < 0 {
+		bad("max_conns_per_client %d is negative", c.MaxConnsPerClient)
 	}
 	for _, o := range c.CORSOrigins {
 		if o != "*" && !validOrigin(o) {

@@ -71,11 +71,27 @@ func TestErrors(t *testing.T) {
 		{"models: [{name: a, engine: cpu, path: a.gguf, cpus: 0-3}]\npresets: [{name: x, algorithm: single, models: [a]}]\n", "cannot unmarshal"},
 		{"cors_origins: [\"https://app.example/path\"]\n", "cors origin"},
 		{"cors_origins: [\"app.example\"]\n", "cors origin"},
+		{"max_conns_per_client: -1\n", "max_conns_per_client -1 is negative"},
 	} {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestConnectionLimits: the connection cap and the per-client bound are
+// read from YAML; both default to 0 (derived when the server starts).
+func TestConnectionLimits(t *testing.T) {
+	c, err := Parse([]byte("max_connections: 512\nmax_conns_per_client: 32\nbody_timeout: 2s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != 512 || c.MaxConnsPerClient != 32 || c.BodyTimeout != 2*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	if d := Default(); d.MaxConnections != 0 || d.MaxConnsPerClient != 0 || d.IdleTimeout != DefaultIdleTimeout || d.ReadHeaderTimeout != DefaultReadHeaderTimeout {
+		t.Fatalf("defaults: %+v", d)
 	}
 }
 

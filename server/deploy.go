@@ -17,6 +17,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // modelInfo describes one model of a deployment for /v1/models and
@@ -53,7 +54,8 @@ func (d *deployment) stats() []RemoteStat {
 	if subs := d.r.SubServers(); len(subs) == len(d.models) {
 		out := make([]RemoteStat, len(subs))
 		for i, s := range subs {
-			out[i] = RemoteStat{Up: true, Stats: s.Stats()}
+			_, restarts := d.r.Stalls(i)
+			out[i] = RemoteStat{Up: d.r.Unavailable(i) == nil, Restarts: int(restarts), Stats: s.Stats()}
 		}
 		return out
 	}
@@ -99,7 +101,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
 	}
 	d.obs = m.observer(d)
-	texts, err := d.start(ctx, p, mcs, opts)
+	texts, err := d.start(ctx, cfg.StallTimeout, p, mcs, opts)
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
@@ -116,7 +118,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 
 // start opens the models' engines and starts d's deployment over them, or has
 // opts.Deploy run them elsewhere, and returns the models' text sides.
-func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
+func (d *deployment) start(ctx context.Context, stall time.Duration, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
 	launch, err := p.Launch()
 	if err != nil {
 		return nil, err
@@ -126,7 +128,15 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		return nil, err
 	}
 	rc := deploy.Config{Models: make([]deploy.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
-		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch, Speculate: spec}
+		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch, Speculate: spec, StallTimeout: stall,
+		OnPanic: func(x *subserver.Panic) {
+			opts.Logger.Error("panic recovered", "preset", p.Name, "model", x.Model, "where", x.Where, "request", x.Request,
+				"panic", fmt.Sprint(x.Value), "stack", string(x.Stack))
+		},
+		OnEvent: func(msg string, args ...any) { opts.Logger.Warn(msg, append([]any{"preset", p.Name}, args...)...) }}
+	if opts.Faults.Active() {
+		rc.Registry = opts.Faults.Registry(opts.Registry)
+	}
 	for i := range mcs {
 		rc.Models[i].Name = p.Models[i]
 	}
@@ -145,7 +155,8 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		}
 		texts := make([]loader.Text, len(opened))
 		for i, o := range opened {
-			rc.Models[i].Engine, texts[i] = o.Engine, o.Text
+			rc.Models[i].Engine, texts[i] = opts.Faults.Engine(o.Engine), o.Text
+			rc.Models[i].Reopen = reopener(opts, placed.Models[i])
 			rc.Models[i].Vocab = textOf(o.Text).vocab(o.Engine.Info().VocabSize)
 		}
 		if opts.BusDelay > 0 {
@@ -179,6 +190,18 @@ func (d *deployment) start(ctx context.Context, p config.Preset, mcs []config.Mo
 		}
 	}
 	return texts, nil
+}
+
+// reopener opens model m's engine anew, for a sub-server whose engine
+// panicked or stalled.
+func reopener(opts Options, m config.Model) func(context.Context) (engine.Engine, error) {
+	return func(ctx context.Context) (engine.Engine, error) {
+		o, err := opts.Kinds.Open(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("reopen model %s: %w", m.Name, err)
+		}
+		return opts.Faults.Engine(o.Engine), nil
+	}
 }
 
 // setText sets up d's text side from its models' facts and text sides: the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +15,28 @@ import (
 	"unicode/utf8"
 )
 
-// Error types and codes, as OpenAI's API spells them.
+// Error types and codes, as OpenAI's API spells them, and this server's
+// own: server_shutdown (type and code) ends a request the shutdown drain
+// timeout cut off.
 const (
 	typeInvalidRequest = "invalid_request_error"
 	typeRateLimit      = "rate_limit_error"
 	typeServer         = "server_error"
+	typeShutdown       = "server_shutdown"
 )
+
+// retryAfter is the Retry-After of 429 and 503 answers, in seconds.
+const retryAfter = "1"
+
+// errHardStop is the cause with which Serve cancels the requests still in
+// flight when the shutdown drain timeout expires.
+var errHardStop = errors.New("server: shutdown timeout reached")
+
+// stoppedByShutdown reports whether ctx was cancelled by the shutdown
+// drain timeout (rather than by its client leaving).
+func stoppedByShutdown(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errHardStop)
+}
 
 // apiError is an error answered to the client as
 // {"error":{"message","type","param","code"}}.
@@ -97,6 +114,13 @@ func errShuttingDown(msg string) *apiError {
 	return e
 }
 
+// errServerShutdown ends a request the shutdown drain timeout cut off: a
+// 503 before a stream opened, an error event after.
+func errServerShutdown() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeShutdown, code: typeShutdown, cause: abortShutdown,
+		message: "The server shut down before the request finished; retry later"}
+}
+
 func errInternal(err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error", message: err.Error()}
 }
@@ -113,7 +137,7 @@ func errMethod(method, path string, allow string) *apiError {
 // writeError answers e.
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(1))
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	writeJSON(w, e.status, e.body())
 }

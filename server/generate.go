@@ -305,7 +305,11 @@ func (g *genRequest) setSchema(raw json.RawMessage, pn string) *apiError {
 		raw = []byte(text)
 	}
 	if _, err := constrain.Compile(raw); err != nil {
-		return badRequest(pn, "invalid_value", "%s: %v", pn, err)
+		code := "invalid_value"
+		if errors.Is(err, constrain.ErrLimit) {
+			code = "schema_too_large" // valid, but beyond a limit the message names
+		}
+		return badRequest(pn, code, "%s: %v", pn, err)
 	}
 	if g.params.IgnoreEOS {
 		return badRequest(pn, "invalid_value", "%s and ignore_eos cannot be combined: the output ends where the JSON does", pn)
@@ -340,6 +344,11 @@ func (s *Server) generate(ctx context.Context, g *genRequest, emit func(delta) e
 	res := &genResult{id: fmt.Sprintf("%s-%d", s.epoch, st.ID)}
 	first, err := s.relay(ctx, g, st, res, emit)
 	if err != nil {
+		if stoppedByShutdown(ctx) {
+			// The shutdown cut the request off, not its client: the
+			// client is told, and the abort counted as a shutdown.
+			err, ctx = errServerShutdown(), context.WithoutCancel(ctx)
+		}
 		s.ended(ctx, g, res.id, nil, first, err)
 		return nil, err
 	}
@@ -527,35 +536,39 @@ func unavailableMessage(err error) string {
 
 // fail answers a generation error before any output was sent.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var aerr *apiError
-	switch {
-	case errors.As(err, &aerr):
-	case r.Context().Err() != nil:
-		s.log.Debug("client went away", "path", r.URL.Path, "err", err)
-		return
-	default:
-		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
-		aerr = errInternal(err)
+	if aerr := s.failure(r, err); aerr != nil {
+		writeError(w, aerr)
 	}
-	writeError(w, aerr)
 }
 
 // failStream reports an error on a stream: as a JSON error before the
-// stream opened, as an error event after.
+// stream opened, as an error event followed by the end marker after.
 func (s *Server) failStream(ev *sse, w http.ResponseWriter, r *http.Request, err error) {
 	if !ev.opened {
 		s.fail(w, r, err)
 		return
 	}
-	if r.Context().Err() != nil {
-		s.log.Debug("client went away mid-stream", "path", r.URL.Path)
-		return
+	if aerr := s.failure(r, err); aerr != nil {
+		_ = ev.fail(aerr)
 	}
+}
+
+// failure is the error to tell the client of a generation that failed
+// with err, or nil when the client went away. A request the shutdown cut
+// off is told so (server_shutdown), whatever error its generation ended
+// with.
+func (s *Server) failure(r *http.Request, err error) *apiError {
 	var aerr *apiError
-	if !errors.As(err, &aerr) {
-		s.log.Error("generation failed mid-stream", "path", r.URL.Path, "err", err)
+	switch {
+	case errors.As(err, &aerr):
+	case stoppedByShutdown(r.Context()):
+		aerr = errServerShutdown()
+	case r.Context().Err() != nil:
+		s.log.Debug("client went away", "path", r.URL.Path, "err", err)
+		return nil
+	default:
+		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
 		aerr = errInternal(err)
 	}
-	_ = ev.send(aerr.body())
-	_ = ev.done()
+	return aerr
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -115,7 +116,8 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestShutdownTimeout: requests that outlive the shutdown timeout are
-// cancelled everywhere and Serve returns.
+// cancelled everywhere, a stream ends with a server_shutdown error event
+// and [DONE], and Serve returns.
 func TestShutdownTimeout(t *testing.T) {
 	e := start(t, func(c *config.Config) { c.ShutdownTimeout = 200 * time.Millisecond })
 	resp := e.openStream(context.Background(), "/generate", map[string]any{"text": "forever", "stream": true,
@@ -139,11 +141,101 @@ func TestShutdownTimeout(t *testing.T) {
 	if d := time.Since(t0); d > 3*time.Second {
 		t.Fatalf("shutdown took %v with a 200ms timeout", d)
 	}
-	evs := <-done
-	if len(evs) == 0 || evs[len(evs)-1].data == "[DONE]" {
-		t.Fatalf("the long request should have been cut off (%d events)", len(evs))
+	wantShutdownTail(t, "/generate", testkit.Receive(t, done, 10*time.Second))
+	waitIdle(t, e.s)
+}
+
+// wantShutdownTail checks that a stream the shutdown cut off ended with an
+// error event of type and code server_shutdown, then [DONE].
+func wantShutdownTail(t *testing.T, name string, evs []event) {
+	t.Helper()
+	if len(evs) < 3 || evs[len(evs)-1].data != "[DONE]" {
+		last := ""
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].data
+		}
+		t.Errorf("%s: %d events, the last %q: want an error event and [DONE]", name, len(evs), last)
+		return
+	}
+	var eb errorBody
+	if err := json.Unmarshal([]byte(evs[len(evs)-2].data), &eb); err != nil || eb.Error.Type != typeShutdown ||
+		eb.Error.Code == nil || *eb.Error.Code != typeShutdown || eb.Error.Message == "" {
+		t.Errorf("%s: before [DONE]: %s (%v), want a server_shutdown error", name, evs[len(evs)-2].data, err)
+	}
+}
+
+// TestShutdownTellsClients: when the shutdown timeout cuts requests off,
+// every stream (chat, completions, native, n = 2) ends with a
+// server_shutdown error event and [DONE], and a request not streamed gets
+// 503 with Retry-After; a request arriving during the drain gets 503 with
+// Retry-After too.
+func TestShutdownTellsClients(t *testing.T) {
+	e := start(t, func(c *config.Config) { c.ShutdownTimeout = 600 * time.Millisecond })
+	msgs := []map[string]string{{"role": "user", "content": "go on"}}
+	streams := []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/chat/completions", map[string]any{"stream": true, "max_tokens": 30000, "messages": msgs}},
+		{"/v1/chat/completions", map[string]any{"stream": true, "max_tokens": 30000, "n": 2, "messages": msgs}},
+		{"/v1/completions", map[string]any{"stream": true, "max_tokens": 30000, "prompt": "go on"}},
+		{"/generate", map[string]any{"stream": true, "text": "go on", "sampling_params": map[string]any{"max_new_tokens": 30000}}},
+	}
+	tails := make(chan []event, len(streams))
+	for _, st := range streams {
+		resp := e.openStream(context.Background(), st.path, st.body)
+		go func() {
+			defer resp.Body.Close()
+			evs, _ := readEvents(resp.Body, nil)
+			tails <- evs
+		}()
+	}
+	plain := postAsync(e, "/v1/chat/completions", `{"max_tokens":30000,"messages":[{"role":"user","content":"long"}]}`)
+	// Five generations (n = 2 counts twice) and the plain request.
+	testkit.Eventually(t, 10*time.Second, func() bool { return e.s.inFlight.Load() == 6 }, "every request in flight")
+	e.stop()
+	testkit.Eventually(t, 10*time.Second, e.s.draining.Load, "draining")
+	late := testkit.Receive(t, postAsync(e, "/v1/completions", `{"prompt":"late","max_tokens":2}`), 10*time.Second)
+	wantError(t, "during the drain", late.code, late.body, http.StatusServiceUnavailable, typeServer, "", "service_unavailable")
+	if late.retry == "" {
+		t.Errorf("503 during the drain without Retry-After")
+	}
+	e.shutdown()
+	for range streams {
+		wantShutdownTail(t, "stream", testkit.Receive(t, tails, 10*time.Second))
+	}
+	a := testkit.Receive(t, plain, 10*time.Second)
+	wantError(t, "in flight, not streamed", a.code, a.body, http.StatusServiceUnavailable, typeShutdown, "", typeShutdown)
+	if a.retry == "" {
+		t.Errorf("503 at the shutdown without Retry-After")
 	}
 	waitIdle(t, e.s)
+}
+
+// answer is a response's status, Retry-After and body (or the error in
+// body, status 0).
+type answer struct {
+	code  int
+	retry string
+	body  []byte
+}
+
+// postAsync posts a JSON body and delivers the answer.
+func postAsync(e *env, path, body string) <-chan answer {
+	out := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := e.client.Do(req)
+		if err != nil {
+			out <- answer{body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), b}
+	}()
+	return out
 }
 
 // TestCurlStreaming runs the real curl against a listening server: chunks

@@ -33,10 +33,11 @@ type metrics struct {
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
 	steps, tokens, busy, restarts                             *prometheus.Desc
+	panics, engineRestarts, loopBusy, busDropped              *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 	kvBlocks, threshold                                       *prometheus.Desc
 	prefixLooked, prefixHit                                   *prometheus.Desc
-	conns, connLimit, connsDropped                            *prometheus.Desc
+	conns, connLimit, connsDropped, connsEvicted              *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
 	// speculative continuation, per model pair (small, large)
 	specTokens, specKept, specRolled, specVerified, specAgreed *prometheus.Desc
@@ -93,6 +94,10 @@ func newMetrics(s *Server) *metrics {
 	m.tokens = d("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
 	m.busy = d("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
 	m.restarts = d("tokenrouter_model_restarts_total", "Times the model's sub-server came back as a new process (sub-servers in other processes).", pm...)
+	m.panics = d("tokenrouter_model_panics_total", "Panics recovered in the model's sub-server: each failed one request, or one step's requests (engine), and was logged with its stack.", pm...)
+	m.engineRestarts = d("tokenrouter_model_engine_restarts_total", "Times the model's engine was reopened after it panicked.", pm...)
+	m.loopBusy = d("tokenrouter_model_loop_busy_seconds", "How long the model's loop has been in its current iteration (0 while it waits for work); past the stall timeout the model is stalled and restarted.", pm...)
+	m.busDropped = d("tokenrouter_bus_dropped_messages_total", "Bus messages dropped on receipt by the front end and the sub-servers in other processes, by reason: bad_tag (forged or corrupt), replayed, stale (an unknown sender's, sent before the endpoint attached), version, undecodable.", "preset", "reason")
 	m.active = d("tokenrouter_active_requests", "Requests in flight in the preset's router.", "preset")
 	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
 	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
@@ -110,6 +115,7 @@ func newMetrics(s *Server) *metrics {
 	m.specAgreed = d("tokenrouter_speculation_agreed_positions_total", "Compared routed positions where the large model's token equalled the small model's.", pair...)
 	m.specAgreement = d("tokenrouter_speculation_agreement_ratio", "Agreed over compared routed positions since start: the agreement rate of the model pair.", pair...)
 	m.specDepth = d("tokenrouter_speculation_depth", "Speculation depth bound in force on the small model for requests without their own (configured, or chosen from the measured agreement and step times; 0: not speculating).", pair...)
+	m.connsEvicted = d("tokenrouter_http_connections_evicted_total", "Idle or half-sent connections closed to make room: the oldest of a client address past --max-conns-per-client, or the oldest of all at the connection cap.")
 	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -158,10 +164,17 @@ func (m *metrics) finished(g *genRequest, first, last time.Time, n int, reason s
 	}
 }
 
+// BusDropper is implemented by a Deployer's closer whose deployment runs
+// over a bus that drops messages failing its integrity checks: the counts
+// by reason, for /metrics.
+type BusDropper interface {
+	BusDrops() map[string]uint64
+}
+
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
-		m.steps, m.tokens, m.busy, m.restarts, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped,
+		m.steps, m.tokens, m.busy, m.restarts, m.panics, m.engineRestarts, m.loopBusy, m.busDropped, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped, m.connsEvicted,
 		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit,
 		m.specTokens, m.specKept, m.specRolled, m.specVerified, m.specAgreed, m.specAgreement, m.specDepth} {
 		ch <- d
@@ -183,6 +196,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.conns, float64(l.laneOpen()), "reserve")
 		g(m.connLimit, float64(l.max))
 		c(m.connsDropped, float64(l.dropped.Load()))
+		c(m.connsEvicted, float64(m.s.ConnectionsEvicted()))
 	}
 	for _, dep := range m.s.deps {
 		var total, large uint64
@@ -220,10 +234,18 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.tokens, float64(st.Tokens), p, name)
 			c(m.busy, st.BusyTime.Seconds(), p, name)
 			c(m.restarts, float64(rs.Restarts), p, name)
+			c(m.panics, float64(st.Panics), p, name)
+			c(m.engineRestarts, float64(st.Restarts), p, name)
+			g(m.loopBusy, st.Busy.Seconds(), p, name)
 			total += st.Tokens
 			large += st.Tokens - min(st.SmallTokens, st.Tokens)
 		}
 		g(m.active, float64(dep.r.Active()), dep.name)
+		if bd, ok := dep.closer.(BusDropper); ok {
+			for reason, n := range bd.BusDrops() {
+				c(m.busDropped, float64(n), dep.name, reason)
+			}
+		}
 		if t := dep.r.Tuner(); t != nil {
 			cost := t.Status().Cost
 			c(m.tunerSeconds, cost.Seconds, dep.name)

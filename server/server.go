@@ -37,6 +37,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/internal/faults"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
@@ -64,6 +65,9 @@ type Options struct {
 	// that serves as a split deployment would, the models on machines a
 	// network apart. It has no effect with Deploy.
 	BusDelay time.Duration
+	// Faults, if set, injects failures into the engines and algorithms
+	// this process runs (tests of the failure boundaries; internal/faults).
+	Faults *faults.Faults
 }
 
 // Deployer runs one preset's models elsewhere and returns a deployment over
@@ -173,28 +177,27 @@ func (s *Server) Close() error {
 }
 
 // Serve answers requests on ln until ctx ends, then shuts down gracefully:
-// new requests get 503 while the requests in flight finish, for up to the
-// configured shutdown timeout; then it stops accepting, cancels what is
-// left and returns once every handler has returned. It does not Close the
-// server.
+// new requests get 503 (with Retry-After) while the requests in flight
+// finish, for up to the configured shutdown timeout; then it cancels what
+// is left — a stream still running ends with an error event of type
+// server_shutdown and "data: [DONE]", a request not streamed gets 503 with
+// Retry-After — stops accepting and returns once every handler has
+// returned. It does not Close the server.
 //
-// Client-facing reads and writes are bounded (Config.ReadHeaderTimeout,
-// BodyTimeout, WriteTimeout, IdleTimeout) and at most the connection cap
-// (Config.MaxConnections) is served at once; past it a reserved lane
+// Every read from a client is bounded (Config.ReadHeaderTimeout,
+// BodyTimeout, IdleTimeout), and so is every write (WriteTimeout). At most
+// the connection cap (Config.MaxConnections) is served at once, and at
+// most Config.MaxConnsPerClient idle or half-sent connections per client
+// address; at either bound the oldest such connections make room (see
+// conns.go). Past the cap with every connection busy, a reserved lane
 // answers /health and gives other requests 503.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	base, hardStop := context.WithCancel(context.Background())
-	defer hardStop()
+	base, hardStop := context.WithCancelCause(context.Background())
+	defer hardStop(nil)
 	limit := connCap(s.cfg.MaxConnections, fdLimit())
-	lln := newLimitListener(ln, limit)
+	lln := newLimitListener(ln, limit, clientCap(s.cfg.MaxConnsPerClient, limit))
 	s.conns.Store(lln)
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          s.errorLog(),
-	}
+	srv := s.mainServer(base, lln)
 	reserve := s.reserveServer(base, limit)
 	errc, rerrc := make(chan error, 1), make(chan error, 1)
 	go func() { errc <- srv.Serve(lln) }()
@@ -212,7 +215,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	if !s.waitIdle(sctx) {
 		s.log.Warn("shutdown timeout reached: cancelling requests in flight", "in_flight", s.inFlight.Load())
-		hardStop()
+		hardStop(errHardStop) // their handlers tell their clients (stoppedByShutdown)
 	}
 	// Every generation has ended: stop accepting, let the last responses
 	// go out (bounded by the write timeout), then close what is left.
@@ -220,7 +223,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	err := errors.Join(srv.Shutdown(fctx), reserve.Shutdown(fctx))
 	fcancel()
 	if err != nil {
-		hardStop()
+		hardStop(errHardStop)
 		_ = srv.Close()
 		_ = reserve.Close()
 	}
@@ -228,6 +231,30 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-rerrc
 	s.handlers.Wait()
 	return nil
+}
+
+// mainServer is the http.Server of the main lane: its read timeouts, and
+// the connection tracking of lln (which connections are busy).
+func (s *Server) mainServer(base context.Context, lln *limitListener) *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       withConn,
+		ConnState:         lln.connState,
+		ErrorLog:          s.errorLog(),
+	}
+}
+
+// ConnectionsEvicted counts the idle or half-sent connections closed to
+// make room for newer ones (per-client bound or connection cap) since
+// Serve began; 0 before.
+func (s *Server) ConnectionsEvicted() int64 {
+	if l := s.conns.Load(); l != nil {
+		return l.evictions()
+	}
+	return 0
 }
 
 // drain starts a graceful shutdown: new requests get 503 and connections
@@ -307,8 +334,113 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.wrap("", false, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFoundPath(r.URL.Path))
 	}))
-	return s.cors(mux)
+	return s.guard(s.cors(mux))
 }
+
+// guard is the front of every request, whatever answers it (a handler,
+// a refusal, the CORS preflight). A request that declares a body must
+// deliver it within the body timeout from the end of its headers: the
+// read deadline set here bounds the handler's reads and the ones net/http
+// makes after the handler returns to discard what it left unread (which
+// otherwise have no deadline: a connection that declares a body and never
+// sends it would be held forever). A response made before the whole body
+// was read closes the connection (Connection: close); net/http then lets
+// the client finish sending, within the same deadline, before closing.
+// Once the body has arrived the deadline is lifted (net/http's own read
+// then watches for the client leaving, and must not time out).
+//
+// guard also tells the connection tracking (conns.go) when a connection
+// is busy: once its request's body has arrived (at once without a body),
+// or while a response made before the body arrived is being written; a
+// connection left waiting for the rest of an unread body is not.
+func (s *Server) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tc := connOf(r)
+		if r.Body == nil || r.Body == http.NoBody {
+			tc.setBusy()
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // unsupported only by test recorders
+		b := &guardedBody{ReadCloser: r.Body, arrived: func() {
+			_ = rc.SetReadDeadline(time.Time{})
+			tc.setBusy()
+		}}
+		// A shallow copy: net/http keeps its own view of the body, which
+		// decides what it reads after the handler.
+		r = r.WithContext(r.Context())
+		r.Body = b
+		gw := &guardedWriter{ResponseWriter: w, rc: rc, body: b, conn: tc}
+		h.ServeHTTP(gw, r)
+		if gw.header && !b.eof.Load() {
+			tc.setWaiting()
+		}
+	})
+}
+
+// guardedBody is a request body that tells when it has been read to its
+// end.
+type guardedBody struct {
+	io.ReadCloser
+	arrived func()
+	eof     atomic.Bool
+}
+
+// Read reads the body, noting its end.
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && b.eof.CompareAndSwap(false, true) {
+		b.arrived()
+	}
+	return n, err
+}
+
+// guardedWriter closes the connection after a response that was begun
+// before its request's body had arrived, and keeps the connection busy
+// while that response is written.
+type guardedWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	body   *guardedBody
+	conn   *trackedConn
+	header bool
+}
+
+// begin is called before the response headers go out.
+func (w *guardedWriter) begin() {
+	if w.header {
+		return
+	}
+	w.header = true
+	if !w.body.eof.Load() {
+		w.Header().Set("Connection", "close")
+		w.conn.setBusy()
+	}
+}
+
+// WriteHeader sends the response headers.
+func (w *guardedWriter) WriteHeader(code int) {
+	if code >= http.StatusOK || code == http.StatusSwitchingProtocols {
+		w.begin()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes response body bytes.
+func (w *guardedWriter) Write(b []byte) (int, error) {
+	w.begin()
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError sends what was written.
+func (w *guardedWriter) FlushError() error {
+	w.begin()
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // statusRecorder remembers the status code for metrics and bounds every
 // write: before each one the connection's write deadline moves to
@@ -395,10 +527,12 @@ func (s *Server) authMessage(r *http.Request) string {
 }
 
 // handleHealth answers 200 while serving (status "degraded" while a model
-// is down, see /ready) and 503 while shutting down. When an API key is
-// set, only a client that sends it sees more than the status.
+// is down, see /ready) and 503 (with Retry-After) while shutting down.
+// When an API key is set, only a client that sends it sees more than the
+// status.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
+		w.Header().Set("Retry-After", retryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting_down"})
 		return
 	}

@@ -64,3 +64,12 @@ func (e *sse) flush() error {
 	}
 	return nil
 }
+
+// fail ends the stream with an error event holding e (OpenAI's error
+// object) and the end marker.
+func (e *sse) fail(ae *apiError) error {
+	if err := e.send(ae.body()); err != nil {
+		return err
+	}
+	return e.done()
+}

@@ -178,3 +178,15 @@ func (c *dropCounters) load() DropCounts {
 	return DropCounts{BadTag: c.badTag.Load(), Replayed: c.replayed.Load(), Stale: c.stale.Load(),
 		Version: c.version.Load(), Undecodable: c.undecodable.Load()}
 }
+
+// Plus returns the sum of d and o, reason by reason.
+func (d DropCounts) Plus(o DropCounts) DropCounts {
+	return DropCounts{BadTag: d.BadTag + o.BadTag, Replayed: d.Replayed + o.Replayed, Stale: d.Stale + o.Stale,
+		Version: d.Version + o.Version, Undecodable: d.Undecodable + o.Undecodable}
+}
+
+// ByReason returns the counts keyed by reason: bad_tag, replayed, stale,
+// version, undecodable.
+func (d DropCounts) ByReason() map[string]uint64 {
+	return map[string]uint64{"bad_tag": d.BadTag, "replayed": d.Replayed, "stale": d.Stale, "version": d.Version, "undecodable": d.Undecodable}
+}

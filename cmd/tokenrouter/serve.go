@@ -15,6 +15,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/internal/faults"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/server"
 )
@@ -27,10 +28,10 @@ type serveFlags struct {
 	maxBody                                                                     int64
 	p                                                                           float64
 	params, models, threads, cpus, corsOrigins                                  []string
-	maxWait, shutdownTimeout                                                    time.Duration
+	maxWait, shutdownTimeout, stallTimeout                                      time.Duration
 	// Client-facing limits: timeouts, the connection cap, open listening.
 	writeTimeout, readHeaderTimeout, bodyTimeout, idleTimeout time.Duration
-	maxConns                                                  int
+	maxConns, maxConnsPerClient                               int
 	allowNoKey                                                bool
 	// Scale out: --processes, --nats, --nats-prefix, --join-timeout.
 	processes       bool
@@ -123,6 +124,8 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", config.DefaultBodyTimeout, "longest time to read a request's body; beyond it: 408")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", config.DefaultIdleTimeout, "close a kept-alive connection idle this long")
 	fl.IntVar(&f.maxConns, "max-connections", 0, "connections served at once (0: the descriptor limit less a margin); past it /health still answers and other requests get 503")
+	fl.IntVar(&f.maxConnsPerClient, "max-conns-per-client", 0, "idle or half-sent connections one client address may hold (0: a quarter of the connection cap); past it, or at the cap, the oldest such connections are closed to make room")
+	fl.DurationVar(&f.stallTimeout, "stall-timeout", 0, "report a model down and restart it when its loop makes no progress for this long, e.g. an engine step that never returns (0: five of its longest steps, at least 10s)")
 	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "allow browser calls from this origin (scheme://host[:port], or * for any; repeatable; default: no CORS)")
 	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
@@ -211,6 +214,12 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if override("max-connections") {
 		cfg.MaxConnections = f.maxConns
 	}
+	if override("stall-timeout") {
+		cfg.StallTimeout = f.stallTimeout
+	}
+	if override("max-conns-per-client") {
+		cfg.MaxConnsPerClient = f.maxConnsPerClient
+	}
 	if changed("allow-no-key") {
 		cfg.AllowNoKey = f.allowNoKey
 	}
@@ -287,7 +296,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	ctx := cmd.Context()
 	log := slog.Default()
-	opts := server.Options{Logger: log, BusDelay: f.busDelay}
+	inject, err := faults.Parse(os.Getenv(faults.Env))
+	if err != nil {
+		return err
+	}
+	if inject.Active() {
+		log.Warn("faults injected", "faults", inject.String())
+	}
+	opts := server.Options{Logger: log, BusDelay: f.busDelay, Faults: inject}
 	if f.busDelay < 0 {
 		return fmt.Errorf("--bus-delay %v: must not be negative", f.busDelay)
 	}

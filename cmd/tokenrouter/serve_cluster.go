@@ -50,7 +50,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 		c.log.Info("joining sub-servers started elsewhere; they own their thresholds and max-wait",
 			"preset", preset, "nats", c.nats, "prefix", c.prefix, "models", names)
 		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Secrets: c.secrets, Prefix: c.prefix, Models: names, Registry: rc.Registry,
-			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, OnEvent: onEvent})
+			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, StallTimeout: rc.StallTimeout, OnEvent: onEvent})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -75,7 +75,7 @@ func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Conf
 	}
 	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, NATSAuth: c.secrets.Auth, Models: names, ModelArgs: args,
 		Registry: rc.Registry, Algorithm: rc.Algorithm, Params: rc.Params, Output: c.output,
-		JoinTimeout: c.joinTimeout, OnEvent: onEvent})
+		JoinTimeout: c.joinTimeout, StallTimeout: rc.StallTimeout, OnEvent: onEvent})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,6 +91,9 @@ type remoteCloser struct {
 	front    *cluster.Front
 	policies []sched.Policy
 }
+
+// BusDrops implements server.BusDropper.
+func (r remoteCloser) BusDrops() map[string]uint64 { return r.front.Dropped().ByReason() }
 
 // RemoteStats implements server.RemoteStatser.
 func (r remoteCloser) RemoteStats() []server.RemoteStat {

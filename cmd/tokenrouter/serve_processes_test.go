@@ -104,6 +104,12 @@ type front struct {
 // with deploy running the models.
 func startFront(t *testing.T, d clusterDeploy) *front {
 	t.Helper()
+	return startFrontWith(t, d, nil)
+}
+
+// startFrontWith is startFront with the configuration changed by tweak.
+func startFrontWith(t *testing.T, d clusterDeploy, tweak func(*config.Config)) *front {
+	t.Helper()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	d.binary, d.logLevel, d.output, d.log, d.joinTimeout = bin.path, "warn", logs, log, 20*time.Second
@@ -112,6 +118,9 @@ func startFront(t *testing.T, d clusterDeploy) *front {
 	// Plans the same "auto" table up to 4 concurrent requests instead of
 	// the default 16: 0.05 s instead of 4 s (over 20 s with -race).
 	cfg.Presets[0].AutoConcurrency = 4
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	srv, err := server.New(context.Background(), cfg, server.Options{Logger: log, Deploy: d.deploy})
 	if err != nil {
 		t.Fatalf("%v\nlog:\n%s", err, logs)
@@ -155,8 +164,17 @@ type chatResult struct {
 // chat sends a chat completion; first, if set, is called once the first
 // content arrives.
 func (f *front) chat(ctx context.Context, stream bool, maxTokens int, first func()) (chatResult, error) {
-	body, _ := json.Marshal(map[string]any{"model": "r2r-random", "stream": stream, "max_tokens": maxTokens,
-		"messages": []map[string]string{{"role": "user", "content": "Tell me a story"}}})
+	return f.chatWith(ctx, stream, maxTokens, nil, first)
+}
+
+// chatWith is chat with extra request fields.
+func (f *front) chatWith(ctx context.Context, stream bool, maxTokens int, extra map[string]any, first func()) (chatResult, error) {
+	fields := map[string]any{"model": "r2r-random", "stream": stream, "max_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": "Tell me a story"}}}
+	for k, v := range extra {
+		fields[k] = v
+	}
+	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return chatResult{}, err
