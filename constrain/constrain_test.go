@@ -29,6 +29,27 @@ var schemas = map[string]string{
 	"number": `{"type":"number"}`,
 	"any":    `{"type":"object"}`,
 	"array":  `{"type":"array","minItems":2,"maxItems":3}`,
+	// Recursion: through # (a tree), through $defs both ways (a thread of
+	// replies), through definitions with escaped and percent-encoded
+	// names, and a required self-reference ended by an alternative.
+	"tree": `{"type":"object","properties":{"name":{"type":"string","maxLength":4},
+		"children":{"type":"array","items":{"$ref":"#"},"maxItems":2}},"required":["name","children"],"additionalProperties":false}`,
+	"thread": `{"$defs":{"post":{"type":"object","properties":{"text":{"type":"string","maxLength":5},"replies":{"$ref":"#/$defs/replies"}},"required":["text"]},
+		"replies":{"type":"array","items":{"$ref":"#/$defs/post"},"maxItems":2}},"$ref":"#/$defs/post"}`,
+	"definitions": `{"definitions":{"a/b":{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#/definitions/a~1b"},"maxItems":3}]},
+		"t~x":{"type":"object","properties":{"v":{"$ref":"#/definitions/a%7E1b"}},"required":["v"]}},"$ref":"#/definitions/t~0x"}`,
+	"list":    `{"anyOf":[{"type":"null"},{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#"}},"required":["v","next"]}]}`,
+	"bigenum": bigEnum(300),
+}
+
+// bigEnum is an enum of n values: strings sharing prefixes, numbers that
+// are prefixes of each other, and a few other values.
+func bigEnum(n int) string {
+	vals := []string{`null`, `true`, `[1,2]`, `{"k":"v"}`}
+	for i := range n {
+		vals = append(vals, fmt.Sprintf(`"v%d"`, i), fmt.Sprint(i*7))
+	}
+	return `{"enum":[` + strings.Join(vals, ",") + `]}`
 }
 
 func compile(t testing.TB, name string) *Schema {
@@ -81,6 +102,21 @@ func TestExamples(t *testing.T) {
 		{"any", `[1]`, false},
 		{"array", `[1,"a",{}]`, true},
 		{"array", `[1]`, false},
+		{"tree", `{"name":"a","children":[{"name":"b","children":[]},{"name":"c","children":[{"name":"","children":[]}]}]}`, true},
+		{"tree", `{"name":"a","children":[{"name":"b"}]}`, false}, // children required
+		{"thread", `{"text":"hi","replies":[{"text":"a"},{"text":"b","replies":[]}]}`, true},
+		{"thread", `{"text":"hi","replies":[{"text":"a"},{"text":"b"},{"text":"c"}]}`, false}, // maxItems
+		{"definitions", `{"v":[1,[2,[]],3]}`, true},
+		{"definitions", `{"v":"x"}`, false},
+		{"list", `{"v":1,"next":{"v":2,"next":null}}`, true},
+		{"list", `null`, true},
+		{"list", `{"v":1}`, false},
+		{"bigenum", `"v299"`, true},
+		{"bigenum", `"v300"`, false},
+		{"bigenum", `7`, true},
+		{"bigenum", `70`, true},
+		{"bigenum", `71`, false},
+		{"bigenum", `{"k":"v"}`, true},
 	}
 	for _, c := range cases {
 		if got := accepts(compile(t, c.schema), c.text); got != c.want {
@@ -263,7 +299,7 @@ func TestAllowedMatchesReference(t *testing.T) {
 func FuzzAllowed(f *testing.F) {
 	f.Add(uint64(1), uint8(0))
 	f.Add(uint64(99), uint8(3))
-	names := []string{"person", "enum", "nested", "union", "ref", "number", "any", "array"}
+	names := []string{"person", "enum", "nested", "union", "ref", "number", "any", "array", "tree", "thread", "definitions", "list", "bigenum"}
 	f.Fuzz(func(t *testing.T, seed uint64, which uint8) {
 		rng := rand.New(rand.NewPCG(seed, seed>>7))
 		vocab := randomVocab(rng, 400)

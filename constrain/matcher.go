@@ -2,8 +2,12 @@ package constrain
 
 import "math/bits"
 
-// MaxDepth bounds the nesting of the JSON a Matcher produces: at this
-// depth no further object or array may open.
+// MaxDepth bounds the nesting of the JSON a Matcher produces, counting
+// each object and array and the scalar inside the innermost: at this
+// depth no further object or array may open, and short of it only what
+// can still be completed within it may open (a recursive schema's
+// alternatives that end, an optional property left out). Compile refuses
+// a schema whose every value nests deeper.
 const MaxDepth = 32
 
 // maxNumber bounds a number's length in bytes: a model cannot run a
@@ -50,6 +54,9 @@ const (
 // Advance feeds the bytes of one token and reports whether the automaton
 // accepts them; on false the matcher is unchanged.
 func (m *Matcher) Advance(piece []byte) bool {
+	if m.depth == 0 {
+		return false // the zero Matcher: not from a Schema
+	}
 	save := *m
 	for _, b := range piece {
 		if !m.feed(b) {
@@ -75,6 +82,8 @@ func (m *Matcher) Complete() bool {
 		return numberAccepts(f.st)
 	case kLiteral:
 		return f.st == 1 && literalComplete(f) >= 0
+	case kEnum:
+		return f.st == 1 && enumComplete(f)
 	}
 	return false
 }
@@ -101,9 +110,10 @@ func (m *Matcher) feed(b byte) bool {
 	}
 }
 
-// push opens a child value; false at MaxDepth.
+// push opens a child value; false if the child's least nesting does not
+// fit under MaxDepth.
 func (m *Matcher) push(f frame) bool {
-	if m.depth == MaxDepth {
+	if int(f.n.minDepth) > MaxDepth-m.depth {
 		return false
 	}
 	m.stack[m.depth] = f
@@ -152,18 +162,26 @@ func (m *Matcher) step(f *frame, b byte) result {
 		return numberStep(f, b)
 	case kLiteral:
 		return literalStep(f, b)
+	case kEnum:
+		return enumStep(f, b)
 	}
 	return rReject
 }
 
 // start resolves an "any value" or a union by the value's first byte:
-// the frame becomes the chosen alternative and b is fed to it.
+// the frame (the top) becomes the chosen alternative and b is fed to it.
+// An alternative that cannot be completed within MaxDepth from here is
+// not chosen.
 func (m *Matcher) start(f *frame, b byte) result {
 	i := f.n.pick[b]
 	if i < 0 {
 		return rReject
 	}
-	*f = frame{n: f.n.alts[i]}
+	alt := f.n.alts[i]
+	if int(alt.minDepth) > MaxDepth-m.depth+1 {
+		return rReject
+	}
+	*f = frame{n: alt}
 	return rAgain
 }
 
@@ -192,7 +210,7 @@ func (m *Matcher) object(f *frame, b byte) result {
 		if b == '}' && f.st == 1 && !requiredFrom(n, from) {
 			return rDone
 		}
-		live := keysFrom(n, from)
+		live := keysFrom(n, from, MaxDepth-m.depth)
 		if b != '"' || live == 0 || !m.push(frame{n: n.keys, st: 1, aux: live}) {
 			return rReject
 		}
@@ -206,7 +224,7 @@ func (m *Matcher) object(f *frame, b byte) result {
 	case 4:
 		next := int(f.idx) + 1
 		switch {
-		case b == ',' && keysFrom(n, next) != 0:
+		case b == ',' && keysFrom(n, next, MaxDepth-m.depth) != 0:
 			f.st = 5
 			return rOK
 		case b == '}' && !requiredFrom(n, next):
@@ -218,13 +236,18 @@ func (m *Matcher) object(f *frame, b byte) result {
 
 // keysFrom is the set of properties that may come next when the first
 // not yet passed is from: every one up to and including the first
-// required one.
-func keysFrom(n *node, from int) uint64 {
+// required one, less the optional ones whose values take more nesting
+// than room (a required one always fits: the object's own minDepth
+// counted it).
+func keysFrom(n *node, from, room int) uint64 {
 	var live uint64
 	for i := from; i < len(n.props); i++ {
-		live |= 1 << i
-		if n.props[i].required {
-			break
+		p := &n.props[i]
+		if p.required {
+			return live | 1<<i
+		}
+		if int(p.node.minDepth) <= room {
+			live |= 1 << i
 		}
 	}
 	return live
@@ -461,7 +484,9 @@ func numberStep(f *frame, b byte) result {
 			next = 8
 		}
 	}
-	if next != 255 && f.idx < maxNumber {
+	// The last byte maxNumber allows must leave a number that may end
+	// there: not '-', '.', 'e' or the exponent's sign.
+	if left := maxNumber - int(f.idx); next != 255 && (left > 1 || left == 1 && numberAccepts(next)) {
 		f.st = next
 		f.idx++
 		return rOK
@@ -514,4 +539,55 @@ func literalComplete(f *frame) int {
 		}
 	}
 	return -1
+}
+
+// Enum states: 0 not started; 1 matching: idx bytes matched, and aux the
+// range [lo, hi) of the sorted encodings that start with them (lo in the
+// low 32 bits). In the range an encoding of exactly idx bytes, if any,
+// comes first, then the others in the order of their byte idx.
+func enumStep(f *frame, b byte) result {
+	lits := f.n.lits
+	if f.st == 0 {
+		f.st, f.aux = 1, uint64(len(lits))<<32
+	}
+	lo, hi, k := int(uint32(f.aux)), int(f.aux>>32), int(f.idx)
+	from := lo
+	if len(lits[lo]) == k {
+		from++
+	}
+	i := byteBound(lits, from, hi, k, int(b))
+	j := byteBound(lits, i, hi, k, int(b)+1)
+	if i == j {
+		if len(lits[lo]) == k {
+			return rEnd
+		}
+		return rReject
+	}
+	f.aux = uint64(i) | uint64(j)<<32
+	f.idx++
+	if j-i == 1 && len(lits[i]) == k+1 {
+		return rDone
+	}
+	return rOK
+}
+
+// byteBound returns the first index in [i, hi) whose encoding's byte k is
+// at least c (hi if none); every encoding there is longer than k bytes and
+// they are sorted.
+func byteBound(lits [][]byte, i, hi, k, c int) int {
+	for i < hi {
+		mid := int(uint(i+hi) >> 1)
+		if int(lits[mid][k]) < c {
+			i = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return i
+}
+
+// enumComplete reports whether an enum frame has matched an encoding in
+// full.
+func enumComplete(f *frame) bool {
+	return len(f.n.lits[uint32(f.aux)]) == int(f.idx)
 }

@@ -10,6 +10,17 @@
 // schema it accepts. Keywords that would need more than that (pattern,
 // minimum, oneOf, …) are refused by Compile with an error naming them, never
 // ignored.
+//
+// A local $ref makes the compiled schema a graph rather than a tree: each
+// referenced schema is compiled once and shared, and a recursive schema
+// (a tree, a thread of comments) is a cycle in it. The output's nesting is
+// bounded by MaxDepth; every node knows the least nesting any complete value
+// of it takes, and the Matcher allows only what can still finish within
+// the bound, so no output dead-ends however deep it goes. Compile refuses
+// a schema no finite value satisfies (a $ref cycle with nothing between,
+// a required self-reference without a base case), and bounds its own work
+// and memory by limits (MaxSchemaBytes, MaxSchemaDepth, MaxSchemaNodes,
+// MaxEnumValues, MaxProperties; see ErrLimit).
 package constrain
 
 import (
@@ -17,9 +28,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -34,14 +46,23 @@ const (
 	kString                // a string
 	kNumber                // a number
 	kInteger               // an integer
-	kLiteral               // one of a set of literal encodings (true, null, enum, const, keys)
+	kLiteral               // one of at most 64 literal encodings (true, null, booleans, an object's keys)
+	kEnum                  // one of a sorted list of literal encodings (enum, const)
 	kUnion                 // one of alternatives, told apart by their first byte
+	kRef                   // a $ref: only while compiling, replaced by its target once linked
 )
+
+// unbounded is the minDepth of a node no finite value satisfies.
+const unbounded = math.MaxInt32
 
 // node is one compiled schema node. Nodes are immutable once compiled;
 // $ref cycles make the graph cyclic.
 type node struct {
 	kind kind
+	// minDepth is the least nesting (frames of a Matcher, this node's
+	// included) that a complete value of the node takes: 1 for a value
+	// that needs no child, unbounded when no value is finite.
+	minDepth int32
 	// kObject: the properties in schema order and the node matching their
 	// quoted names.
 	props []prop
@@ -51,12 +72,15 @@ type node struct {
 	minItems, maxItems int
 	// kString: length bounds in characters (maxLen < 0: none).
 	minLen, maxLen int
-	// kLiteral: the compact encodings (at most 64).
+	// kLiteral: the compact encodings (at most 64). kEnum: the compact
+	// encodings, sorted and distinct.
 	lits [][]byte
 	// kUnion and kAny: the alternatives, and which one a first byte picks
 	// (-1: none). kAnyObject: the nodes of a key and of a value.
 	alts []*node
 	pick *[256]int8
+	// kRef: the referenced schema's node, set once it is compiled.
+	target *node
 }
 
 // prop is one object property.
@@ -90,8 +114,20 @@ func newStd() *stdNodes {
 	s.object = &node{kind: kAnyObject, alts: []*node{s.str, s.any}} // a key, a value
 	s.array = &node{kind: kArray, items: s.any, maxItems: -1}
 	s.any.alts = []*node{s.str, s.object, s.array, s.num, s.tru, s.fls, s.null}
-	s.any.pick = pickTable(s.any.alts)
+	for _, n := range s.all() {
+		n.minDepth = 1 // each can be a scalar, {} or []
+	}
+	first := make([][4]uint64, len(s.any.alts))
+	for i, a := range s.any.alts {
+		first[i] = firstBytes(a)
+	}
+	s.any.pick = pickTable(first)
 	return s
+}
+
+// all returns the standard nodes.
+func (s *stdNodes) all() []*node {
+	return []*node{s.any, s.object, s.array, s.str, s.num, s.tru, s.fls, s.null}
 }
 
 // AnyObject returns the schema of OpenAI's json_object mode: any JSON
@@ -101,11 +137,8 @@ func AnyObject() *Schema {
 	return &Schema{root: std.object, std: std}
 }
 
-// maxLits bounds an enum (and an object's properties): the live set is one
-// 64-bit word.
-const maxLits = 64
-
-// annotations are keywords that do not restrict values.
+// annotations are keywords that do not restrict values ($id is checked
+// apart: below the root it would change what a $ref means).
 var annotations = map[string]bool{
 	"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
 	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
@@ -113,45 +146,91 @@ var annotations = map[string]bool{
 }
 
 // ErrUnsupported wraps the errors of schemas that use a keyword or a form
-// the automaton does not implement.
+// the automaton does not implement, or that no finite value satisfies.
 var ErrUnsupported = errors.New("constrain: unsupported schema")
 
 // compiler holds one Compile's state.
 type compiler struct {
-	doc  *obj
-	refs map[string]*node
-	std  *stdNodes
+	doc    any
+	std    *stdNodes
+	refs   map[string]*node // the kRef node of each referenced schema, by target
+	refAt  map[*node]string // each kRef node's $ref, for errors
+	nodes  []*node          // every node of the schema, the standard ones included
+	made   int              // the nodes compiled (the standard ones not counted)
+	unions []pending        // the unions, checked once the references are linked
+	idAt   *path            // where an $id below the root is (nil: none)
+	hasRef bool             // the schema has a $ref
+}
+
+// path is a place in the schema document, for errors: built as the
+// compiler descends, spelled out only when an error names it (so that
+// deep schemas with long names cost no more than their size).
+type path struct {
+	up  *path
+	seg string
+}
+
+// to returns the place of seg inside p.
+func (p *path) to(seg string) *path { return &path{up: p, seg: seg} }
+
+// String returns the place as a JSON pointer, # first.
+func (p *path) String() string {
+	var segs []string
+	for ; p != nil; p = p.up {
+		segs = append(segs, p.seg)
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/")
+}
+
+// pending is a union and where it is in the schema.
+type pending struct {
+	n  *node
+	at *path
 }
 
 // Compile compiles a JSON schema. It supports type (one or a list),
 // properties, required, additionalProperties (false, true or absent:
 // only the listed properties are produced), items, minItems, maxItems,
 // minLength, maxLength, enum, const, anyOf whose alternatives start with
-// different bytes, and local $ref into $defs or definitions; annotations
-// (title, description, …) are allowed. Anything else is refused with an
-// error wrapping ErrUnsupported that names it.
+// different bytes, and local $ref (#, #/$defs/… and #/definitions/…,
+// recursion included); annotations (title, description, …) are allowed.
+// Anything else is refused with an error wrapping ErrUnsupported that names
+// it; a schema beyond one of the limits (MaxSchemaBytes, MaxSchemaDepth,
+// MaxSchemaNodes, MaxEnumValues, MaxProperties, MaxDepth) with an error
+// wrapping ErrLimit that names the limit. Time and memory are linear in
+// the schema's size.
 func Compile(schema []byte) (*Schema, error) {
-	d := json.NewDecoder(bytes.NewReader(schema))
-	d.UseNumber()
-	doc, err := decodeOrdered(d)
-	if err == nil {
-		if _, terr := d.Token(); terr == nil {
-			err = errors.New("data after the schema")
-		}
-	}
+	doc, err := decode(schema)
 	if err != nil {
-		return nil, fmt.Errorf("constrain: schema is not JSON: %w", err)
+		return nil, err
 	}
-	c := &compiler{refs: map[string]*node{}, std: newStd()}
-	c.doc, _ = doc.(*obj)
-	root, err := c.compile(doc, "#")
+	c := &compiler{doc: doc, std: newStd(), refs: map[string]*node{}, refAt: map[*node]string{}}
+	c.nodes = append(c.nodes, c.std.all()...)
+	ref, err := c.refTo("#", doc, "#")
+	if err != nil {
+		return nil, err
+	}
+	if c.idAt != nil && c.hasRef {
+		return nil, fmt.Errorf("%w: %s/$id: an $id below the root in a schema with $ref (references would resolve against it)", ErrUnsupported, c.idAt)
+	}
+	root, err := c.link(ref)
 	if err != nil {
 		return nil, err
 	}
 	return &Schema{root: root, std: c.std}, nil
 }
 
-func (c *compiler) compile(v any, at string) (*node, error) {
+// add counts a new node against the limit and keeps it for linking.
+func (c *compiler) add(n *node) (*node, error) {
+	if c.made++; c.made > MaxSchemaNodes {
+		return nil, fmt.Errorf("%w: node count exceeds the limit of %d", ErrLimit, MaxSchemaNodes)
+	}
+	c.nodes = append(c.nodes, n)
+	return n, nil
+}
+
+func (c *compiler) compile(v any, at *path) (*node, error) {
 	switch s := v.(type) {
 	case bool:
 		if !s {
@@ -171,7 +250,7 @@ var known = map[string]bool{
 	"anyOf": true, "$ref": true,
 }
 
-func (c *compiler) object(o *obj, at string) (*node, error) {
+func (c *compiler) object(o *obj, at *path) (*node, error) {
 	s := o.m
 	var unknown []string
 	for k := range s {
@@ -183,6 +262,9 @@ func (c *compiler) object(o *obj, at string) (*node, error) {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("%w: %s: keyword %s", ErrUnsupported, at, strings.Join(unknown, ", "))
 	}
+	if _, ok := s["$id"]; ok && o != c.doc && c.idAt == nil {
+		c.idAt = at
+	}
 	if ref, ok := s["$ref"]; ok {
 		if len(s) > 1+countAnnotations(s) {
 			return nil, fmt.Errorf("%w: %s: $ref beside other keywords", ErrUnsupported, at)
@@ -190,29 +272,17 @@ func (c *compiler) object(o *obj, at string) (*node, error) {
 		return c.ref(ref, at)
 	}
 	if e, ok := s["const"]; ok {
-		return literals([]any{e}, at+"/const")
+		return c.literals([]any{e}, at.to("const"))
 	}
 	if e, ok := s["enum"]; ok {
 		list, ok := e.([]any)
 		if !ok || len(list) == 0 {
 			return nil, fmt.Errorf("constrain: %s/enum: want a non-empty array", at)
 		}
-		return literals(list, at+"/enum")
+		return c.literals(list, at.to("enum"))
 	}
 	if a, ok := s["anyOf"]; ok {
-		list, ok := a.([]any)
-		if !ok || len(list) == 0 {
-			return nil, fmt.Errorf("constrain: %s/anyOf: want a non-empty array", at)
-		}
-		var alts []*node
-		for i, sub := range list {
-			n, err := c.compile(sub, fmt.Sprintf("%s/anyOf/%d", at, i))
-			if err != nil {
-				return nil, err
-			}
-			alts = append(alts, n)
-		}
-		return union(alts, at+"/anyOf")
+		return c.anyOf(a, at)
 	}
 	types, err := typeList(s["type"], s, at)
 	if err != nil {
@@ -229,7 +299,34 @@ func (c *compiler) object(o *obj, at string) (*node, error) {
 	if len(alts) == 1 {
 		return alts[0], nil
 	}
-	return union(alts, at+"/type")
+	return c.union(alts, at.to("type"))
+}
+
+func (c *compiler) anyOf(a any, at *path) (*node, error) {
+	list, ok := a.([]any)
+	if !ok || len(list) == 0 {
+		return nil, fmt.Errorf("constrain: %s/anyOf: want a non-empty array", at)
+	}
+	var alts []*node
+	for i, sub := range list {
+		n, err := c.compile(sub, at.to("anyOf").to(strconv.Itoa(i)))
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, n)
+	}
+	return c.union(alts, at.to("anyOf"))
+}
+
+// union makes a node of alternatives; that they start with different
+// bytes is checked once the references are linked.
+func (c *compiler) union(alts []*node, at *path) (*node, error) {
+	n, err := c.add(&node{kind: kUnion, alts: alts})
+	if err != nil {
+		return nil, err
+	}
+	c.unions = append(c.unions, pending{n, at})
+	return n, nil
 }
 
 func countAnnotations(s map[string]any) int {
@@ -244,7 +341,7 @@ func countAnnotations(s map[string]any) int {
 
 // typeList returns the types a schema allows: its type keyword, or the
 // one its other keywords imply, or every type.
-func typeList(t any, s map[string]any, at string) ([]string, error) {
+func typeList(t any, s map[string]any, at *path) ([]string, error) {
 	switch t := t.(type) {
 	case string:
 		return []string{t}, nil
@@ -256,6 +353,9 @@ func typeList(t any, s map[string]any, at string) ([]string, error) {
 				return nil, fmt.Errorf("constrain: %s/type: want strings", at)
 			}
 			out = append(out, name)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("constrain: %s/type: want at least one type", at)
 		}
 		if slices.Contains(out, "number") {
 			out = slices.DeleteFunc(out, func(x string) bool { return x == "integer" })
@@ -275,24 +375,24 @@ func typeList(t any, s map[string]any, at string) ([]string, error) {
 	return nil, fmt.Errorf("constrain: %s/type: want a string or an array of strings", at)
 }
 
-func (c *compiler) typed(t string, s map[string]any, at string) (*node, error) {
+func (c *compiler) typed(t string, s map[string]any, at *path) (*node, error) {
 	switch t {
 	case "any":
 		return c.std.any, nil
 	case "null":
 		return c.std.null, nil
 	case "boolean":
-		return &node{kind: kLiteral, lits: [][]byte{[]byte("true"), []byte("false")}}, nil
+		return c.add(&node{kind: kLiteral, lits: [][]byte{[]byte("true"), []byte("false")}})
 	case "number":
 		return c.std.num, nil
 	case "integer":
-		return &node{kind: kInteger}, nil
+		return c.add(&node{kind: kInteger})
 	case "string":
 		lo, hi, err := bounds(s, "minLength", "maxLength", at)
 		if err != nil {
 			return nil, err
 		}
-		return &node{kind: kString, minLen: lo, maxLen: hi}, nil
+		return c.add(&node{kind: kString, minLen: lo, maxLen: hi})
 	case "array":
 		lo, hi, err := bounds(s, "minItems", "maxItems", at)
 		if err != nil {
@@ -300,18 +400,18 @@ func (c *compiler) typed(t string, s map[string]any, at string) (*node, error) {
 		}
 		items := c.std.any
 		if it, ok := s["items"]; ok {
-			if items, err = c.compile(it, at+"/items"); err != nil {
+			if items, err = c.compile(it, at.to("items")); err != nil {
 				return nil, err
 			}
 		}
-		return &node{kind: kArray, items: items, minItems: lo, maxItems: hi}, nil
+		return c.add(&node{kind: kArray, items: items, minItems: lo, maxItems: hi})
 	case "object":
 		return c.objectType(s, at)
 	}
 	return nil, fmt.Errorf("%w: %s/type: %q", ErrUnsupported, at, t)
 }
 
-func (c *compiler) objectType(s map[string]any, at string) (*node, error) {
+func (c *compiler) objectType(s map[string]any, at *path) (*node, error) {
 	if ap, ok := s["additionalProperties"]; ok {
 		if _, isBool := ap.(bool); !isBool {
 			return nil, fmt.Errorf("%w: %s/additionalProperties: a schema (only true or false)", ErrUnsupported, at)
@@ -321,97 +421,66 @@ func (c *compiler) objectType(s map[string]any, at string) (*node, error) {
 	if s["properties"] != nil && propsObj == nil {
 		return nil, fmt.Errorf("constrain: %s/properties: want an object", at)
 	}
-	var props map[string]any
-	if propsObj != nil {
-		props = propsObj.m
-	} else {
+	if propsObj == nil {
+		if s["required"] == nil {
+			return c.std.object, nil
+		}
 		propsObj = &obj{}
 	}
-	if props == nil && s["required"] == nil {
-		return c.std.object, nil
+	if len(propsObj.keys) > MaxProperties {
+		return nil, fmt.Errorf("%w: %s/properties: %d properties exceed the limit of %d", ErrLimit, at, len(propsObj.keys), MaxProperties)
 	}
-	required := map[string]bool{}
-	if r, ok := s["required"]; ok {
-		list, ok := r.([]any)
-		if !ok {
-			return nil, fmt.Errorf("constrain: %s/required: want an array of names", at)
-		}
-		for _, x := range list {
-			name, ok := x.(string)
-			if !ok {
-				return nil, fmt.Errorf("constrain: %s/required: want an array of names", at)
-			}
-			if _, ok := props[name]; !ok {
-				return nil, fmt.Errorf("%w: %s/required: %q is not among the properties", ErrUnsupported, at, name)
-			}
-			required[name] = true
-		}
+	required, err := requiredSet(s, propsObj.m, at)
+	if err != nil {
+		return nil, err
 	}
-	n := &node{kind: kObject}
+	n, err := c.add(&node{kind: kObject})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := c.add(&node{kind: kLiteral})
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range propsObj.keys {
-		sub, err := c.compile(props[name], at+"/properties/"+name)
+		sub, err := c.compile(propsObj.m[name], at.to("properties").to(name))
 		if err != nil {
 			return nil, err
 		}
 		n.props = append(n.props, prop{name: name, node: sub, required: required[name]})
-	}
-	if len(n.props) > maxLits {
-		return nil, fmt.Errorf("%w: %s: more than %d properties", ErrUnsupported, at, maxLits)
-	}
-	keys := &node{kind: kLiteral}
-	for _, p := range n.props {
-		enc, _ := json.Marshal(p.name)
+		enc, _ := json.Marshal(name)
 		keys.lits = append(keys.lits, enc)
 	}
 	n.keys = keys
 	return n, nil
 }
 
-func (c *compiler) ref(r any, at string) (*node, error) {
-	ref, ok := r.(string)
+// requiredSet reads the required keyword: names among the properties.
+func requiredSet(s, props map[string]any, at *path) (map[string]bool, error) {
+	required := map[string]bool{}
+	r, ok := s["required"]
 	if !ok {
-		return nil, fmt.Errorf("constrain: %s/$ref: want a string", at)
+		return required, nil
 	}
-	if n, ok := c.refs[ref]; ok {
-		return n, nil
+	list, ok := r.([]any)
+	if !ok {
+		return nil, fmt.Errorf("constrain: %s/required: want an array of names", at)
 	}
-	var section string
-	switch {
-	case strings.HasPrefix(ref, "#/$defs/"):
-		section = "$defs"
-	case strings.HasPrefix(ref, "#/definitions/"):
-		section = "definitions"
-	case ref == "#":
-		// the whole document
-	default:
-		return nil, fmt.Errorf("%w: %s/$ref: %q (only #, #/$defs/… and #/definitions/…)", ErrUnsupported, at, ref)
-	}
-	var target any = c.doc
-	if section != "" {
-		target = nil
-		if c.doc != nil {
-			if defs, ok := c.doc.m[section].(*obj); ok {
-				target = defs.m[strings.TrimPrefix(ref, "#/"+section+"/")]
-			}
+	for _, x := range list {
+		name, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("constrain: %s/required: want an array of names", at)
 		}
+		if _, ok := props[name]; !ok {
+			return nil, fmt.Errorf("%w: %s/required: %q is not among the properties", ErrUnsupported, at, name)
+		}
+		required[name] = true
 	}
-	if target == nil || target == (*obj)(nil) {
-		return nil, fmt.Errorf("constrain: %s/$ref: %q not found", at, ref)
-	}
-	// A placeholder first, so that a cycle back to ref finds it; filled
-	// in with the compiled node's contents once compiled.
-	ph := &node{}
-	c.refs[ref] = ph
-	n, err := c.compile(target, ref)
-	if err != nil {
-		return nil, err
-	}
-	*ph = *n
-	return ph, nil
+	return required, nil
 }
 
 // bounds reads a pair of non-negative integer keywords (hi < 0: absent).
-func bounds(s map[string]any, loKey, hiKey, at string) (lo, hi int, err error) {
+func bounds(s map[string]any, loKey, hiKey string, at *path) (lo, hi int, err error) {
 	get := func(k string, def int) (int, error) {
 		v, ok := s[k]
 		if !ok {
@@ -439,152 +508,21 @@ func bounds(s map[string]any, loKey, hiKey, at string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
-// literals compiles enum or const values to their compact encodings.
-func literals(values []any, at string) (*node, error) {
-	if len(values) > maxLits {
-		return nil, fmt.Errorf("%w: %s: more than %d values", ErrUnsupported, at, maxLits)
+// literals compiles enum or const values to their compact encodings,
+// sorted and without repeats.
+func (c *compiler) literals(values []any, at *path) (*node, error) {
+	if len(values) > MaxEnumValues {
+		return nil, fmt.Errorf("%w: %s: %d values exceed the limit of %d", ErrLimit, at, len(values), MaxEnumValues)
 	}
-	n := &node{kind: kLiteral}
+	lits := make([][]byte, 0, len(values))
 	for _, v := range values {
 		enc, err := json.Marshal(plain(v))
 		if err != nil {
 			return nil, fmt.Errorf("constrain: %s: %w", at, err)
 		}
-		if !slices.ContainsFunc(n.lits, func(l []byte) bool { return bytes.Equal(l, enc) }) {
-			n.lits = append(n.lits, enc)
-		}
+		lits = append(lits, enc)
 	}
-	return n, nil
-}
-
-// firstBytes is the set of bytes a node's values can start with.
-func firstBytes(n *node) (set [4]uint64) {
-	add := func(s string) {
-		for i := range len(s) {
-			set[s[i]/64] |= 1 << (s[i] % 64)
-		}
-	}
-	switch n.kind {
-	case kAny:
-		add(`"{[tfn-0123456789`)
-	case kObject, kAnyObject:
-		add("{")
-	case kArray:
-		add("[")
-	case kString:
-		add(`"`)
-	case kNumber, kInteger:
-		add("-0123456789")
-	case kLiteral:
-		for _, l := range n.lits {
-			add(string(l[:1]))
-		}
-	case kUnion:
-		for _, a := range n.alts {
-			f := firstBytes(a)
-			for i := range set {
-				set[i] |= f[i]
-			}
-		}
-	}
-	return set
-}
-
-// union builds a node for alternatives that start with different bytes.
-func union(alts []*node, at string) (*node, error) {
-	var seen [4]uint64
-	for _, a := range alts {
-		f := firstBytes(a)
-		for i := range seen {
-			if seen[i]&f[i] != 0 {
-				return nil, fmt.Errorf("%w: %s: alternatives that can start with the same character (%d)", ErrUnsupported, at, i*64+bits.TrailingZeros64(seen[i]&f[i]))
-			}
-			seen[i] |= f[i]
-		}
-	}
-	return &node{kind: kUnion, alts: alts, pick: pickTable(alts)}, nil
-}
-
-// pickTable maps each byte to the alternative whose values start with it.
-func pickTable(alts []*node) *[256]int8 {
-	var t [256]int8
-	for b := range t {
-		t[b] = -1
-	}
-	for i, a := range alts {
-		f := firstBytes(a)
-		for b := range 256 {
-			if f[b/64]&(1<<(b%64)) != 0 {
-				t[b] = int8(i)
-			}
-		}
-	}
-	return &t
-}
-
-// obj is a decoded JSON object that keeps its keys' order.
-type obj struct {
-	keys []string
-	m    map[string]any
-}
-
-// decodeOrdered decodes one JSON value, objects as *obj.
-func decodeOrdered(d *json.Decoder) (any, error) {
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t {
-	case json.Delim('{'):
-		o := &obj{m: map[string]any{}}
-		for d.More() {
-			k, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			key, _ := k.(string)
-			v, err := decodeOrdered(d)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := o.m[key]; !dup {
-				o.keys = append(o.keys, key)
-			}
-			o.m[key] = v
-		}
-		_, err := d.Token()
-		return o, err
-	case json.Delim('['):
-		list := []any{}
-		for d.More() {
-			v, err := decodeOrdered(d)
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, v)
-		}
-		_, err := d.Token()
-		return list, err
-	}
-	return t, nil
-}
-
-// plain converts decoded values back to encoding/json's shapes (for
-// marshalling enum and const values).
-func plain(v any) any {
-	switch v := v.(type) {
-	case *obj:
-		m := make(map[string]any, len(v.m))
-		for k, x := range v.m {
-			m[k] = plain(x)
-		}
-		return m
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = plain(x)
-		}
-		return out
-	}
-	return v
+	slices.SortFunc(lits, bytes.Compare)
+	lits = slices.CompactFunc(lits, bytes.Equal)
+	return c.add(&node{kind: kEnum, lits: lits})
 }

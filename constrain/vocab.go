@@ -155,7 +155,7 @@ func (m *Matcher) restore(s *snapshot) {
 // It does not allocate; the matcher is unchanged when it returns.
 func (m *Matcher) Allowed(v *Vocab, dst []uint64) {
 	clear(dst)
-	if m.done {
+	if m.done || m.depth == 0 {
 		return
 	}
 	t := &v.all

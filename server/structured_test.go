@@ -151,3 +151,91 @@ func TestStructuredOutputRequests(t *testing.T) {
 		}
 	}
 }
+
+// askSchema sends a chat request whose response_format carries schema as
+// it is: the body is built around the text, since encoding/json refuses
+// to write JSON over 10,000 levels deep (a schema in a JSON string, which
+// it does not look into, gets in either way).
+func askSchema(t *testing.T, e *env, schema string, seed int) (int, []byte) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"max_tokens": 400, "seed": seed, "temperature": 0.9,
+		"messages":        []map[string]string{{"role": "user", "content": "hi"}},
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": "SCHEMA"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.do(http.MethodPost, "/v1/chat/completions", strings.Replace(string(body), `"SCHEMA"`, schema, 1))
+}
+
+// TestStructuredOutputTraps: schemas no value satisfies ($ref cycles, a
+// required self-reference) and schemas beyond a limit get a 400 naming
+// the problem, and the server still serves afterwards.
+func TestStructuredOutputTraps(t *testing.T) {
+	e := start(t, nil)
+	deep := func(n int) string {
+		return strings.Repeat(`{"type":"array","items":`, n) + `{}` + strings.Repeat(`}`, n)
+	}
+	quoted, _ := json.Marshal(deep(10000))
+	for _, c := range []struct{ schema, code, word string }{
+		{`{"$ref":"#"}`, "invalid_value", "cycle of references"},
+		{`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, "invalid_value", "cycle of references"},
+		{`{"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}`, "invalid_value", "no finite value"},
+		{`{"$ref":"#/$defs/missing"}`, "invalid_value", "no $defs"},
+		{`{"$ref":"http://example.com/s.json"}`, "invalid_value", "only references within the schema"},
+		{deep(9000), "schema_too_large", "nesting depth exceeds the limit of 128"},
+		{string(quoted), "schema_too_large", "nesting depth exceeds the limit of 128"},
+	} {
+		code, b := askSchema(t, e, c.schema, 1)
+		var er errorBody
+		_ = json.Unmarshal(b, &er)
+		if code != http.StatusBadRequest || er.Error.Type != typeInvalidRequest || er.Error.Code == nil || *er.Error.Code != c.code ||
+			!strings.Contains(er.Error.Message, c.word) {
+			t.Errorf("%.80s: HTTP %d %.300s, want 400 %s naming %q", c.schema, code, b, c.code, c.word)
+		}
+	}
+	var r chatResponse
+	e.post("/v1/chat/completions", map[string]any{"max_tokens": 8, "messages": []map[string]string{{"role": "user", "content": "hi"}}}, &r)
+	if len(r.Choices) != 1 || r.Choices[0].Message.Content == nil {
+		t.Fatalf("a plain request after the schemas: %+v", r)
+	}
+}
+
+// TestStructuredOutputRecursive: recursive schemas ($ref to the root, a
+// cycle through $defs) give output that is valid against the schema and
+// nests.
+func TestStructuredOutputRecursive(t *testing.T) {
+	e := start(t, nil)
+	tree := `{"type":"object","properties":{"name":{"type":"string","maxLength":6},
+		"children":{"type":"array","items":{"$ref":"#"},"maxItems":2}},"required":["name","children"],"additionalProperties":false}`
+	thread := `{"$defs":{"post":{"type":"object","properties":{"text":{"type":"string","maxLength":6},"replies":{"$ref":"#/$defs/replies"}},"required":["text"]},
+		"replies":{"type":"array","items":{"$ref":"#/$defs/post"},"maxItems":2}},"$ref":"#/$defs/post"}`
+	for _, schema := range []string{tree, thread} {
+		v := testkit.JSONSchema(t, schema)
+		finished, nested := 0, 0
+		for seed := 1; seed <= 6; seed++ {
+			code, b := askSchema(t, e, schema, seed)
+			var r chatResponse
+			if code != http.StatusOK || json.Unmarshal(b, &r) != nil || len(r.Choices) != 1 || r.Choices[0].Message.Content == nil {
+				t.Fatalf("%.40s seed %d: HTTP %d %.300s", schema, seed, code, b)
+			}
+			if fr := r.Choices[0].FinishReason; fr == nil || *fr != "stop" {
+				continue // cut off by max_tokens: not a whole value
+			}
+			finished++
+			text := *r.Choices[0].Message.Content
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+			if err != nil {
+				t.Fatalf("%.40s seed %d: %q is not JSON: %v", schema, seed, text, err)
+			}
+			if err := v.Validate(doc); err != nil {
+				t.Fatalf("%.40s seed %d: %q does not validate: %v", schema, seed, text, err)
+			}
+			if strings.Contains(text, "[{") {
+				nested++
+			}
+		}
+		if finished == 0 || nested == 0 {
+			t.Fatalf("%.40s: %d generations finished, %d of them nested", schema, finished, nested)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package constrain
+
+import "errors"
+
+// The limits of Compile. Each bounds the work and memory a schema from a
+// request can cost; a schema beyond one is refused with an error wrapping
+// ErrLimit that names the limit and its value.
+const (
+	// MaxSchemaBytes bounds a schema's size. Real schemas, descriptions
+	// included, are tens of KiB at most; compiling one this size of the
+	// densest shapes (a quarter million small values) allocates about
+	// 15 MiB and takes tens of milliseconds.
+	MaxSchemaBytes = 256 << 10
+	// MaxSchemaDepth bounds the nesting of a schema's JSON document
+	// (objects and arrays, the outermost counting 1). A level of schema
+	// takes one to three of the document's (items; properties/NAME;
+	// anyOf/N), so 128 leaves room for schemas deeper than any output can
+	// be (MaxDepth). It is checked while decoding: a deeper document
+	// costs no more than its first 128 levels.
+	MaxSchemaDepth = 128
+	// MaxSchemaNodes bounds the compiled nodes, about one per schema
+	// object (two per object with properties, each referenced schema
+	// compiled once): room for thousands of properties, and a compiled
+	// automaton of a few MiB at most.
+	MaxSchemaNodes = 10000
+	// MaxEnumValues bounds one enum (or const: one value): lists of codes
+	// (countries, currencies, airports) fit, and matching a byte of one
+	// is a binary search, 12 steps at this size.
+	MaxEnumValues = 4096
+	// MaxProperties bounds one object's properties: the matcher keeps the
+	// properties that may come next as one 64-bit word.
+	MaxProperties = 64
+)
+
+// ErrLimit wraps the errors of schemas beyond one of Compile's limits
+// (MaxSchemaBytes, MaxSchemaDepth, MaxSchemaNodes, MaxEnumValues,
+// MaxProperties) or whose every value nests deeper than MaxDepth.
+var ErrLimit = errors.New("constrain: schema too large")
