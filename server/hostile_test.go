@@ -158,7 +158,7 @@ func TestHostileRequestsKeepServing(t *testing.T) {
 	if os.Getenv(hostileScaleEnv) == "full" {
 		schemas, deadline = 1000, time.Second
 	}
-	inject, _ := faults.Parse("route-panic=666,step-panic=667,step-hang=668")
+	inject, _ := faults.Parse("route-panic=666,step-panic=667,step-hang=668,entry-panic=669")
 	t.Cleanup(inject.Release)
 	e := startWith(t, func(c *config.Config) {
 		c.StallTimeout = 2 * time.Second
@@ -182,6 +182,7 @@ func TestHostileRequestsKeepServing(t *testing.T) {
 		want int
 		text string
 	}{{666, http.StatusInternalServerError, "panic in route"}, {667, http.StatusInternalServerError, "panic in engine"},
+		{669, http.StatusInternalServerError, "panic in the request's handler"},
 		{668, http.StatusServiceUnavailable, "stalled"}} {
 		t0 := time.Now()
 		code, body := e.do(http.MethodPost, "/v1/chat/completions", map[string]any{"seed": c.seed, "max_tokens": 8,
@@ -192,6 +193,10 @@ func TestHostileRequestsKeepServing(t *testing.T) {
 		t.Logf("seed %d answered %d after %v", c.seed, code, time.Since(t0).Round(time.Millisecond))
 	}
 	e.waitServing(t, config.DefaultAlgorithm, 20*time.Second)
+	if _, m := e.do(http.MethodGet, "/metrics", nil); !bytes.Contains(m, []byte("tokenrouter_http_panics_total 1\n")) ||
+		!bytes.Contains(m, []byte(`tokenrouter_model_engine_restarts_total{model=`)) {
+		t.Errorf("the panics are not on /metrics:\n%s", m)
+	}
 	cancel()
 	wg.Wait()
 	max := pr.report(t)

@@ -29,6 +29,7 @@ type metrics struct {
 	batchSize   *prometheus.HistogramVec
 	decisions   *prometheus.CounterVec
 	req         requestMetrics
+	httpPanics  prometheus.Counter
 
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
@@ -124,7 +125,10 @@ func newMetrics(s *Server) *metrics {
 	})
 	build.Set(1)
 	m.req = newRequestMetrics()
-	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m,
+	m.httpPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tokenrouter_http_panics_total", Help: "Panics recovered in HTTP request handlers (each failed its request only and was logged with its stack).",
+	})
+	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m.httpPanics, m,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.req.collectors()...)
 	return m
@@ -352,3 +356,6 @@ func (o *observer) routedFraction() float64 {
 	}
 	return float64(o.away.Load()) / float64(n)
 }
+
+// panic counts a panic recovered in an HTTP handler.
+func (m *metrics) panic() { m.httpPanics.Inc() }

@@ -23,6 +23,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -492,6 +494,7 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 		rec := &statusRecorder{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 		rec.extend()
 		defer func() { s.metrics.http(r.URL.Path, rec.code) }()
+		defer s.recoverHandler(rec, r)
 		switch {
 		case method != "" && r.Method != method:
 			rec.Header().Set("Allow", method)
@@ -505,6 +508,35 @@ func (s *Server) wrap(method string, auth bool, h func(http.ResponseWriter, *htt
 			h(rec, r)
 		}
 	})
+}
+
+// recoverHandler is the HTTP side of the failure boundary: a panic in a
+// request's handler (its text, stop and log-probability handling, the
+// front end's routing hooks) is logged once with its stack and counted,
+// and that request alone fails: 500 internal_error before the response
+// started, an error event then [DONE] on a stream, and a closed connection
+// otherwise.
+func (s *Server) recoverHandler(rec *statusRecorder, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v) // net/http's own way to abort a response
+	}
+	s.log.Error("panic recovered", "where", "http", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	s.metrics.panic()
+	err := errInternal(fmt.Errorf("%w: panic in the request's handler: %v", subserver.ErrPanic, v))
+	switch {
+	case rec.code == 0:
+		writeError(rec, err)
+	case strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream"):
+		b, _ := json.Marshal(err.body())
+		_, _ = fmt.Fprintf(rec, "data: %s\n\ndata: [DONE]\n\n", b)
+		_ = rec.FlushError()
+	default:
+		panic(http.ErrAbortHandler) // a body half written: only closing tells
+	}
 }
 
 // authorized checks "Authorization: Bearer <key>" (the scheme in any case)

@@ -9,7 +9,7 @@
 // TOKENROUTER_FAULTS environment variable (Env), which child sub-server
 // processes inherit. A spec is a comma-separated list of fault=seed:
 //
-//	route-panic=666,step-panic=667,step-hang=668
+//	route-panic=666,step-panic=667,step-hang=668,entry-panic=669
 package faults
 
 import (
@@ -32,6 +32,9 @@ type Faults struct {
 	// RoutePanic: the algorithm's Route panics on a step holding a
 	// request with this seed.
 	RoutePanic uint64
+	// EntryPanic: the algorithm's Entry (the front end's choice of a new
+	// request's first model) panics for a request with this seed.
+	EntryPanic uint64
 	// StepPanic: the engine's Step panics on a batch holding such a
 	// request; StepHang: it never returns (until Release is called).
 	StepPanic, StepHang uint64
@@ -56,12 +59,14 @@ func Parse(spec string) (*Faults, error) {
 		switch k {
 		case "route-panic":
 			f.RoutePanic = seed
+		case "entry-panic":
+			f.EntryPanic = seed
 		case "step-panic":
 			f.StepPanic = seed
 		case "step-hang":
 			f.StepHang = seed
 		default:
-			return nil, fmt.Errorf("faults: unknown fault %q (have route-panic, step-panic, step-hang)", k)
+			return nil, fmt.Errorf("faults: unknown fault %q (have route-panic, entry-panic, step-panic, step-hang)", k)
 		}
 	}
 	return f, nil
@@ -69,7 +74,7 @@ func Parse(spec string) (*Faults, error) {
 
 // Active reports whether any fault is set.
 func (f *Faults) Active() bool {
-	return f != nil && (f.RoutePanic|f.StepPanic|f.StepHang) != 0
+	return f != nil && (f.RoutePanic|f.EntryPanic|f.StepPanic|f.StepHang) != 0
 }
 
 // String is the spec.
@@ -78,7 +83,7 @@ func (f *Faults) String() string {
 	for _, p := range []struct {
 		name string
 		seed uint64
-	}{{"route-panic", f.RoutePanic}, {"step-panic", f.StepPanic}, {"step-hang", f.StepHang}} {
+	}{{"route-panic", f.RoutePanic}, {"entry-panic", f.EntryPanic}, {"step-panic", f.StepPanic}, {"step-hang", f.StepHang}} {
 		if p.seed != 0 {
 			parts = append(parts, p.name+"="+strconv.FormatUint(p.seed, 10))
 		}
@@ -108,30 +113,40 @@ func (f *Faults) hung() chan struct{} {
 	return f.release
 }
 
-// Registry returns reg with every algorithm wrapped to inject RoutePanic,
-// or reg itself when that fault is off.
+// Registry returns reg with every algorithm wrapped to inject RoutePanic
+// and EntryPanic, or reg itself when both are off.
 func (f *Faults) Registry(reg *route.Registry) *route.Registry {
-	if f == nil || f.RoutePanic == 0 {
+	if f == nil || f.RoutePanic|f.EntryPanic == 0 {
 		return reg
 	}
 	out := route.NewRegistry()
 	for _, name := range reg.Names() {
-		w := route.Wrap(reg, name, func(a route.Algorithm) route.Algorithm { return panicRoute{route.Wrapper{Inner: a}, f.RoutePanic} })
+		w := route.Wrap(reg, name, func(a route.Algorithm) route.Algorithm {
+			return panicRoute{route.Wrapper{Inner: a}, f.RoutePanic, f.EntryPanic}
+		})
 		_ = out.Register(name, func(s route.Spec) (route.Algorithm, error) { return w.New(name, s) })
 	}
 	return out
 }
 
-// panicRoute panics in Route for a request with the seed.
+// panicRoute panics in Route or Entry for a request with the seed.
 type panicRoute struct {
 	route.Wrapper
-	seed uint64
+	seed, entry uint64
+}
+
+// Entry panics for a request with the entry seed.
+func (p panicRoute) Entry(r *route.Request) int {
+	if p.entry != 0 && r.Params.Sampling.Seed == p.entry {
+		panic(fmt.Sprintf("fault injected: entry-panic for request %d", r.ID))
+	}
+	return p.Wrapper.Entry(r)
 }
 
 // Route panics when a request of the step has the seed.
 func (p panicRoute) Route(s *route.Step, d []route.Decision) {
 	for _, q := range s.Requests {
-		if q.Params.Sampling.Seed == p.seed {
+		if p.seed != 0 && q.Params.Sampling.Seed == p.seed {
 			panic(fmt.Sprintf("fault injected: route-panic for request %d", q.ID))
 		}
 	}

@@ -14,11 +14,11 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	f, err := faults.Parse("route-panic=666, step-panic=667,step-hang=668")
-	if err != nil || f.RoutePanic != 666 || f.StepPanic != 667 || f.StepHang != 668 || !f.Active() {
+	f, err := faults.Parse("route-panic=666, step-panic=667,step-hang=668,entry-panic=669")
+	if err != nil || f.RoutePanic != 666 || f.StepPanic != 667 || f.StepHang != 668 || f.EntryPanic != 669 || !f.Active() {
 		t.Fatalf("Parse: %+v, %v", f, err)
 	}
-	if f.String() != "route-panic=666,step-panic=667,step-hang=668" {
+	if f.String() != "route-panic=666,entry-panic=669,step-panic=667,step-hang=668" {
 		t.Fatalf("String: %q", f.String())
 	}
 	if f, err := faults.Parse(""); err != nil || f.Active() {
@@ -39,7 +39,7 @@ func panicked(f func()) (v any) {
 }
 
 func TestInjection(t *testing.T) {
-	f, _ := faults.Parse("route-panic=5,step-panic=6,step-hang=7")
+	f, _ := faults.Parse("route-panic=5,step-panic=6,step-hang=7,entry-panic=8")
 	reg := f.Registry(builtin.Registry())
 	alg, err := reg.New("single", route.Spec{Model: 0, Models: []string{"m"}})
 	if err != nil {
@@ -55,6 +55,12 @@ func TestInjection(t *testing.T) {
 	}
 	if v := panicked(func() { alg.Route(&route.Step{Requests: []*route.Request{req(5)}, Outputs: out}, d) }); v == nil {
 		t.Fatal("Route did not panic for the route-panic seed")
+	}
+	if v := panicked(func() { alg.(route.Entrant).Entry(req(8)) }); v == nil {
+		t.Fatal("Entry did not panic for the entry-panic seed")
+	}
+	if v := panicked(func() { alg.(route.Entrant).Entry(req(5)) }); v != nil {
+		t.Fatalf("Entry panicked for the route-panic seed: %v", v)
 	}
 	e := f.Engine(enginetest.NewFake(64))
 	in := func(seed uint64) []engine.Input {
