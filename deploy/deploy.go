@@ -43,7 +43,7 @@ type Model struct {
 	// policy belongs to the remote sub-server.
 	Remote *engine.Info
 	// Reopen, if set, opens the model's engine anew: after the engine
-	// panicked or stalled (DESIGN §5.3, §5.4) the sub-server restarts on
+	// panicked or stalled (DESIGN §8.1, §8.2) the sub-server restarts on
 	// a new one. Without it such a model stays down.
 	Reopen func(context.Context) (engine.Engine, error)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // local is one model whose sub-server runs in this process: its loop's
-// context and the way to replace it when it stalls (DESIGN §5.4).
+// context and the way to replace it when it stalls (DESIGN §8.2).
 type local struct {
 	index    int // the model's index
 	pos      int // its place in Deployment.subs

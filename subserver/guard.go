@@ -13,7 +13,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/route"
 )
 
-// The failure boundary (DESIGN §5.3). A panic in one request's work — the
+// The failure boundary (DESIGN §8.1). A panic in one request's work — the
 // algorithm's decision for it, its output schema, its hand-off hooks, stop
 // and log-probability bookkeeping — fails that request only: it ends with
 // an error the client sees, and the loop and the other requests of the

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The stall watchdog's rule (DESIGN §5.4), shared by the in-process
+// The stall watchdog's rule (DESIGN §8.2), shared by the in-process
 // deployment (deploy) and the front end of sub-servers in other processes
 // (cluster), which reads the same counters from heartbeats: a loop that
 // has spent longer than the stall timeout in one iteration (an engine

@@ -1,5 +1,5 @@
 // Package faults injects failures into engines and routing algorithms, so
-// that the failure boundaries (DESIGN §5.3, §5.4) can be tested end to end,
+// that the failure boundaries (DESIGN §8.1, §8.2) can be tested end to end,
 // across processes included: a routing decision that panics, an engine
 // step that panics, an engine step that never returns. Each fault fires
 // for the requests whose sampling seed is the one it names, so one
