@@ -15,6 +15,7 @@
 package route
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/binary"
 	"errors"
@@ -45,6 +46,15 @@ type Params struct {
 	// (constrain.Compile: `{"type":"object"}` for any JSON object); every
 	// model the request visits masks its draws to it.
 	Schema string
+	// StopIDs end the output like an end-of-sequence token (not written,
+	// finish reason "stop"), whatever IgnoreEOS says: the chat template's
+	// end tokens and the request's stop_token_ids.
+	StopIDs []int32
+	// Stop ends the output at the token that completes any of these
+	// strings (finish reason "stop"); the text is cut before the string
+	// where it is rendered. A sub-server without the model's token texts
+	// leaves stop strings to the front end.
+	Stop []string
 	// Speculate overrides the deployment's speculation depth bound for
 	// this request (speculative continuation, see Speculable): 0 keeps
 	// the deployment's setting, a negative value turns speculation off, n
@@ -83,23 +93,66 @@ type Request struct {
 	State State
 }
 
+// Pieces returns a token's text as bytes (nil: unknown), for stop strings.
+type Pieces func(id int32) []byte
+
 // CommitEnd says how far a commit of r's tokens may go: up to len(Tokens),
-// cut at the token limit or before an end-of-sequence token (eos < 0 or
-// Params.IgnoreEOS disables that). reason is "length", "stop" or "" when
-// the request goes on. Every serving loop applies the same rule.
-func (r *Request) CommitEnd(eos int32) (end int, reason string) {
+// cut at the token limit, before an end-of-sequence token (eos < 0 or
+// Params.IgnoreEOS disables that) or a stop token (Params.StopIDs), or
+// after the token that completes a stop string (Params.Stop; text gives
+// the tokens' bytes, nil skips stop strings). reason is "length", "stop"
+// or "" when the request goes on. Every serving loop applies the same
+// rule.
+func (r *Request) CommitEnd(eos int32, text Pieces) (end int, reason string) {
 	end = len(r.Tokens)
 	if lim := r.PromptLen + r.Params.MaxTokens; r.Params.MaxTokens > 0 && end >= lim {
 		end, reason = lim, "length"
 	}
-	if eos >= 0 && !r.Params.IgnoreEOS {
-		for i := r.Committed; i < end; i++ {
-			if r.Tokens[i] == eos {
-				return i, "stop"
+	for i := r.Committed; i < end; i++ {
+		if t := r.Tokens[i]; (t == eos && eos >= 0 && !r.Params.IgnoreEOS) || slices.Contains(r.Params.StopIDs, t) {
+			end, reason = i, "stop"
+			break
+		}
+	}
+	if k := r.stopString(end, text); k >= 0 {
+		return k + 1, "stop"
+	}
+	return end, reason
+}
+
+// stopString returns the index of the first token in [Committed, end)
+// that completes one of Params.Stop in the output's text, or -1.
+func (r *Request) stopString(end int, text Pieces) int {
+	if text == nil || len(r.Params.Stop) == 0 || end <= r.Committed {
+		return -1
+	}
+	longest := 0
+	for _, s := range r.Params.Stop {
+		longest = max(longest, len(s))
+	}
+	// The text of the committed output's tail that a stop string ending
+	// in a new token can reach back into.
+	start, tail := r.Committed, 0
+	for start > r.PromptLen && tail < longest-1 {
+		start--
+		tail += len(text(r.Tokens[start]))
+	}
+	var buf []byte
+	for i := start; i < end; i++ {
+		before := len(buf)
+		buf = append(buf, text(r.Tokens[i])...)
+		if i < r.Committed {
+			continue
+		}
+		for _, s := range r.Params.Stop {
+			// Only an occurrence that ends in token i's bytes: one that
+			// ended earlier was found when its token was committed.
+			if from := max(0, before-len(s)+1); s != "" && bytes.Contains(buf[from:], []byte(s)) {
+				return i
 			}
 		}
 	}
-	return end, reason
+	return -1
 }
 
 // Draw returns the request's deterministic random number in [0,1) for

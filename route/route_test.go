@@ -46,15 +46,15 @@ func FuzzIntsDecode(f *testing.F) {
 
 func TestCommitEnd(t *testing.T) {
 	r := &Request{Tokens: []int32{1, 5, 6, 2, 7}, PromptLen: 2, Committed: 2, Params: Params{MaxTokens: 10}}
-	if end, why := r.CommitEnd(2); end != 3 || why != "stop" {
+	if end, why := r.CommitEnd(2, nil); end != 3 || why != "stop" {
 		t.Fatalf("eos: %d %q", end, why)
 	}
 	r.Params.IgnoreEOS = true
-	if end, why := r.CommitEnd(2); end != 5 || why != "" {
+	if end, why := r.CommitEnd(2, nil); end != 5 || why != "" {
 		t.Fatalf("ignore eos: %d %q", end, why)
 	}
 	r.Params.MaxTokens = 2
-	if end, why := r.CommitEnd(2); end != 4 || why != "length" {
+	if end, why := r.CommitEnd(2, nil); end != 4 || why != "length" {
 		t.Fatalf("limit: %d %q", end, why)
 	}
 }
@@ -109,5 +109,38 @@ func TestDrawFollowsSeedNotID(t *testing.T) {
 	}
 	if c.Draw(7) == d.Draw(7) || a.Draw(7) == a.Draw(8) {
 		t.Fatal("unseeded requests or different positions share draws")
+	}
+}
+
+// TestCommitEndStops: stop tokens end the output before them, whatever
+// IgnoreEOS says; a stop string ends it after the token that completes it,
+// also when the string began in tokens committed earlier.
+func TestCommitEndStops(t *testing.T) {
+	text := func(id int32) []byte { return []byte(map[int32]string{10: "ab", 11: "c", 12: "STO", 13: "P!", 14: "x"}[id]) }
+	for _, c := range []struct {
+		name      string
+		tokens    []int32
+		committed int
+		p         Params
+		end       int
+		why       string
+	}{
+		{"stop id", []int32{1, 10, 11, 7, 14}, 1, Params{StopIDs: []int32{7}, IgnoreEOS: true}, 3, "stop"},
+		{"no stop", []int32{1, 10, 11, 14}, 1, Params{StopIDs: []int32{7}, Stop: []string{"zz"}}, 4, ""},
+		{"string in one token", []int32{1, 10, 11, 14}, 1, Params{Stop: []string{"bc"}}, 3, "stop"},
+		{"string across tokens", []int32{1, 10, 12, 13, 14}, 1, Params{Stop: []string{"STOP"}}, 4, "stop"},
+		{"string begun before the commit", []int32{1, 10, 12, 13, 14}, 3, Params{Stop: []string{"STOP"}}, 4, "stop"},
+		{"string wholly committed before", []int32{1, 11, 10, 11, 14}, 4, Params{Stop: []string{"abc"}}, 5, ""},
+		{"length first", []int32{1, 10, 11, 14}, 1, Params{MaxTokens: 1, Stop: []string{"x"}}, 2, "length"},
+		{"id before string", []int32{1, 10, 7, 11}, 1, Params{StopIDs: []int32{7}, Stop: []string{"c"}}, 2, "stop"},
+	} {
+		r := &Request{Tokens: c.tokens, PromptLen: 1, Committed: c.committed, Params: c.p}
+		if end, why := r.CommitEnd(2, text); end != c.end || why != c.why {
+			t.Errorf("%s: CommitEnd = %d %q, want %d %q", c.name, end, why, c.end, c.why)
+		}
+	}
+	r := &Request{Tokens: []int32{1, 10, 11}, PromptLen: 1, Committed: 1, Params: Params{Stop: []string{"bc"}}}
+	if end, why := r.CommitEnd(2, nil); end != 3 || why != "" {
+		t.Errorf("without token texts: %d %q, want the stop string left to the front end", end, why)
 	}
 }

@@ -279,7 +279,14 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		pn := names.name("sampling_params.stop")
 		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
 	}
+	for _, s := range sp.Stop {
+		if len(s) > maxStopBytes {
+			pn := names.name("sampling_params.stop")
+			return nil, badRequest(pn, "invalid_value", "A %s sequence may have at most %d bytes, got %d", pn, maxStopBytes, len(s))
+		}
+	}
 	g.stop = sp.Stop
+	g.params.Stop = sp.Stop // every sub-server with the model's texts stops there too
 	if aerr := g.applyPenalties(&sp.penaltyParams, names); aerr != nil {
 		return nil, aerr
 	}
@@ -292,6 +299,9 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 	}
 	return g, nil
 }
+
+// maxStopBytes bounds one stop string (what the bus carries).
+const maxStopBytes = 1024
 
 // setSchema checks a request's output schema and puts it in its
 // parameters. A schema in a JSON string is taken from the string.

@@ -89,6 +89,7 @@ func (g *genRequest) applyPenalties(sp *penaltyParams, names paramNames) *apiErr
 	if !g.params.IgnoreEOS { // ignore_eos keeps going past the model's end tokens, not the request's
 		g.stopIDs = append(g.stopIDs, g.dep.stopIDs...)
 	}
+	g.params.StopIDs = g.stopIDs // every sub-server stops there too
 	if sp.Speculate != nil {
 		pn := names.name("sampling_params.speculate")
 		if d := *sp.Speculate; d < -1 || d > subserver.MaxDepth {

@@ -219,6 +219,7 @@ type Server struct {
 	view  route.Step
 
 	eos      int32
+	pieces   route.Pieces // the model's token texts, for stop strings (nil: none)
 	embed    engine.Embedder
 	wanter   route.Wanter
 	turner   engine.Turner // the engine, if it takes turns with others
@@ -266,6 +267,14 @@ func New(cfg Config) (*Server, error) {
 	p := cfg.Policy
 	s.policy.Store(&p)
 	s.bindEngine()
+	if cfg.Vocab != nil {
+		s.pieces = func(id int32) []byte {
+			if v := cfg.Vocab(); v != nil {
+				return v.Piece(id)
+			}
+			return nil
+		}
+	}
 	s.wanter, _ = cfg.Algorithm.(route.Wanter)
 	s.waits, _ = cfg.Observer.(WaitObserver)
 	s.sender, _ = cfg.Algorithm.(route.Sender)
@@ -815,7 +824,7 @@ func (s *Server) apply(ctx context.Context, r *rec, d route.Decision, tok int32,
 func (s *Server) commit(ctx context.Context, r *rec) bool {
 	q := &r.req
 	from := q.Committed
-	to, reason := q.CommitEnd(s.eos)
+	to, reason := q.CommitEnd(s.eos, s.pieces)
 	if lim := r.commitLimit(); to > lim {
 		to, reason = lim, ""
 	}

@@ -253,7 +253,7 @@ func (s *System) apply(r *req, m int, d route.Decision) {
 		q.By = append(q.By, int8(m))
 	}
 	if d.Commit && len(q.Tokens) > q.Committed {
-		end, reason := q.CommitEnd(s.eos[m])
+		end, reason := q.CommitEnd(s.eos[m], nil)
 		r.s.Push(q.Tokens[q.Committed:end], q.By[q.Committed:end])
 		q.Committed = end
 		if reason != "" {

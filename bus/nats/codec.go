@@ -52,6 +52,11 @@ const (
 	MaxState = 1 << 24
 	// MaxSchema bounds a request's output schema in bytes.
 	MaxSchema = 1 << 20
+	// MaxStopIDs bounds a request's stop tokens; MaxStops its stop
+	// strings, each at most MaxStopBytes long.
+	MaxStopIDs   = 1 << 10
+	MaxStops     = 16
+	MaxStopBytes = 1 << 10
 	// MaxBias bounds the logit biases of a request.
 	MaxBias = 1 << 20
 	// MaxTopLogprobs bounds the top log-probabilities asked per token.
@@ -137,6 +142,15 @@ func AppendEvent(b []byte, o Origin, e *bus.Event) ([]byte, error) {
 		b = appendLogprobs(b, m.Logprobs)
 		b = binary.AppendUvarint(b, uint64(len(p.Schema)))
 		b = append(b, p.Schema...)
+		if err := checkStops(p); err != nil {
+			return nil, err
+		}
+		b = appendTokens(b, p.StopIDs)
+		b = binary.AppendUvarint(b, uint64(len(p.Stop)))
+		for _, s := range p.Stop {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
 		if m.State != nil {
 			var err error
 			if b, err = appendState(b, m.State); err != nil {
@@ -173,7 +187,7 @@ func msgZero(m *route.Message) bool {
 // paramsZero reports whether p is the zero Params.
 func paramsZero(p *route.Params) bool {
 	sp := &p.Sampling
-	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && p.Speculate == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
+	return p.MaxTokens == 0 && !p.IgnoreEOS && p.Seed == 0 && p.Speculate == 0 && len(p.StopIDs) == 0 && len(p.Stop) == 0 && sp.Temperature == 0 && sp.TopK == 0 && sp.TopP == 0 &&
 		sp.Seed == 0 && sp.MinP == 0 && !sp.Adjusts() && sp.Penalties.Repetition == 0 && !sp.Logprobs && sp.TopLogprobs == 0
 }
 
@@ -365,6 +379,7 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) (Origin, error) 
 		p.Seed = d.u64()
 		m.Logprobs = d.logprobs()
 		p.Schema = string(d.bytes(MaxSchema))
+		p.StopIDs, p.Stop = d.stops()
 		m.Finished = flags&hasFinish != 0
 		m.State = nil
 		if flags&hasState != 0 {
@@ -505,6 +520,37 @@ func (d *decoder) tokens(dst []int32) []int32 {
 		dst = append(dst, int32(d.int(math.MinInt32, math.MaxInt32)))
 	}
 	return dst
+}
+
+// checkStops refuses stops the decoder would refuse.
+func checkStops(p *route.Params) error {
+	if len(p.StopIDs) > MaxStopIDs || len(p.Stop) > MaxStops {
+		return fmt.Errorf("bus/nats: %d stop tokens and %d stop strings (at most %d and %d)", len(p.StopIDs), len(p.Stop), MaxStopIDs, MaxStops)
+	}
+	for _, s := range p.Stop {
+		if len(s) > MaxStopBytes {
+			return fmt.Errorf("bus/nats: a stop string of %d bytes (at most %d)", len(s), MaxStopBytes)
+		}
+	}
+	return nil
+}
+
+// stops decodes a request's stop tokens and strings into new slices (nil
+// when there are none): the receiver keeps them with the request.
+func (d *decoder) stops() (ids []int32, strs []string) {
+	if n := d.length(MaxStopIDs, 1); n > 0 && d.err == nil {
+		ids = make([]int32, 0, n)
+		for range n {
+			ids = append(ids, int32(d.int(math.MinInt32, math.MaxInt32)))
+		}
+	}
+	if n := d.length(MaxStops, 1); n > 0 && d.err == nil {
+		strs = make([]string, 0, n)
+		for range n {
+			strs = append(strs, string(d.bytes(MaxStopBytes)))
+		}
+	}
+	return ids, strs
 }
 
 func (d *decoder) by(dst []int8) []int8 {

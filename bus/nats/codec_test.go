@@ -36,8 +36,8 @@ func sampleEvents() []*bus.Event {
 		{Kind: bus.Peer, ID: 42, From: 0, Msg: route.Message{
 			ID: 42, From: 0, To: 1, Anchor: 5, Tokens: []int32{1, 2, 31999, -1}, By: []int8{-1, -1, 0, 1},
 			PromptLen: 2, Committed: 3, Seen: []int{5, 2}, Finished: true,
-			Params: route.Params{MaxTokens: 100, IgnoreEOS: true, Seed: 1<<63 + 5,
-				Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, Seed: 77}},
+			Params: route.Params{MaxTokens: 100, IgnoreEOS: true, Seed: 1<<63 + 5, StopIDs: []int32{2, 151645},
+				Stop: []string{"\n\nUser:", "</answer>"}, Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, Seed: 77}},
 			State: &st,
 		}},
 		{Kind: bus.Peer, ID: 43, From: bus.Frontend, Msg: route.Message{ID: 43, From: -1, Tokens: []int32{1}, By: []int8{-1}, Seen: []int{0, 0}}},
@@ -105,7 +105,7 @@ func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeFor[bus.Event]():     10,
 		reflect.TypeFor[route.Message](): 16,
-		reflect.TypeFor[route.Params]():  6,
+		reflect.TypeFor[route.Params]():  8,
 		// History, PromptLen and Record are set by every model for its own
 		// step.
 		reflect.TypeFor[engine.Sampling]():  8 + 3,
