@@ -116,7 +116,9 @@ func TestDrawFollowsSeedNotID(t *testing.T) {
 // IgnoreEOS says; a stop string ends it after the token that completes it,
 // also when the string began in tokens committed earlier.
 func TestCommitEndStops(t *testing.T) {
-	text := func(id int32) []byte { return []byte(map[int32]string{10: "ab", 11: "c", 12: "STO", 13: "P!", 14: "x"}[id]) }
+	text := func(id int32) []byte {
+		return []byte(map[int32]string{10: "ab", 11: "c", 12: "STO", 13: "P!", 14: "x"}[id])
+	}
 	for _, c := range []struct {
 		name      string
 		tokens    []int32
