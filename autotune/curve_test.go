@@ -66,7 +66,9 @@ func runCurve(t *testing.T, tu *Tuner, fakes []*fakeTarget, targets []Target, no
 func TestBatchDependentEstimate(t *testing.T) {
 	for _, pl := range []perfmodel.Placement{perfmodel.Partitioned, perfmodel.TimeShared} {
 		base := []sched.Policy{{MaxWait: 50 * time.Millisecond}, {MaxWait: 50 * time.Millisecond}}
-		tu, err := New(base, Options{Placement: pl})
+		// Generous planning limits: the test checks the tables, not how fast
+		// they are planned on a loaded machine.
+		tu, err := New(base, Options{Placement: pl, PlanTimeout: time.Minute, Budget: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
