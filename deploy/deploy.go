@@ -18,7 +18,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/constrain"
-	"github.com/tokenrouter/tokenrouter/deploy/timeshare"
+	"github.com/tokenrouter/tokenrouter/engine/timeshare"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -76,7 +76,7 @@ type Config struct {
 	// placement).
 	Tuning *autotune.Options
 	// TimeShared makes the local engines take turns to step, one step at a
-	// time in the order they are ready (deploy/timeshare), each free to use
+	// time in the order they are ready (engine/timeshare), each free to use
 	// every core; the sub-servers still schedule asynchronously. Step times
 	// reported to observers leave out the wait for the turn. False lets the
 	// steps overlap (the engines' threads partition the cores, or the

@@ -77,7 +77,11 @@ const watchEvery = time.Second
 // replaced by a new sub-server on a reopened engine.
 func (r *Deployment) watch(ctx context.Context) {
 	defer r.wg.Done()
-	tick := time.NewTicker(min(watchEvery, max(r.cfg.StallTimeout/4, 10*time.Millisecond)))
+	every := watchEvery
+	if r.cfg.StallTimeout > 0 {
+		every = min(every, max(r.cfg.StallTimeout/4, 10*time.Millisecond))
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 // maxTemplateBytes bounds a chat template file.

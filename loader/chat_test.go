@@ -11,7 +11,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 const chatML = "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}" +

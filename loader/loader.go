@@ -21,7 +21,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 

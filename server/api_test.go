@@ -10,7 +10,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/buildinfo"
-	"github.com/tokenrouter/tokenrouter/server/simtok"
+	"github.com/tokenrouter/tokenrouter/tokenizer/simtok"
 )
 
 // checkRouting checks the routing extension against the output.

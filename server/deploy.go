@@ -16,7 +16,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 

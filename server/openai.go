@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 // The OpenAI layer is pure conversion around the native handler: each

@@ -12,7 +12,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/gguf/synth"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/single"
-	"github.com/tokenrouter/tokenrouter/server/chat"
+	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 // family is a model family's official chat template

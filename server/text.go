@@ -7,8 +7,8 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/loader"
-	"github.com/tokenrouter/tokenrouter/server/chat"
-	"github.com/tokenrouter/tokenrouter/server/simtok"
+	"github.com/tokenrouter/tokenrouter/chat"
+	"github.com/tokenrouter/tokenrouter/tokenizer/simtok"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 

@@ -19,11 +19,11 @@ func Level(pkg string) (int, bool) {
 		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0, "constrain": 0,
 		// Formats (chat templates among them), engines, the algorithm
 		// interface, the throughput model.
-		"tokenizer": 1, "server/chat": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
+		"tokenizer": 1, "chat": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
 		// Algorithms, the bus, the sub-server loop, the configuration.
 		"route/builtin": 2, "route/citer": 2, "route/colm": 2, "route/ensemble": 2, "route/nn": 2, "route/querylevel": 2,
 		"route/r2r": 2, "route/r2rrandom": 2, "route/rstitch": 2, "route/single": 2, "route/speculative": 2,
-		"bus": 2, "subserver": 2, "config": 2,
+		"bus": 2, "subserver": 2, "config": 2, "internal/faults": 2,
 		// The runtime of one deployment, its tuner, its baselines, the
 		// composition root.
 		"autotune": 3, "deploy": 3, "baseline": 3, "loader": 3,
