@@ -52,7 +52,7 @@ func simPair() []config.Model {
 // behind `tokenrouter serve`'s HTTP API, side by side in interleaved rounds:
 // the closed loop over HTTP measures throughput, latency samples and the
 // server's account of the large model's share (how close the two
-// throughputs are is a measurement, not a check here: the README has it).
+// throughputs are is a measurement, not a check here: docs/results/served-throughput.md has it).
 func TestURLMatchesInProcess(t *testing.T) {
 	url := serve(t, simPair())
 	setup := Setup{Models: simPair(), Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"}, Registry: builtin.Registry(),

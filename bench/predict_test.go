@@ -11,7 +11,7 @@ import (
 )
 
 // TestPredictEachSystem checks each system's prediction on the paper's
-// R2R pair against the README's figures and the closed forms.
+// R2R pair against the figures of docs/results/routing-throughput.md and the closed forms.
 func TestPredictEachSystem(t *testing.T) {
 	ctx := context.Background()
 	setup := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
@@ -52,7 +52,7 @@ func TestPredictEachSystem(t *testing.T) {
 	// Automatic thresholds in tokenrouter's launch predict B*.
 	auto := Setup{Launch: sched.Launch{Auto: true}}
 	if p, ok, err := auto.Predict(ctx, pl, m, "tokenrouter", 16); err != nil || !ok || p.B[1] != 10 || math.Abs(p.TokensPerSecond-778.0) > 0.05 {
-		t.Errorf("tokenrouter with auto thresholds at N=16: %+v %v %v; the README has (1,10) at 778.0", p, ok, err)
+		t.Errorf("tokenrouter with auto thresholds at N=16: %+v %v %v; docs/results/routing-throughput.md has (1,10) at 778.0", p, ok, err)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestLockstepFormula(t *testing.T) {
 		n    int
 		want float64
 	}{
-		// The README's lockstep formula: n / (L0 + (1 − 0.65^n)·L1).
+		// docs/results/routing-throughput.md's lockstep formula: n / (L0 + (1 − 0.65^n)·L1).
 		{"paper N=1", paper, 1, 1000 / (6 + 0.35*27.9)},
 		{"paper N=4", paper, 4, 138.3},
 		{"paper N=8", paper, 8, 242.3},
@@ -58,7 +58,7 @@ func TestLockstepFormula(t *testing.T) {
 		}
 		tol := 1e-9 * c.want
 		if c.m.Steps == nil && c.n > 1 {
-			tol = 0.05 // the README's figures have one decimal
+			tol = 0.05 // the figures of docs/results have one decimal
 		}
 		if math.Abs(got-c.want) > tol {
 			t.Errorf("%s: %.6f tok/s, want %.6f", c.name, got, c.want)
@@ -125,11 +125,11 @@ func TestTokenRouterPrediction(t *testing.T) {
 	m := R2R(0.35, 6.0, 27.9)
 	static, err := pl.TokenRouter(ctx, m, 4, []int{1, 3}, nil, 0)
 	if err != nil || static.Method != MethodExact || math.Abs(static.TokensPerSecond-207.95) > 0.01 {
-		t.Fatalf("static (1,3) at N=4: %+v, %v; the README has 207.95", static, err)
+		t.Fatalf("static (1,3) at N=4: %+v, %v; docs/results/routing-throughput.md has 207.95", static, err)
 	}
 	best, err := pl.TokenRouter(ctx, m, 8, nil, map[int]int{0: 1}, 0)
 	if err != nil || best.B[0] != 1 || best.B[1] != 5 || math.Abs(best.TokensPerSecond-399.0) > 0.05 {
-		t.Fatalf("auto at N=8: %+v, %v; the README has (1,5) at 399.0", best, err)
+		t.Fatalf("auto at N=8: %+v, %v; docs/results/routing-throughput.md has (1,5) at 399.0", best, err)
 	}
 	b1, err := pl.TokenRouter(ctx, m, 4, []int{1, 1}, nil, 50*time.Millisecond)
 	if err != nil || b1.Method != MethodExact || math.Abs(b1.TokensPerSecond-187.19) > 0.01 {

@@ -11,7 +11,7 @@ import (
 // only the model runs. The runtime does not know how many requests a
 // running upstream step will send a model (it would need every peer to
 // announce its step starts over the bus), so the rule stays here, where it
-// bounds what a smarter launch rule could gain (README, "Beyond the
+// bounds what a smarter launch rule could gain (docs/results/routing-throughput.md, "Beyond the
 // paper").
 type Policy struct {
 	sched.Policy

@@ -11,7 +11,7 @@ import (
 )
 
 // TestSpeculationOffIsToday: depth 0 without a bus delay is today's
-// prediction exactly (the README's 207.95 tok/s at B = (1,3), N = 4 and
+// prediction exactly (docs/results/routing-throughput.md's 207.95 tok/s at B = (1,3), N = 4 and
 // 778.0 at B* = (1,10), N = 16), and the exact speculative chain at depth
 // 0 equals the exact chain of DESIGN §6 whatever the agreement.
 func TestSpeculationOffIsToday(t *testing.T) {

@@ -148,7 +148,7 @@ func TestBenchURL(t *testing.T) {
 	if rows[0].ClientCores != 0 || rows[1].ClientCores <= 0 || rows[1].ClientCores > float64(runtime.NumCPU()) {
 		t.Fatalf("client cores: in process %g, over HTTP %g", rows[0].ClientCores, rows[1].ClientCores)
 	}
-	// Their ratio is a measurement (README: bench --url against in-process),
+	// Their ratio is a measurement (docs/results/served-throughput.md),
 	// not checked here: a shared machine swings it either way.
 	t.Logf("in process %.1f tok/s, over HTTP %.1f tok/s", rows[0].TokensPerSecond, rows[1].TokensPerSecond)
 }

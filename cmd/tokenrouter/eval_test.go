@@ -12,7 +12,7 @@ import (
 // TestEvalParetoOnRealPair sweeps r-stitch's entropy threshold on the real
 // model pair with a dataset the test writes: the table has a point per
 // value, quality is agreement with the large model alone, and the Pareto
-// plot is a readable PNG. The dataset is the README's example.
+// plot is a readable PNG. The dataset is docs/results/quality.md's example.
 func TestEvalParetoOnRealPair(t *testing.T) {
 	m := modelsDir(t)
 	dir := t.TempDir()
