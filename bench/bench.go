@@ -20,15 +20,12 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
-// System is anything that serves requests as streams.
-type System interface {
-	// Submit admits a request.
-	Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error)
-	// Close stops the system.
-	Close() error
-}
+// System is a serving system bench drives (system.System: deployments,
+// baselines, a server given by URL).
+type System = system.System
 
 // Options configure a closed-loop run.
 type Options struct {

@@ -3,54 +3,27 @@ package bench
 import (
 	"context"
 	"fmt"
-	"maps"
 	"runtime"
-	"strconv"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/baseline/lockstep"
-	"github.com/tokenrouter/tokenrouter/baseline/stdserving"
-	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/deploy"
-	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/route/querylevel"
-	"github.com/tokenrouter/tokenrouter/route/single"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // Systems lists the serving systems Setup.Build knows, in report order
-// ("all"). Setup.Build also knows "tokenrouter-auto", which is
-// "tokenrouter" with automatic thresholds whatever Setup.Launch says, to
-// measure automatic against static thresholds side by side.
-func Systems() []string {
-	return []string{"tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "query-level", "slm-only", "llm-only"}
-}
+// ("all"); see system.Kinds.
+func Systems() []string { return system.Kinds() }
 
 // SystemAbout says what each system is.
 func SystemAbout(name string) string {
-	switch name {
-	case "tokenrouter":
-		return "sub-servers with delayed batching (thresholds as configured, auto by default)"
-	case "tokenrouter-auto":
-		return "sub-servers with delayed batching and automatic thresholds (whatever --thresholds says)"
-	case "tokenrouter-b1":
-		return "sub-servers without delayed batching (B = 1 everywhere)"
-	case "lockstep":
-		return "R2R's official serving: all requests advance in global steps (no asynchrony)"
-	case "std-serving":
-		return "one independent continuous-batching server per model and a per-token dispatcher; no pending KV, every return re-extends the whole sequence"
-	case "query-level":
-		return "one model per request, chosen at random with the same share of large-model tokens"
-	case "slm-only":
-		return "the small model alone"
-	case "llm-only":
-		return "the large model alone"
+	if a := system.About(name); a != "" {
+		return a
 	}
 	if _, u := splitURL(name); u != "" {
 		return "the OpenAI-compatible server at " + u + " (streamed /v1/completions)"
@@ -119,91 +92,15 @@ func SimModels(p sim.Preset, agree float64) []config.Model {
 	return ms
 }
 
-// names returns the model names in order.
-func (s Setup) names() []string {
-	out := make([]string, len(s.Models))
-	for i, m := range s.Models {
-		out[i] = m.Name
-	}
-	return out
-}
-
-// engines opens fresh engines for the models.
-func (s Setup) engines(ctx context.Context) ([]engine.Engine, error) {
-	kinds := s.Kinds
-	if kinds == nil {
-		kinds = loader.Builtin()
-	}
-	es := make([]engine.Engine, 0, len(s.Models))
-	for _, m := range s.Models {
-		e, err := kinds.OpenEngine(ctx, m)
-		if err != nil {
-			for _, o := range es {
-				_ = o.Close()
-			}
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		es = append(es, e)
-	}
-	return es, nil
-}
-
-// Build starts the named system on fresh engines, or connects to the
-// server a URL names.
+// Build starts the named system on fresh engines (system.Build), or
+// connects to the server a URL names.
 func (s Setup) Build(ctx context.Context, name string) (System, error) {
 	if _, u := splitURL(name); u != "" {
 		return NewHTTPSystem(ctx, u, s.HTTP)
 	}
-	es, err := s.engines(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := s.names()
-	ms := make([]deploy.Model, len(es))
-	for i := range es {
-		ms[i] = deploy.Model{Name: names[i], Engine: es[i]}
-	}
-	cfg := deploy.Config{Models: ms, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer,
-		Launch: sched.Launch{MaxWait: s.Launch.MaxWait}, TimeShared: s.TimeShared, Speculate: s.Speculate}
-	if s.BusDelay > 0 {
-		// The deployment does not close a bus it was given; Delayed's
-		// goroutine ends once its last event is delivered.
-		cfg.Bus = bus.NewDelayed(bus.NewMemory(), s.BusDelay)
-	}
-	switch name {
-	case "tokenrouter":
-		cfg.Launch = s.Launch
-	case "tokenrouter-auto":
-		cfg.Launch.Auto = true
-	case "tokenrouter-b1":
-	case "std-serving":
-		cfg.Registry = stdserving.Registry(s.Registry, s.Algorithm)
-	case "lockstep":
-		return lockstep.New(lockstep.Config{Engines: es, Names: names, Algorithm: s.Algorithm, Params: s.Params, Registry: s.Registry, Observer: s.Observer})
-	case "query-level":
-		share := s.LargeShare
-		if share == 0 {
-			share = 0.35
-			if p, err := strconv.ParseFloat(s.Params["p"], 64); err == nil {
-				share = p
-			}
-		}
-		cfg.Algorithm = querylevel.Name
-		cfg.Params = map[string]string{"score": "random", "strong": strconv.FormatFloat(share, 'g', -1, 64)}
-	case "slm-only", "llm-only":
-		m := 0
-		if name == "llm-only" {
-			m = len(es) - 1
-		}
-		cfg.Algorithm, cfg.Params = single.Name, map[string]string{"model": strconv.Itoa(m)}
-	default:
-		for _, e := range es {
-			_ = e.Close()
-		}
-		return nil, fmt.Errorf("bench: unknown system %q (have %v)", name, Systems())
-	}
-	cfg.Params = maps.Clone(cfg.Params)
-	return deploy.New(cfg)
+	return system.Build(ctx, system.Spec{Models: s.Models, Kinds: s.Kinds, Algorithm: s.Algorithm, Params: s.Params,
+		Registry: s.Registry, Launch: s.Launch, Observer: s.Observer, Speculate: s.Speculate, TimeShared: s.TimeShared,
+		BusDelay: s.BusDelay}, name, s.LargeShare)
 }
 
 // Row is one system at one concurrency, measured over interleaved rounds.
@@ -394,6 +291,15 @@ func Summarize(rows []Row, systems int) []Summary {
 		}
 		first := rows[i-i%systems]
 		out[i].VsFirst, out[i].VsFirstCI95, _ = PairedLead(byRound(r.PerRound), byRound(first.PerRound))
+	}
+	return out
+}
+
+// names returns the model names in order.
+func (s Setup) names() []string {
+	out := make([]string, len(s.Models))
+	for i, m := range s.Models {
+		out[i] = m.Name
 	}
 	return out
 }

@@ -12,11 +12,13 @@ import (
 	gonats "github.com/nats-io/nats.go"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // FrontConfig configures the front end of a deployment whose sub-servers
@@ -147,11 +149,11 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		f.shutdown()
 		return nil, err
 	}
-	ms := make([]deploy.Model, len(cfg.Models))
+	spec := system.Spec{Models: make([]config.Model, len(cfg.Models)), Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry}
 	for i, name := range cfg.Models {
-		ms[i] = deploy.Model{Name: name, Remote: &infos[i]}
+		spec.Models[i].Name = name
 	}
-	f.r, err = deploy.New(deploy.Config{Models: ms, Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry, Bus: b})
+	f.r, err = system.Remote(spec, infos, b)
 	if err != nil {
 		f.shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)

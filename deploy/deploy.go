@@ -60,6 +60,9 @@ type Config struct {
 	Registry *route.Registry
 	// Bus connects the sub-servers; nil means a new in-memory bus.
 	Bus bus.Bus
+	// CloseBus closes Bus at Close (a bus built for this deployment); a
+	// bus the deployment made itself is closed anyway.
+	CloseBus bool
 	// MaxBatch bounds each step's batch (0: the sub-server default).
 	MaxBatch int
 	// Observer, if set, watches every sub-server's steps and hand-offs.
@@ -548,7 +551,7 @@ func (r *Deployment) Close() error {
 	for _, s := range subs {
 		errs = append(errs, s.Engine().Close())
 	}
-	if r.cfg.Bus == nil {
+	if r.cfg.Bus == nil || r.cfg.CloseBus {
 		errs = append(errs, r.bus.Close())
 	}
 	return errors.Join(errs...)

@@ -12,6 +12,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
+	"github.com/tokenrouter/tokenrouter/system"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -124,31 +125,10 @@ func (s Study) scorer(refs [][]int32, tok *tokenizer.Tokenizer) (Scorer, error) 
 // open builds a deployment running alg over fresh engines of the models, and
 // returns it with the first model's tokenizer.
 func (s Study) open(ctx context.Context, alg string, params map[string]string) (*deploy.Deployment, *tokenizer.Tokenizer, error) {
-	opened, err := s.Kinds.OpenAll(ctx, s.Models)
+	r, texts, err := system.Open(ctx, system.Spec{Models: s.Models, Kinds: s.Kinds, Algorithm: alg, Params: params,
+		Registry: s.Registry, SameVocabulary: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("eval: %w", err)
 	}
-	ms := make([]deploy.Model, len(opened))
-	var errs []error
-	for i, o := range opened {
-		ms[i] = deploy.Model{Name: s.Models[i].Name, Engine: o.Engine}
-		if o.Tokenizer == nil {
-			errs = append(errs, fmt.Errorf("eval: model %s has no text (a simulated model)", s.Models[i].Name))
-		} else if i > 0 && opened[0].Tokenizer != nil {
-			if err := tokenizer.SameVocabulary(opened[0].Tokenizer, o.Tokenizer); err != nil {
-				errs = append(errs, fmt.Errorf("eval: models %s and %s cannot share steps: %w", s.Models[0].Name, s.Models[i].Name, err))
-			}
-		}
-	}
-	var r *deploy.Deployment
-	if err = errors.Join(errs...); err == nil {
-		r, err = deploy.New(deploy.Config{Models: ms, Algorithm: alg, Params: params, Registry: s.Registry})
-	}
-	if err != nil {
-		for _, o := range opened {
-			err = errors.Join(err, o.Engine.Close())
-		}
-		return nil, nil, err
-	}
-	return r, opened[0].Tokenizer, nil
+	return r, texts[0].Tokenizer, nil
 }

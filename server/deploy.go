@@ -8,16 +8,17 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
-	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // modelInfo describes one model of a deployment for /v1/models and
@@ -119,26 +120,9 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 // start opens the models' engines and starts d's deployment over them, or has
 // opts.Deploy run them elsewhere, and returns the models' text sides.
 func (d *deployment) start(ctx context.Context, stall time.Duration, p config.Preset, mcs []config.Model, opts Options) ([]loader.Text, error) {
-	launch, err := p.Launch()
+	spec, err := d.spec(stall, p, mcs, opts)
 	if err != nil {
 		return nil, err
-	}
-	spec, err := p.Speculation()
-	if err != nil {
-		return nil, err
-	}
-	rc := deploy.Config{Models: make([]deploy.Model, len(mcs)), Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
-		MaxBatch: p.MaxBatch, Observer: d.obs, Launch: launch, Speculate: spec, StallTimeout: stall,
-		OnPanic: func(x *subserver.Panic) {
-			opts.Logger.Error("panic recovered", "preset", p.Name, "model", x.Model, "where", x.Where, "request", x.Request,
-				"panic", fmt.Sprint(x.Value), "stack", string(x.Stack))
-		},
-		OnEvent: func(msg string, args ...any) { opts.Logger.Warn(msg, append([]any{"preset", p.Name}, args...)...) }}
-	if opts.Faults.Active() {
-		rc.Registry = opts.Faults.Registry(opts.Registry)
-	}
-	for i := range mcs {
-		rc.Models[i].Name = p.Models[i]
 	}
 	if opts.Deploy == nil {
 		placed, err := opts.Kinds.Place(ctx, mcs, p.Placement, loader.PlaceOptions{})
@@ -148,35 +132,20 @@ func (d *deployment) start(ctx context.Context, stall time.Duration, p config.Pr
 		if placed.Reason != "" {
 			opts.Logger.Info("placement", "preset", p.Name, "chose", placed.Placement, "because", placed.Reason)
 		}
-		rc.TimeShared = placed.TimeShared()
-		opened, err := opts.Kinds.OpenAll(ctx, placed.Models)
-		if err != nil {
-			return nil, err
-		}
-		texts := make([]loader.Text, len(opened))
-		for i, o := range opened {
-			rc.Models[i].Engine, texts[i] = opts.Faults.Engine(o.Engine), o.Text
-			rc.Models[i].Reopen = reopener(opts, placed.Models[i])
-			rc.Models[i].Vocab = textOf(o.Text).vocab(o.Engine.Info().VocabSize)
-		}
-		if opts.BusDelay > 0 {
-			b := bus.NewDelayed(bus.NewMemory(), opts.BusDelay)
-			rc.Bus, d.closer = b, b
-		}
-		if d.r, err = deploy.New(rc); err != nil {
-			if d.closer != nil {
-				err = errors.Join(err, d.closer.Close())
-			}
-			for _, o := range opened {
-				err = errors.Join(err, o.Engine.Close())
-			}
-			return nil, err
-		}
-		return texts, nil
+		spec.Models, spec.TimeShared = placed.Models, placed.TimeShared()
+		var texts []loader.Text
+		d.r, texts, err = system.Open(ctx, spec)
+		return texts, err
 	}
-	if launch.Auto {
+	rc := deploy.Config{Algorithm: p.Algorithm, Params: p.Params, Registry: spec.Faults.Registry(spec.Registry), MaxBatch: p.MaxBatch,
+		Observer: d.obs, Launch: spec.Launch, Speculate: spec.Speculate, StallTimeout: stall, OnPanic: spec.OnPanic, OnEvent: spec.OnEvent}
+	rc.Models = make([]deploy.Model, len(mcs))
+	for i := range mcs {
+		rc.Models[i].Name = p.Models[i]
+	}
+	if spec.Launch.Auto {
 		// Sub-servers elsewhere get their tables up front.
-		if rc.Launch, err = autoLaunch(ctx, p, launch, opts, mcs); err != nil {
+		if rc.Launch, err = autoLaunch(ctx, p, spec.Launch, opts, mcs); err != nil {
 			return nil, err
 		}
 	}
@@ -192,16 +161,25 @@ func (d *deployment) start(ctx context.Context, stall time.Duration, p config.Pr
 	return texts, nil
 }
 
-// reopener opens model m's engine anew, for a sub-server whose engine
-// panicked or stalled.
-func reopener(opts Options, m config.Model) func(context.Context) (engine.Engine, error) {
-	return func(ctx context.Context) (engine.Engine, error) {
-		o, err := opts.Kinds.Open(ctx, m)
-		if err != nil {
-			return nil, fmt.Errorf("reopen model %s: %w", m.Name, err)
-		}
-		return opts.Faults.Engine(o.Engine), nil
+// spec is the system specification of preset p over models mcs.
+func (d *deployment) spec(stall time.Duration, p config.Preset, mcs []config.Model, opts Options) (system.Spec, error) {
+	launch, err := p.Launch()
+	if err != nil {
+		return system.Spec{}, err
 	}
+	sp, err := p.Speculation()
+	if err != nil {
+		return system.Spec{}, err
+	}
+	return system.Spec{Models: mcs, Kinds: opts.Kinds, Algorithm: p.Algorithm, Params: p.Params, Registry: opts.Registry,
+		Launch: launch, MaxBatch: p.MaxBatch, Speculate: sp, BusDelay: opts.BusDelay, StallTimeout: stall, Observer: d.obs,
+		OnPanic: func(x *subserver.Panic) {
+			opts.Logger.Error("panic recovered", "preset", p.Name, "model", x.Model, "where", x.Where, "request", x.Request,
+				"panic", fmt.Sprint(x.Value), "stack", string(x.Stack))
+		},
+		OnEvent: func(msg string, args ...any) { opts.Logger.Warn(msg, append([]any{"preset", p.Name}, args...)...) },
+		Vocab:   func(t loader.Text, size int) func() *constrain.Vocab { return textOf(t).vocab(size) },
+		Faults:  opts.Faults}, nil
 }
 
 // setText sets up d's text side from its models' facts and text sides: the

@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/gguf/synth"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/single"
-	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 // family is a model family's official chat template
-// (chat/testdata/templates) with its control tokens, its EOS and the
+// (../chat/testdata/templates) with its control tokens, its EOS and the
 // end-of-turn token its models write.
 type family struct {
 	name, template string
@@ -44,7 +44,7 @@ func families() []family {
 // with "Hello world", then f's end-of-turn token, then " after" forever.
 func forcedModel(t *testing.T, f family) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("chat", "testdata", "templates", f.template))
+	src, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "templates", f.template))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,11 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/loader"
-	"github.com/tokenrouter/tokenrouter/chat"
-	"github.com/tokenrouter/tokenrouter/tokenizer/simtok"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
+	"github.com/tokenrouter/tokenrouter/tokenizer/simtok"
 )
 
 // textModel is the text side of a deployment: encoding prompts (with BOS

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,10 +10,10 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
-	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/system"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
@@ -93,30 +92,12 @@ func openRouted(ctx context.Context, cfg generateConfig, alg string, params map[
 			}
 		}
 	}
-	opened, err := loader.Builtin().OpenAll(ctx, descs)
+	r, texts, err := system.Open(ctx, system.Spec{Models: descs, Algorithm: alg, Params: params, Registry: builtin.Registry(),
+		SameVocabulary: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate: %w", err)
 	}
-	ms := make([]deploy.Model, len(opened))
-	for i, o := range opened {
-		ms[i] = deploy.Model{Name: descs[i].Name, Engine: o.Engine}
-		if i > 0 && err == nil {
-			if e := tokenizer.SameVocabulary(opened[0].Tokenizer, o.Tokenizer); e != nil {
-				err = fmt.Errorf("generate: models %s and %s cannot share steps: %w", descs[0].Name, descs[i].Name, e)
-			}
-		}
-	}
-	var r *deploy.Deployment
-	if err == nil {
-		r, err = deploy.New(deploy.Config{Models: ms, Algorithm: alg, Params: params, Registry: builtin.Registry()})
-	}
-	if err != nil {
-		for _, o := range opened {
-			err = errors.Join(err, o.Engine.Close())
-		}
-		return nil, nil, err
-	}
-	return r, opened[0].Tokenizer, nil
+	return r, texts[0].Tokenizer, nil
 }
 
 // streamRouted submits prompt and records (and, as text, prints) each

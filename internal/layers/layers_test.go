@@ -26,7 +26,7 @@ func Level(pkg string) (int, bool) {
 		"bus": 2, "subserver": 2, "config": 2, "internal/faults": 2,
 		// The runtime of one deployment, its tuner, its baselines, the
 		// composition root.
-		"autotune": 3, "deploy": 3, "baseline": 3, "loader": 3,
+		"autotune": 3, "deploy": 3, "baseline": 3, "loader": 3, "system": 3,
 		// What drives the runtime, and the web console that shows it.
 		"cluster": 4, "bench": 4, "eval": 4, "server": 4, "console": 4,
 		// The binary.
