@@ -627,7 +627,7 @@ func TestFloodScale(t *testing.T) {
 	}
 	slices.Sort(ds)
 	t.Logf("%d normal requests: median %v, p99 %v, max %v; the server process's peak RSS %d MiB (the flood's clients are other processes)",
-		len(ds), ds[len(ds)/2], ds[len(ds)*99/100], ds[len(ds)-1], peakRSS()>>20)
+		len(ds), ds[len(ds)/2], ds[len(ds)*99/100], ds[len(ds)-1], testkit.PeakRSS(0)>>20)
 	if ds[len(ds)-1] > time.Second {
 		t.Fatalf("a normal request took %v", ds[len(ds)-1])
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/faults"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
 // hostileScaleEnv sets the hostile run's size: unset, a run sized for CI;
@@ -200,7 +201,7 @@ func TestHostileRequestsKeepServing(t *testing.T) {
 	cancel()
 	wg.Wait()
 	max := pr.report(t)
-	hwm := peakRSS()
+	hwm := testkit.PeakRSS(0)
 	t.Logf("peak Go heap in use %.1f MiB; process peak RSS %.1f MiB", float64(peak.Load())/(1<<20), float64(hwm)/(1<<20))
 	if max > deadline {
 		t.Errorf("a normal request took %v (bound %v)", max, deadline)
@@ -260,20 +261,4 @@ func (e *env) waitServing(t *testing.T, preset string, d time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// peakRSS is the process's peak resident set size (VmHWM), 0 where
-// /proc/self/status does not say.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -129,7 +129,7 @@ func TestServeSIGTERMStreams(t *testing.T) {
 		}()
 	}
 	started.Wait()
-	peak := peakRSSOf(cmd.Process.Pid)
+	peak := testkit.PeakRSS(cmd.Process.Pid)
 	t0 := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -162,19 +162,3 @@ func TestServeSIGTERMStreams(t *testing.T) {
 type statusError struct{ code int }
 
 func (e *statusError) Error() string { return "status " + strconv.Itoa(e.code) }
-
-// peakRSSOf is process pid's peak resident set size in bytes (VmHWM; 0
-// where /proc does not say).
-func peakRSSOf(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
