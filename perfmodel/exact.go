@@ -161,7 +161,53 @@ func checkThresholds(m Model, n int, b []int) error {
 // model 0" under the launch policies pols (no max-wait), with at most
 // maxStates states.
 func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates int) (*chain, error) {
-	M := m.M()
+	b, err := newChainBuilder(m, n, pols, maxStates)
+	if err != nil {
+		return nil, err
+	}
+	ch := &chain{p: &csr{rowPtr: []int32{0}}}
+	for cur := 0; cur < len(b.codes); cur++ {
+		if cur%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("perfmodel: building chain: %w", err)
+			}
+		}
+		if err := b.expand(b.codes[cur], ch); err != nil {
+			return nil, err
+		}
+	}
+	ch.p.n = len(b.codes)
+	return ch, nil
+}
+
+// chainEdge is one transition out of the state being expanded.
+type chainEdge struct {
+	to   int32
+	prob float64
+}
+
+// chainBuilder holds the tables and scratch space of buildChain.
+type chainBuilder struct {
+	n, M      int
+	maxStates int
+	env       *launchEnv
+	cd        codec
+	mult      [][][]outcome
+	tps       []float64
+	delta     float64
+
+	index map[uint64]int32 // state code → index
+	codes []uint64         // states in discovery order
+
+	s, next, arr []int       // scratch: current state, successor, arrivals
+	finishing    []int       // models whose batches finish at the next event
+	row          []chainEdge // transitions out of the current state
+}
+
+// newChainBuilder prepares the tables for model m, concurrency n and
+// policies pols, with the start state (all n requests queued at model 0,
+// then launched) registered.
+func newChainBuilder(m Model, n int, pols []Policy, maxStates int) (*chainBuilder, error) {
 	env, err := newLaunchEnv(m, n, pols)
 	if err != nil {
 		return nil, err
@@ -170,117 +216,123 @@ func buildChain(ctx context.Context, m Model, n int, pols []Policy, maxStates in
 	if err != nil {
 		return nil, err
 	}
-	mult := multinomials(m.P, n)
-	tps := m.tokensPerStep()
-	delta := m.delta()
-
-	index := make(map[uint64]int32, 1024)
-	var codes []uint64
-	s := make([]int, env.stateLen())
+	b := &chainBuilder{
+		n: n, M: m.M(), maxStates: maxStates, env: env, cd: cd,
+		mult: multinomials(m.P, n), tps: m.tokensPerStep(), delta: m.delta(),
+		index: make(map[uint64]int32, 1024),
+		s:     make([]int, env.stateLen()), next: make([]int, env.stateLen()), arr: make([]int, m.M()),
+	}
+	s := b.s
 	s[0] = n
 	env.launchAll(s, -1, 0, nil, nil)
-	index[cd.encode(s)] = 0
-	codes = append(codes, cd.encode(s))
+	b.index[cd.encode(s)] = 0
+	b.codes = append(b.codes, cd.encode(s))
+	return b, nil
+}
 
-	ch := &chain{p: &csr{rowPtr: []int32{0}}}
-	type edge struct {
-		to   int32
-		prob float64
+// expand decodes the state with code x and appends its expected tokens,
+// time to the next event and transition row to ch.
+func (b *chainBuilder) expand(x uint64, ch *chain) error {
+	s := b.s
+	b.cd.decode(x, s)
+	tmin := math.MaxInt
+	for i := range b.M {
+		if s[3*i+1] > 0 && s[3*i+2] < tmin {
+			tmin = s[3*i+2]
+		}
 	}
-	var row []edge
-	next := make([]int, env.stateLen())
-	arr := make([]int, M)
-	var finishing []int
-	for cur := 0; cur < len(codes); cur++ {
-		if cur%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("perfmodel: building chain: %w", err)
-			}
+	if tmin == math.MaxInt {
+		return fmt.Errorf("%w: deadlock state reached at N=%d", ErrInfeasible, b.n)
+	}
+	b.finishing = b.finishing[:0]
+	tok := 0.0
+	for i := range b.M {
+		if s[3*i+1] > 0 && s[3*i+2] == tmin {
+			b.finishing = append(b.finishing, i)
+			tok += float64(s[3*i+1]) * b.tps[i]
 		}
-		cd.decode(codes[cur], s)
-		tmin := math.MaxInt
-		for i := range M {
-			if s[3*i+1] > 0 && s[3*i+2] < tmin {
-				tmin = s[3*i+2]
-			}
-		}
-		if tmin == math.MaxInt {
-			return nil, fmt.Errorf("%w: deadlock state reached at N=%d", ErrInfeasible, n)
-		}
-		finishing = finishing[:0]
-		tok := 0.0
-		for i := range M {
-			if s[3*i+1] > 0 && s[3*i+2] == tmin {
-				finishing = append(finishing, i)
-				tok += float64(s[3*i+1]) * tps[i]
-			}
-		}
-		// Under time-shared placement exactly one model runs, and it is
-		// the one that just stepped; partitioned ignores fin.
-		fin := finishing[0]
-		ch.tokens = append(ch.tokens, tok)
-		ch.dt = append(ch.dt, float64(tmin)*delta)
+	}
+	// Under time-shared placement exactly one model runs, and it is
+	// the one that just stepped; partitioned ignores fin.
+	fin := b.finishing[0]
+	ch.tokens = append(ch.tokens, tok)
+	ch.dt = append(ch.dt, float64(tmin)*b.delta)
 
-		row = row[:0]
-		// Enumerate the cartesian product of the finishing batches' outcomes.
-		var rec func(f int, prob float64)
-		rec = func(f int, prob float64) {
-			if f == len(finishing) {
-				copy(next, s)
-				for i := range M {
-					next[3*i] += arr[i]
-					if next[3*i+1] > 0 {
-						next[3*i+2] -= tmin
-						if next[3*i+2] == 0 {
-							next[3*i+1], next[3*i+2] = 0, 0
-						}
-					}
-				}
-				env.launchAll(next, fin, 0, nil, nil)
-				code := cd.encode(next)
-				idx, ok := index[code]
-				if !ok {
-					idx = int32(len(codes))
-					if len(codes) >= maxStates {
-						idx = -1
-					} else {
-						index[code] = idx
-						codes = append(codes, code)
-					}
-				}
-				row = append(row, edge{idx, prob})
-				return
-			}
-			i := finishing[f]
-			for _, o := range mult[i][s[3*i+1]] {
-				for j, a := range o.arr {
-					arr[j] += a
-				}
-				rec(f+1, prob*o.prob)
-				for j, a := range o.arr {
-					arr[j] -= a
-				}
-			}
+	b.row = b.row[:0]
+	b.routeFinishing(0, tmin, fin, 1)
+	for _, e := range b.row {
+		if e.to < 0 {
+			return fmt.Errorf("%w: more than %d states at N=%d", ErrTooLarge, b.maxStates, b.n)
 		}
-		rec(0, 1)
-		for _, e := range row {
-			if e.to < 0 {
-				return nil, fmt.Errorf("%w: more than %d states at N=%d", ErrTooLarge, maxStates, n)
-			}
-		}
-		slices.SortFunc(row, func(a, b edge) int { return int(a.to - b.to) })
-		for k := 0; k < len(row); {
-			to, p := row[k].to, 0.0
-			for ; k < len(row) && row[k].to == to; k++ {
-				p += row[k].prob
-			}
-			ch.p.col = append(ch.p.col, to)
-			ch.p.val = append(ch.p.val, p)
-		}
-		ch.p.rowPtr = append(ch.p.rowPtr, int32(len(ch.p.col)))
 	}
-	ch.p.n = len(codes)
-	return ch, nil
+	b.appendRow(ch.p)
+	return nil
+}
+
+// routeFinishing enumerates the cartesian product of the outcomes of the
+// finishing batches from b.finishing[f] on (arrivals so far in b.arr,
+// probability prob so far), adding an edge to b.row for each.
+func (b *chainBuilder) routeFinishing(f, tmin, fin int, prob float64) {
+	if f == len(b.finishing) {
+		b.row = append(b.row, chainEdge{b.successor(tmin, fin), prob})
+		return
+	}
+	i := b.finishing[f]
+	for _, o := range b.mult[i][b.s[3*i+1]] {
+		for j, a := range o.arr {
+			b.arr[j] += a
+		}
+		b.routeFinishing(f+1, tmin, fin, prob*o.prob)
+		for j, a := range o.arr {
+			b.arr[j] -= a
+		}
+	}
+}
+
+// successor returns the index of the state reached from b.s after tmin
+// quanta with arrivals b.arr and the launches that follow fin's step,
+// registering it if new (−1 past the state limit).
+func (b *chainBuilder) successor(tmin, fin int) int32 {
+	next := b.next
+	copy(next, b.s)
+	for i := range b.M {
+		next[3*i] += b.arr[i]
+		if next[3*i+1] > 0 {
+			next[3*i+2] -= tmin
+			if next[3*i+2] == 0 {
+				next[3*i+1], next[3*i+2] = 0, 0
+			}
+		}
+	}
+	b.env.launchAll(next, fin, 0, nil, nil)
+	code := b.cd.encode(next)
+	idx, ok := b.index[code]
+	if !ok {
+		idx = int32(len(b.codes))
+		if len(b.codes) >= b.maxStates {
+			idx = -1
+		} else {
+			b.index[code] = idx
+			b.codes = append(b.codes, code)
+		}
+	}
+	return idx
+}
+
+// appendRow sorts b.row by destination, merges duplicate destinations and
+// appends the result as p's next row.
+func (b *chainBuilder) appendRow(p *csr) {
+	row := b.row
+	slices.SortFunc(row, func(a, b chainEdge) int { return int(a.to - b.to) })
+	for k := 0; k < len(row); {
+		to, pr := row[k].to, 0.0
+		for ; k < len(row) && row[k].to == to; k++ {
+			pr += row[k].prob
+		}
+		p.col = append(p.col, to)
+		p.val = append(p.val, pr)
+	}
+	p.rowPtr = append(p.rowPtr, int32(len(p.col)))
 }
 
 // EvaluateExact returns the exact throughput of launch policies pols (one

@@ -43,13 +43,46 @@ func OptimalThroughput(ctx context.Context, m Model, n int) (float64, int, error
 	if n < 1 {
 		return 0, 0, fmt.Errorf("perfmodel: concurrency %d must be at least 1", n)
 	}
-	M := m.M()
-	if M > 16 {
+	if M := m.M(); M > 16 {
 		return 0, 0, fmt.Errorf("perfmodel: optimal policy supports at most 16 models, got %d", M)
 	}
-	quanta, err := m.StepQuanta(n)
+	b, err := newMDPBuilder(m, n)
 	if err != nil {
 		return 0, 0, err
+	}
+	acts, err := b.explore(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	g, err := policyIteration(ctx, acts)
+	return g * 1000, len(acts), err
+}
+
+// mdpBuilder enumerates the decision states reachable from the empty-batch
+// start state and the launch actions available at each.
+type mdpBuilder struct {
+	n, M   int
+	cd     codec
+	quanta [][]int
+	mult   [][][]outcome
+	tps    []float64
+	delta  float64
+	shared bool
+
+	index map[uint64]int32 // decision state code → index
+	codes []uint64         // decision states in discovery order
+
+	y, next, arr []int // scratch: state after launching, successor, arrivals
+}
+
+// newMDPBuilder prepares the state codec and per-model tables for model m at
+// concurrency n, with the start state (all requests queued at model 0)
+// registered.
+func newMDPBuilder(m Model, n int) (*mdpBuilder, error) {
+	M := m.M()
+	quanta, err := m.StepQuanta(n)
+	if err != nil {
+		return nil, err
 	}
 	maxQ := make([]int, M)
 	for i, q := range quanta {
@@ -57,128 +90,169 @@ func OptimalThroughput(ctx context.Context, m Model, n int) (float64, int, error
 	}
 	cd, err := newCodec(n, maxQ, false)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	shared := m.timeShared()
-	mult := multinomials(m.P, n)
-	tps := m.tokensPerStep()
-	delta := m.delta()
-
-	index := map[uint64]int32{}
-	var codes []uint64
-	var acts [][]mdpAction
+	b := &mdpBuilder{
+		n: n, M: M, cd: cd, quanta: quanta,
+		mult: multinomials(m.P, n), tps: m.tokensPerStep(), delta: m.delta(), shared: m.timeShared(),
+		index: map[uint64]int32{},
+		y:     make([]int, 3*M), next: make([]int, 3*M), arr: make([]int, M),
+	}
 	s := make([]int, 3*M)
 	s[0] = n
-	index[cd.encode(s)] = 0
-	codes = append(codes, cd.encode(s))
-	y := make([]int, 3*M)
-	next := make([]int, 3*M)
-	arr := make([]int, M)
-	for cur := 0; cur < len(codes); cur++ {
+	b.index[cd.encode(s)] = 0
+	b.codes = append(b.codes, cd.encode(s))
+	return b, nil
+}
+
+// explore visits decision states breadth-first, discovering successors as
+// it goes, and returns the actions of every state in index order.
+func (b *mdpBuilder) explore(ctx context.Context) ([][]mdpAction, error) {
+	var acts [][]mdpAction
+	s := make([]int, 3*b.M)
+	for cur := 0; cur < len(b.codes); cur++ {
 		if err := ctx.Err(); err != nil {
-			return 0, 0, fmt.Errorf("perfmodel: optimal policy: %w", err)
+			return nil, fmt.Errorf("perfmodel: optimal policy: %w", err)
 		}
-		cd.decode(codes[cur], s)
-		idle := 0
-		for i := range M {
-			if s[3*i+1] == 0 && s[3*i] > 0 {
-				idle |= 1 << i
-			}
-		}
-		var list []mdpAction
-		busy := false
-		for i := range M {
-			busy = busy || s[3*i+1] > 0
-		}
-		for sub := idle; ; sub = (sub - 1) & idle {
-			copy(y, s)
-			running := false
-			for i := range M {
-				if sub&(1<<i) != 0 {
-					y[3*i+1], y[3*i], y[3*i+2] = y[3*i], 0, quanta[i][y[3*i]]
-				}
-				running = running || y[3*i+1] > 0
-			}
-			// Time-shared: one step at a time, so a launch needs an idle
-			// machine and launches one model.
-			allowed := !shared || sub == 0 || (!busy && bits.OnesCount(uint(sub)) == 1)
-			if running && allowed {
-				a := mdpAction{launch: sub}
-				tmin := math.MaxInt
-				for i := range M {
-					if y[3*i+1] > 0 {
-						tmin = min(tmin, y[3*i+2])
-					}
-				}
-				a.time = float64(tmin) * delta
-				var fin []int
-				for i := range M {
-					if y[3*i+1] > 0 && y[3*i+2] == tmin {
-						fin = append(fin, i)
-						a.reward += float64(y[3*i+1]) * tps[i]
-					}
-				}
-				succ := map[int32]float64{}
-				var rec func(f int, prob float64) error
-				rec = func(f int, prob float64) error {
-					if f == len(fin) {
-						copy(next, y)
-						for i := range M {
-							next[3*i] += arr[i]
-							if next[3*i+1] > 0 {
-								if next[3*i+2] -= tmin; next[3*i+2] == 0 {
-									next[3*i+1] = 0
-								}
-							}
-						}
-						code := cd.encode(next)
-						idx, ok := index[code]
-						if !ok {
-							if len(codes) >= optimalLimit {
-								return fmt.Errorf("%w: more than %d decision states at N=%d", ErrTooLarge, optimalLimit, n)
-							}
-							idx = int32(len(codes))
-							index[code] = idx
-							codes = append(codes, code)
-						}
-						succ[idx] += prob
-						return nil
-					}
-					i := fin[f]
-					for _, o := range mult[i][y[3*i+1]] {
-						for j, v := range o.arr {
-							arr[j] += v
-						}
-						err := rec(f+1, prob*o.prob)
-						for j, v := range o.arr {
-							arr[j] -= v
-						}
-						if err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-				if err := rec(0, 1); err != nil {
-					return 0, 0, err
-				}
-				for to, p := range succ {
-					a.to = append(a.to, to)
-					a.prob = append(a.prob, p)
-				}
-				list = append(list, a)
-			}
-			if sub == 0 {
-				break
-			}
+		b.cd.decode(b.codes[cur], s)
+		list, err := b.stateActions(s)
+		if err != nil {
+			return nil, err
 		}
 		if len(list) == 0 {
-			return 0, 0, fmt.Errorf("%w: decision state with no running batch possible", ErrInfeasible)
+			return nil, fmt.Errorf("%w: decision state with no running batch possible", ErrInfeasible)
 		}
 		acts = append(acts, list)
 	}
-	g, err := policyIteration(ctx, acts)
-	return g * 1000, len(acts), err
+	return acts, nil
+}
+
+// stateActions returns the admissible actions at decision state s: every
+// subset of idle models (from the full set down) whose launch leaves a batch
+// running and, under time-shared placement, respects one step at a time.
+func (b *mdpBuilder) stateActions(s []int) ([]mdpAction, error) {
+	M := b.M
+	idle := 0
+	for i := range M {
+		if s[3*i+1] == 0 && s[3*i] > 0 {
+			idle |= 1 << i
+		}
+	}
+	var list []mdpAction
+	busy := false
+	for i := range M {
+		busy = busy || s[3*i+1] > 0
+	}
+	for sub := idle; ; sub = (sub - 1) & idle {
+		y := b.y
+		copy(y, s)
+		running := false
+		for i := range M {
+			if sub&(1<<i) != 0 {
+				y[3*i+1], y[3*i], y[3*i+2] = y[3*i], 0, b.quanta[i][y[3*i]]
+			}
+			running = running || y[3*i+1] > 0
+		}
+		// Time-shared: one step at a time, so a launch needs an idle
+		// machine and launches one model.
+		allowed := !b.shared || sub == 0 || (!busy && bits.OnesCount(uint(sub)) == 1)
+		if running && allowed {
+			a, err := b.launchAction(sub)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, a)
+		}
+		if sub == 0 {
+			break
+		}
+	}
+	return list, nil
+}
+
+// launchAction builds the action launching set sub, given the state after
+// launch in b.y: it runs until the earliest batches finish, earning their
+// tokens, and moves to each successor with its routing probability.
+func (b *mdpBuilder) launchAction(sub int) (mdpAction, error) {
+	y := b.y
+	a := mdpAction{launch: sub}
+	tmin := math.MaxInt
+	for i := range b.M {
+		if y[3*i+1] > 0 {
+			tmin = min(tmin, y[3*i+2])
+		}
+	}
+	a.time = float64(tmin) * b.delta
+	var fin []int
+	for i := range b.M {
+		if y[3*i+1] > 0 && y[3*i+2] == tmin {
+			fin = append(fin, i)
+			a.reward += float64(y[3*i+1]) * b.tps[i]
+		}
+	}
+	succ := map[int32]float64{}
+	if err := b.routeFinished(fin, 0, tmin, 1, succ); err != nil {
+		return a, err
+	}
+	for to, p := range succ {
+		a.to = append(a.to, to)
+		a.prob = append(a.prob, p)
+	}
+	return a, nil
+}
+
+// routeFinished enumerates the routing outcomes of finished batches fin[f:]
+// (arrivals so far in b.arr, probability prob so far) and adds each
+// resulting decision state, tmin quanta later, to succ.
+func (b *mdpBuilder) routeFinished(fin []int, f, tmin int, prob float64, succ map[int32]float64) error {
+	if f == len(fin) {
+		idx, err := b.successor(tmin)
+		if err != nil {
+			return err
+		}
+		succ[idx] += prob
+		return nil
+	}
+	i := fin[f]
+	for _, o := range b.mult[i][b.y[3*i+1]] {
+		for j, v := range o.arr {
+			b.arr[j] += v
+		}
+		err := b.routeFinished(fin, f+1, tmin, prob*o.prob, succ)
+		for j, v := range o.arr {
+			b.arr[j] -= v
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// successor returns the index of the decision state reached from b.y after
+// tmin quanta with arrivals b.arr, registering it if new.
+func (b *mdpBuilder) successor(tmin int) (int32, error) {
+	next := b.next
+	copy(next, b.y)
+	for i := range b.M {
+		next[3*i] += b.arr[i]
+		if next[3*i+1] > 0 {
+			if next[3*i+2] -= tmin; next[3*i+2] == 0 {
+				next[3*i+1] = 0
+			}
+		}
+	}
+	code := b.cd.encode(next)
+	idx, ok := b.index[code]
+	if !ok {
+		if len(b.codes) >= optimalLimit {
+			return 0, fmt.Errorf("%w: more than %d decision states at N=%d", ErrTooLarge, optimalLimit, b.n)
+		}
+		idx = int32(len(b.codes))
+		b.index[code] = idx
+		b.codes = append(b.codes, code)
+	}
+	return idx, nil
 }
 
 // policyIteration maximises the long-run reward per unit time of a

@@ -65,17 +65,7 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
-	// Cumulative routing rows for drawing destinations.
-	cum := make([][]float64, M)
-	for i := range M {
-		cum[i] = make([]float64, M)
-		acc := 0.0
-		for j, p := range m.P[i] {
-			acc += p
-			cum[i][j] = acc
-		}
-		cum[i][M-1] = math.Inf(1)
-	}
+	cum := cumulativeRouting(m.P)
 	s := make([]int, env.stateLen())
 	ready := make([]time.Duration, M)
 	wake := make([]time.Duration, M)
@@ -90,51 +80,84 @@ func Simulate(ctx context.Context, m Model, n int, pols []Policy, o SimOptions) 
 				return res, fmt.Errorf("perfmodel: simulation: %w", err)
 			}
 		}
-		// Next event: the earliest batch completion or max-wait wake-up.
-		step := int64(math.MaxInt64)
-		for i := range M {
-			if s[3*i+1] > 0 {
-				step = min(step, int64(s[3*i+2]))
-			}
-			if wake[i] >= 0 {
-				w := int64(math.Ceil(float64(wake[i])/float64(env.quantum))) - nowQ
-				step = min(step, max(w, 0))
-			}
-		}
+		step := nextEventStep(s, wake, env.quantum, nowQ)
 		if step == math.MaxInt64 {
 			return res, fmt.Errorf("%w: simulation deadlocked at N=%d", ErrInfeasible, n)
 		}
 		nowQ += step
 		now := time.Duration(nowQ) * env.quantum
-		tok, fin := 0.0, -1
-		for i := range M {
-			if s[3*i+1] == 0 {
-				continue
-			}
-			s[3*i+2] -= int(step)
-			if s[3*i+2] > 0 {
-				continue
-			}
-			fin = i
-			for range s[3*i+1] {
-				u := rng.Float64()
-				j := 0
-				for u >= cum[i][j] {
-					j++
-				}
-				tok += m.C[i][j]
-				if s[3*j] == 0 {
-					ready[j] = now
-				}
-				s[3*j]++
-			}
-			s[3*i+1], s[3*i+2] = 0, 0
-		}
+		tok, fin := advanceBatches(s, int(step), now, ready, rng, cum, m.C)
 		env.launchAll(s, fin, now, ready, wake)
 		meter.add(ev, tok, float64(step)*m.delta())
 	}
 	meter.finish(&res)
 	return res, nil
+}
+
+// cumulativeRouting returns the cumulative rows of routing matrix p, the
+// last entry of each set to +Inf, for drawing destinations.
+func cumulativeRouting(p [][]float64) [][]float64 {
+	M := len(p)
+	cum := make([][]float64, M)
+	for i := range M {
+		cum[i] = make([]float64, M)
+		acc := 0.0
+		for j, v := range p[i] {
+			acc += v
+			cum[i][j] = acc
+		}
+		cum[i][M-1] = math.Inf(1)
+	}
+	return cum
+}
+
+// nextEventStep returns the quanta until the next event in state s at time
+// nowQ: the earliest batch completion or max-wait wake-up (math.MaxInt64 if
+// there is none).
+func nextEventStep(s []int, wake []time.Duration, quantum time.Duration, nowQ int64) int64 {
+	step := int64(math.MaxInt64)
+	for i := range wake {
+		if s[3*i+1] > 0 {
+			step = min(step, int64(s[3*i+2]))
+		}
+		if wake[i] >= 0 {
+			w := int64(math.Ceil(float64(wake[i])/float64(quantum))) - nowQ
+			step = min(step, max(w, 0))
+		}
+	}
+	return step
+}
+
+// advanceBatches advances every running batch in s by step quanta; each
+// batch that finishes routes its requests to destinations drawn from cum
+// (marking newly non-empty queues ready at now). It returns the tokens
+// committed (per c) and the last model that finished, or -1.
+func advanceBatches(s []int, step int, now time.Duration, ready []time.Duration, rng *rand.Rand, cum, c [][]float64) (float64, int) {
+	tok, fin := 0.0, -1
+	for i := range cum {
+		if s[3*i+1] == 0 {
+			continue
+		}
+		s[3*i+2] -= step
+		if s[3*i+2] > 0 {
+			continue
+		}
+		fin = i
+		for range s[3*i+1] {
+			u := rng.Float64()
+			j := 0
+			for u >= cum[i][j] {
+				j++
+			}
+			tok += c[i][j]
+			if s[3*j] == 0 {
+				ready[j] = now
+			}
+			s[3*j]++
+		}
+		s[3*i+1], s[3*i+2] = 0, 0
+	}
+	return tok, fin
 }
 
 // batchMeter accumulates a simulation's committed tokens and time per

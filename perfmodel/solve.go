@@ -280,74 +280,29 @@ func stationaryDense(p *csr) ([]float64, error) {
 // probability 0. A chain with more than one closed class has no unique
 // stationary distribution and is reported as an error.
 func recurrentClass(p *csr) ([]int32, error) {
-	n := p.n
-	// Iterative Tarjan: SCCs come out sinks first.
-	const unseen = -1
-	index := make([]int32, n)
-	low := make([]int32, n)
-	comp := make([]int32, n)
-	onStack := make([]bool, n)
-	for i := range index {
-		index[i], comp[i] = unseen, unseen
+	comp, ncomp := components(p)
+	c, err := closedComponent(p, comp, ncomp)
+	if err != nil {
+		return nil, err
 	}
-	var stack []int32
-	type frame struct{ v, e int32 }
-	var calls []frame
-	next, ncomp := int32(0), int32(0)
-	for root := range int32(n) {
-		if index[root] != unseen {
-			continue
-		}
-		calls = append(calls, frame{root, p.rowPtr[root]})
-		index[root], low[root] = next, next
-		next++
-		stack = append(stack, root)
-		onStack[root] = true
-		for len(calls) > 0 {
-			f := &calls[len(calls)-1]
-			v := f.v
-			if f.e < p.rowPtr[v+1] {
-				w := p.col[f.e]
-				pv := p.val[f.e]
-				f.e++
-				if pv <= 0 {
-					continue
-				}
-				if index[w] == unseen {
-					index[w], low[w] = next, next
-					next++
-					stack = append(stack, w)
-					onStack[w] = true
-					calls = append(calls, frame{w, p.rowPtr[w]})
-				} else if onStack[w] {
-					low[v] = min(low[v], index[w])
-				}
-				continue
-			}
-			calls = calls[:len(calls)-1]
-			if len(calls) > 0 {
-				u := calls[len(calls)-1].v
-				low[u] = min(low[u], low[v])
-			}
-			if low[v] == index[v] {
-				for {
-					w := stack[len(stack)-1]
-					stack = stack[:len(stack)-1]
-					onStack[w] = false
-					comp[w] = ncomp
-					if w == v {
-						break
-					}
-				}
-				ncomp++
-			}
+	var class []int32
+	for v := range int32(p.n) {
+		if comp[v] == c {
+			class = append(class, v)
 		}
 	}
+	return class, nil
+}
+
+// closedComponent returns the only component (of ncomp, per state in comp)
+// that no positive transition of p leaves; several such components are an
+// error.
+func closedComponent(p *csr, comp []int32, ncomp int32) (int32, error) {
 	closed := make([]bool, ncomp)
 	for i := range closed {
 		closed[i] = true
 	}
-	for v := range n {
+	for v := range p.n {
 		for e := p.rowPtr[v]; e < p.rowPtr[v+1]; e++ {
 			if p.val[e] > 0 && comp[p.col[e]] != comp[v] {
 				closed[comp[v]] = false
@@ -358,18 +313,108 @@ func recurrentClass(p *csr) ([]int32, error) {
 	for k, ok := range closed {
 		if ok {
 			if c >= 0 {
-				return nil, fmt.Errorf("%w: the chain has several closed classes (no unique stationary distribution)", ErrNotConverged)
+				return 0, fmt.Errorf("%w: the chain has several closed classes (no unique stationary distribution)", ErrNotConverged)
 			}
 			c = int32(k)
 		}
 	}
-	var class []int32
-	for v := range int32(n) {
-		if comp[v] == c {
-			class = append(class, v)
+	return c, nil
+}
+
+// tarjanUnseen marks a state not yet visited by the component search.
+const tarjanUnseen = -1
+
+// tarjanFrame is one pending state of the iterative depth-first search: the
+// state and its next outgoing edge to look at.
+type tarjanFrame struct{ v, e int32 }
+
+// tarjan is the state of an iterative Tarjan search for the strongly
+// connected components of the positive transitions of p.
+type tarjan struct {
+	p       *csr
+	index   []int32 // discovery order, or tarjanUnseen
+	low     []int32
+	comp    []int32 // component of each state
+	onStack []bool
+	stack   []int32
+	calls   []tarjanFrame
+	next    int32 // next discovery index
+	ncomp   int32
+}
+
+// components returns the strongly connected component of each state of p
+// (numbered sinks first) and the number of components.
+func components(p *csr) ([]int32, int32) {
+	n := p.n
+	t := &tarjan{
+		p: p, index: make([]int32, n), low: make([]int32, n),
+		comp: make([]int32, n), onStack: make([]bool, n),
+	}
+	for i := range t.index {
+		t.index[i], t.comp[i] = tarjanUnseen, tarjanUnseen
+	}
+	for root := range int32(n) {
+		if t.index[root] == tarjanUnseen {
+			t.search(root)
 		}
 	}
-	return class, nil
+	return t.comp, t.ncomp
+}
+
+// discover numbers state v and pushes it on the component and call stacks.
+func (t *tarjan) discover(v int32) {
+	t.index[v], t.low[v] = t.next, t.next
+	t.next++
+	t.stack = append(t.stack, v)
+	t.onStack[v] = true
+	t.calls = append(t.calls, tarjanFrame{v, t.p.rowPtr[v]})
+}
+
+// search runs the depth-first search from root, assigning components to
+// every state reached.
+func (t *tarjan) search(root int32) {
+	p := t.p
+	t.discover(root)
+	for len(t.calls) > 0 {
+		f := &t.calls[len(t.calls)-1]
+		v := f.v
+		if f.e < p.rowPtr[v+1] {
+			w := p.col[f.e]
+			pv := p.val[f.e]
+			f.e++
+			if pv <= 0 {
+				continue
+			}
+			if t.index[w] == tarjanUnseen {
+				t.discover(w)
+			} else if t.onStack[w] {
+				t.low[v] = min(t.low[v], t.index[w])
+			}
+			continue
+		}
+		t.calls = t.calls[:len(t.calls)-1]
+		if len(t.calls) > 0 {
+			u := t.calls[len(t.calls)-1].v
+			t.low[u] = min(t.low[u], t.low[v])
+		}
+		if t.low[v] == t.index[v] {
+			t.popComponent(v)
+		}
+	}
+}
+
+// popComponent pops the component rooted at v off the stack.
+func (t *tarjan) popComponent(v int32) {
+	for {
+		w := t.stack[len(t.stack)-1]
+		t.stack = t.stack[:len(t.stack)-1]
+		t.onStack[w] = false
+		t.comp[w] = t.ncomp
+		if w == v {
+			break
+		}
+	}
+	t.ncomp++
 }
 
 // restrict returns the principal submatrix of a on the sorted index set
@@ -627,15 +672,8 @@ func (f *ilu0) solve(x []float64) {
 // fail to halve it, after gmresMaxCycles cycles, or on cancellation.
 func gmresSolve(ctx context.Context, a pinned, lu *ilu0, b, x []float64, pt *csr, tol float64) (solution, int, error) {
 	n := a.pt.n
-	m := min(gmresRestart, n)
-	v := make([][]float64, m+1) // the Krylov basis, allocated as it grows
-	v[0] = make([]float64, n)
-	h := make([][]float64, m+1) // h[i][k]: Hessenberg, column k
-	for i := range h {
-		h[i] = make([]float64, m)
-	}
-	cs, sn, g, y := make([]float64, m), make([]float64, m), make([]float64, m+1), make([]float64, m)
-	w, z, pi := make([]float64, n), make([]float64, n), make([]float64, n)
+	ws := newGMRES(a, lu)
+	pi := make([]float64, n)
 	best := solution{solver: SolverGMRES, residual: math.Inf(1)}
 	iters, stall, lastGood := 0, 0, math.Inf(1)
 	sqrtN := math.Sqrt(float64(n))
@@ -643,15 +681,7 @@ func gmresSolve(ctx context.Context, a pinned, lu *ilu0, b, x []float64, pt *csr
 		if err := ctx.Err(); err != nil {
 			return best, iters, fmt.Errorf("perfmodel: stationary solve: %w", err)
 		}
-		// r = b − A x.
-		a.mulVec(w, x)
-		beta := 0.0
-		for i := range n {
-			r := b[i] - w[i]
-			v[0][i] = r
-			beta += r * r
-		}
-		beta = math.Sqrt(beta)
+		beta := ws.startResidual(b, x)
 		sum := 0.0
 		for _, xi := range x {
 			sum += math.Abs(xi)
@@ -661,78 +691,9 @@ func gmresSolve(ctx context.Context, a pinned, lu *ilu0, b, x []float64, pt *csr
 		if beta == 0 {
 			break
 		}
-		for i := range n {
-			v[0][i] /= beta
-		}
-		clear(g)
-		g[0] = beta
-		k := 0
-		for k < m {
-			copy(z, v[k])
-			lu.solve(z)
-			a.mulVec(w, z)
-			// Modified Gram–Schmidt, twice for stability.
-			for i := 0; i <= k; i++ {
-				h[i][k] = 0
-			}
-			for range 2 {
-				for i := 0; i <= k; i++ {
-					d := dot(w, v[i])
-					h[i][k] += d
-					axpy(-d, v[i], w)
-				}
-			}
-			hn := math.Sqrt(dot(w, w))
-			h[k+1][k] = hn
-			if v[k+1] == nil {
-				v[k+1] = make([]float64, n)
-			}
-			if hn > 0 {
-				for i := range n {
-					v[k+1][i] = w[i] / hn
-				}
-			}
-			for i := 0; i < k; i++ {
-				t := cs[i]*h[i][k] + sn[i]*h[i+1][k]
-				h[i+1][k] = -sn[i]*h[i][k] + cs[i]*h[i+1][k]
-				h[i][k] = t
-			}
-			r := math.Hypot(h[k][k], h[k+1][k])
-			if r == 0 {
-				cs[k], sn[k] = 1, 0
-			} else {
-				cs[k], sn[k] = h[k][k]/r, h[k+1][k]/r
-			}
-			h[k][k] = r
-			h[k+1][k] = 0
-			g[k+1] = -sn[k] * g[k]
-			g[k] = cs[k] * g[k]
-			k++
-			iters++
-			if math.Abs(g[k]) <= inner || hn == 0 {
-				break
-			}
-		}
-		// y = H⁻¹g; x += M⁻¹ V y.
-		for i := k - 1; i >= 0; i-- {
-			s := g[i]
-			for l := i + 1; l < k; l++ {
-				s -= h[i][l] * y[l]
-			}
-			if h[i][i] == 0 {
-				y[i] = 0
-				continue
-			}
-			y[i] = s / h[i][i]
-		}
-		clear(z)
-		for i := range k {
-			axpy(y[i], v[i], z)
-		}
-		lu.solve(z)
-		for i := range n {
-			x[i] += z[i]
-		}
+		k := ws.cycle(beta, inner)
+		iters += k
+		ws.update(x, k)
 		copy(pi, x)
 		res := math.Inf(1)
 		if normalise(pi) == nil {
@@ -751,6 +712,143 @@ func gmresSolve(ctx context.Context, a pinned, lu *ilu0, b, x []float64, pt *csr
 		}
 	}
 	return best, iters, fmt.Errorf("%w: GMRES residual %.3g after %d iterations", ErrNotConverged, best.residual, iters)
+}
+
+// gmres is the workspace of one restarted, right-preconditioned GMRES run
+// on a·x = b with preconditioner lu.
+type gmres struct {
+	a      pinned
+	lu     *ilu0
+	n, m   int         // system size, restart length
+	v      [][]float64 // the Krylov basis, allocated as it grows
+	h      [][]float64 // h[i][k]: Hessenberg, column k
+	cs, sn []float64   // Givens rotations
+	g, y   []float64   // rotated right-hand side, least-squares solution
+	w, z   []float64   // scratch vectors
+}
+
+// newGMRES allocates the workspace for a with preconditioner lu.
+func newGMRES(a pinned, lu *ilu0) *gmres {
+	n := a.pt.n
+	m := min(gmresRestart, n)
+	ws := &gmres{a: a, lu: lu, n: n, m: m, v: make([][]float64, m+1), h: make([][]float64, m+1)}
+	ws.v[0] = make([]float64, n)
+	for i := range ws.h {
+		ws.h[i] = make([]float64, m)
+	}
+	ws.cs, ws.sn, ws.g, ws.y = make([]float64, m), make([]float64, m), make([]float64, m+1), make([]float64, m)
+	ws.w, ws.z = make([]float64, n), make([]float64, n)
+	return ws
+}
+
+// startResidual sets v[0] to r = b − a·x and returns ‖r‖₂.
+func (ws *gmres) startResidual(b, x []float64) float64 {
+	ws.a.mulVec(ws.w, x)
+	beta := 0.0
+	for i := range ws.n {
+		r := b[i] - ws.w[i]
+		ws.v[0][i] = r
+		beta += r * r
+	}
+	return math.Sqrt(beta)
+}
+
+// cycle runs one restart cycle from the residual in v[0] of norm beta,
+// stopping once the estimated residual reaches inner, and returns the
+// number of Arnoldi steps taken.
+func (ws *gmres) cycle(beta, inner float64) int {
+	v0, g := ws.v[0], ws.g
+	for i := range ws.n {
+		v0[i] /= beta
+	}
+	clear(g)
+	g[0] = beta
+	k := 0
+	for k < ws.m {
+		hn := ws.arnoldi(k)
+		ws.rotate(k)
+		k++
+		if math.Abs(g[k]) <= inner || hn == 0 {
+			break
+		}
+	}
+	return k
+}
+
+// arnoldi extends the basis by v[k+1] = (a·M⁻¹·v[k] orthogonalised), filling
+// column k of h, and returns the new vector's norm before scaling.
+func (ws *gmres) arnoldi(k int) float64 {
+	v, h, w, z := ws.v, ws.h, ws.w, ws.z
+	copy(z, v[k])
+	ws.lu.solve(z)
+	ws.a.mulVec(w, z)
+	// Modified Gram–Schmidt, twice for stability.
+	for i := 0; i <= k; i++ {
+		h[i][k] = 0
+	}
+	for range 2 {
+		for i := 0; i <= k; i++ {
+			d := dot(w, v[i])
+			h[i][k] += d
+			axpy(-d, v[i], w)
+		}
+	}
+	hn := math.Sqrt(dot(w, w))
+	h[k+1][k] = hn
+	if v[k+1] == nil {
+		v[k+1] = make([]float64, ws.n)
+	}
+	if hn > 0 {
+		for i := range ws.n {
+			v[k+1][i] = w[i] / hn
+		}
+	}
+	return hn
+}
+
+// rotate applies the previous Givens rotations to column k of h, then the
+// new one that zeroes h[k+1][k], updating g.
+func (ws *gmres) rotate(k int) {
+	h, cs, sn, g := ws.h, ws.cs, ws.sn, ws.g
+	for i := 0; i < k; i++ {
+		t := cs[i]*h[i][k] + sn[i]*h[i+1][k]
+		h[i+1][k] = -sn[i]*h[i][k] + cs[i]*h[i+1][k]
+		h[i][k] = t
+	}
+	r := math.Hypot(h[k][k], h[k+1][k])
+	if r == 0 {
+		cs[k], sn[k] = 1, 0
+	} else {
+		cs[k], sn[k] = h[k][k]/r, h[k+1][k]/r
+	}
+	h[k][k] = r
+	h[k+1][k] = 0
+	g[k+1] = -sn[k] * g[k]
+	g[k] = cs[k] * g[k]
+}
+
+// update solves the k×k triangular system y = H⁻¹g and adds M⁻¹·V·y to x.
+func (ws *gmres) update(x []float64, k int) {
+	h, g, y, z := ws.h, ws.g, ws.y, ws.z
+	for i := k - 1; i >= 0; i-- {
+		s := g[i]
+		for l := i + 1; l < k; l++ {
+			s -= h[i][l] * y[l]
+		}
+		if h[i][i] == 0 {
+			y[i] = 0
+			continue
+		}
+		y[i] = s / h[i][i]
+	}
+	clear(z)
+	for i := range k {
+		axpy(y[i], ws.v[i], z)
+	}
+	ws.lu.solve(z)
+	for i := range ws.n {
+		x[i] += z[i]
+	}
 }
 
 func dot(a, b []float64) float64 {

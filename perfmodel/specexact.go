@@ -290,8 +290,7 @@ func (c *xchain) build(ctx context.Context, delta float64) (*chain, error) {
 	c.launch(s)
 	c.id(s)
 	ch := &chain{p: &csr{rowPtr: []int32{0}}}
-	row := map[int32]float64{}
-	next := &xstate{}
+	e := &xexpansion{row: map[int32]float64{}, next: &xstate{}}
 	for cur := 0; cur < len(c.states); cur++ {
 		if cur%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -308,72 +307,101 @@ func (c *xchain) build(ctx context.Context, delta float64) (*chain, error) {
 		if tmin == math.MaxInt {
 			return nil, fmt.Errorf("%w: deadlock state reached at N=%d", ErrInfeasible, c.n)
 		}
-		// The finishing units: small-model steps first, then verify jobs.
-		type unit struct{ model, req int }
-		var units []unit
-		for i := range 2 {
-			if s.rem[i] != tmin {
-				continue
-			}
-			for k := range s.reqs {
-				if (i == 0 && s.reqs[k].at == specRunning) || (i == 1 && s.reqs[k].has(draftRunning)) {
-					units = append(units, unit{i, k})
-				}
-			}
-		}
-		clear(row)
-		tokens := 0.0
-		var rec func(u int, reqs []xreq, prob, tok float64) error
-		rec = func(u int, reqs []xreq, prob, tok float64) error {
-			if u == len(units) {
-				next.reqs = append(next.reqs[:0], reqs...)
-				for i := range 2 {
-					next.rem[i] = max(0, s.rem[i]-tmin)
-				}
-				c.launch(next)
-				id := c.id(next)
-				if id < 0 {
-					return fmt.Errorf("%w: more than %d states at N=%d", ErrTooLarge, c.max, c.n)
-				}
-				row[id] += prob
-				tokens += prob * tok
-				return nil
-			}
-			vals, probs := c.outcomes(units[u].model, &reqs[units[u].req])
-			for j, v := range vals {
-				if probs[j] == 0 {
-					continue
-				}
-				cp := slices.Clone(reqs)
-				r := &cp[units[u].req]
-				var t float64
-				if units[u].model == 0 {
-					t = c.decoded(r, v == 1)
-				} else {
-					t = c.verified(r, v)
-				}
-				if err := rec(u+1, cp, prob*probs[j], tok+t); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if err := rec(0, s.reqs, 1, 0); err != nil {
+		e.s, e.tmin, e.units = s, tmin, finishingUnits(s, tmin, e.units[:0])
+		clear(e.row)
+		e.tokens = 0
+		if err := c.expand(e, 0, s.reqs, 1, 0); err != nil {
 			return nil, err
 		}
-		ch.tokens = append(ch.tokens, tokens)
+		ch.tokens = append(ch.tokens, e.tokens)
 		ch.dt = append(ch.dt, float64(tmin)*delta)
-		cols := make([]int32, 0, len(row))
-		for to := range row {
-			cols = append(cols, to)
-		}
-		slices.Sort(cols)
-		for _, to := range cols {
-			ch.p.col = append(ch.p.col, to)
-			ch.p.val = append(ch.p.val, row[to])
-		}
-		ch.p.rowPtr = append(ch.p.rowPtr, int32(len(ch.p.col)))
+		appendMapRow(ch.p, e.row)
 	}
 	ch.p.n = len(c.states)
 	return ch, nil
+}
+
+// xunit is one finishing unit of work: a small-model step (model 0) or a
+// verify job (model 1) of request req.
+type xunit struct{ model, req int }
+
+// xexpansion is the state being expanded by xchain.build and the
+// transitions found so far.
+type xexpansion struct {
+	s      *xstate
+	tmin   int     // quanta to the next event
+	units  []xunit // the units finishing at the next event
+	row    map[int32]float64
+	tokens float64 // expected tokens committed at the next event
+	next   *xstate // scratch successor
+}
+
+// finishingUnits appends to units the units of s finishing after tmin
+// quanta: small-model steps first, then verify jobs.
+func finishingUnits(s *xstate, tmin int, units []xunit) []xunit {
+	for i := range 2 {
+		if s.rem[i] != tmin {
+			continue
+		}
+		for k := range s.reqs {
+			if (i == 0 && s.reqs[k].at == specRunning) || (i == 1 && s.reqs[k].has(draftRunning)) {
+				units = append(units, xunit{i, k})
+			}
+		}
+	}
+	return units
+}
+
+// expand enumerates the outcomes of e.units[u:] applied to reqs (reached
+// with probability prob, committing tok tokens so far) and adds each
+// resulting state to e's row and expected tokens.
+func (c *xchain) expand(e *xexpansion, u int, reqs []xreq, prob, tok float64) error {
+	if u == len(e.units) {
+		next := e.next
+		next.reqs = append(next.reqs[:0], reqs...)
+		for i := range 2 {
+			next.rem[i] = max(0, e.s.rem[i]-e.tmin)
+		}
+		c.launch(next)
+		id := c.id(next)
+		if id < 0 {
+			return fmt.Errorf("%w: more than %d states at N=%d", ErrTooLarge, c.max, c.n)
+		}
+		e.row[id] += prob
+		e.tokens += prob * tok
+		return nil
+	}
+	unit := e.units[u]
+	vals, probs := c.outcomes(unit.model, &reqs[unit.req])
+	for j, v := range vals {
+		if probs[j] == 0 {
+			continue
+		}
+		cp := slices.Clone(reqs)
+		r := &cp[unit.req]
+		var t float64
+		if unit.model == 0 {
+			t = c.decoded(r, v == 1)
+		} else {
+			t = c.verified(r, v)
+		}
+		if err := c.expand(e, u+1, cp, prob*probs[j], tok+t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendMapRow appends row, in increasing column order, as p's next row.
+func appendMapRow(p *csr, row map[int32]float64) {
+	cols := make([]int32, 0, len(row))
+	for to := range row {
+		cols = append(cols, to)
+	}
+	slices.Sort(cols)
+	for _, to := range cols {
+		p.col = append(p.col, to)
+		p.val = append(p.val, row[to])
+	}
+	p.rowPtr = append(p.rowPtr, int32(len(p.col)))
 }
