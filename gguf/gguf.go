@@ -341,103 +341,157 @@ func parse(b []byte, data bool) (*File, *reader, error) {
 
 // header reads the magic, version, metadata and tensor infos.
 func (r *reader) header() (*File, error) {
+	f, nTensors, nKV, err := r.preamble()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.metadata(f, nKV); err != nil {
+		return nil, err
+	}
+	if err := f.applyAlignment(); err != nil {
+		return nil, err
+	}
+	if err := r.tensorInfos(f, nTensors); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// preamble reads and bounds the magic, version, tensor count and
+// metadata count, returning a File with only Version and Alignment set.
+func (r *reader) preamble() (f *File, nTensors, nKV uint64, err error) {
 	magic, err := r.bytes(4)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	if string(magic) != Magic {
-		return nil, fmt.Errorf("%w: bad magic %q", ErrFormat, magic)
+		return nil, 0, 0, fmt.Errorf("%w: bad magic %q", ErrFormat, magic)
 	}
-	f := &File{Alignment: DefaultAlignment}
+	f = &File{Alignment: DefaultAlignment}
 	if f.Version, err = r.u32(); err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	if f.Version != 2 && f.Version != 3 {
-		return nil, fmt.Errorf("%w: version %d (want 2 or 3)", ErrUnsupported, f.Version)
+		return nil, 0, 0, fmt.Errorf("%w: version %d (want 2 or 3)", ErrUnsupported, f.Version)
 	}
-	nTensors, err := r.u64()
-	if err != nil {
-		return nil, err
+	if nTensors, err = r.u64(); err != nil {
+		return nil, 0, 0, err
 	}
-	nKV, err := r.u64()
-	if err != nil {
-		return nil, err
+	if nKV, err = r.u64(); err != nil {
+		return nil, 0, 0, err
 	}
 	if nTensors > MaxTensors {
-		return nil, fmt.Errorf("%w: %d tensors (max %d)", ErrLimit, nTensors, MaxTensors)
+		return nil, 0, 0, fmt.Errorf("%w: %d tensors (max %d)", ErrLimit, nTensors, MaxTensors)
 	}
 	if nKV > MaxKVs {
-		return nil, fmt.Errorf("%w: %d metadata entries (max %d)", ErrLimit, nKV, MaxKVs)
+		return nil, 0, 0, fmt.Errorf("%w: %d metadata entries (max %d)", ErrLimit, nKV, MaxKVs)
 	}
+	return f, nTensors, nKV, nil
+}
+
+// metadata reads nKV key/value pairs into f, rejecting duplicate keys.
+func (r *reader) metadata(f *File, nKV uint64) error {
 	f.kvIndex = make(map[string]int, min(nKV, 1024))
 	for i := uint64(0); i < nKV; i++ {
 		key, err := r.str()
 		if err != nil {
-			return nil, fmt.Errorf("metadata %d key: %w", i, err)
+			return fmt.Errorf("metadata %d key: %w", i, err)
 		}
 		t, err := r.u32()
 		if err != nil {
-			return nil, fmt.Errorf("metadata %q: %w", key, err)
+			return fmt.Errorf("metadata %q: %w", key, err)
 		}
 		v, err := r.value(ValueType(t), 0)
 		if err != nil {
-			return nil, fmt.Errorf("metadata %q: %w", key, err)
+			return fmt.Errorf("metadata %q: %w", key, err)
 		}
 		if _, dup := f.kvIndex[key]; dup {
-			return nil, fmt.Errorf("%w: duplicate metadata key %q", ErrFormat, key)
+			return fmt.Errorf("%w: duplicate metadata key %q", ErrFormat, key)
 		}
 		f.kvIndex[key] = len(f.KVs)
 		f.KVs = append(f.KVs, KV{Key: key, Value: v})
 	}
-	if v, ok := f.Get("general.alignment"); ok {
-		a, ok := v.Uint()
-		if !ok || a == 0 || a&(a-1) != 0 || a > 1<<16 {
-			return nil, fmt.Errorf("%w: general.alignment %v", ErrFormat, v.V)
-		}
-		f.Alignment = a
+	return nil
+}
+
+// applyAlignment sets f.Alignment from general.alignment when present,
+// requiring a power of two no larger than 64 KiB.
+func (f *File) applyAlignment() error {
+	v, ok := f.Get("general.alignment")
+	if !ok {
+		return nil
 	}
+	a, ok := v.Uint()
+	if !ok || a == 0 || a&(a-1) != 0 || a > 1<<16 {
+		return fmt.Errorf("%w: general.alignment %v", ErrFormat, v.V)
+	}
+	f.Alignment = a
+	return nil
+}
+
+// tensorInfos reads nTensors tensor infos into f, rejecting duplicate names.
+func (r *reader) tensorInfos(f *File, nTensors uint64) error {
 	f.tensorIndex = make(map[string]int, min(nTensors, 1024))
 	for i := uint64(0); i < nTensors; i++ {
-		var ti TensorInfo
-		if ti.Name, err = r.str(); err != nil {
-			return nil, fmt.Errorf("tensor %d name: %w", i, err)
-		}
-		nd, err := r.u32()
+		ti, err := r.tensorInfo(i)
 		if err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
-		}
-		if nd == 0 || nd > MaxDims {
-			return nil, fmt.Errorf("%w: tensor %q has %d dimensions", ErrFormat, ti.Name, nd)
-		}
-		ti.Dims = make([]uint64, nd)
-		elems := uint64(1)
-		for d := range ti.Dims {
-			if ti.Dims[d], err = r.u64(); err != nil {
-				return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
-			}
-			if ti.Dims[d] == 0 || ti.Dims[d] > maxTensorElems {
-				return nil, fmt.Errorf("%w: tensor %q dimension %d is %d", ErrFormat, ti.Name, d, ti.Dims[d])
-			}
-			elems *= ti.Dims[d]
-			if elems > maxTensorElems {
-				return nil, fmt.Errorf("%w: tensor %q has too many elements", ErrLimit, ti.Name)
-			}
-		}
-		tt, err := r.u32()
-		if err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
-		}
-		ti.Type = TensorType(tt)
-		if ti.Offset, err = r.u64(); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", ti.Name, err)
+			return err
 		}
 		if _, dup := f.tensorIndex[ti.Name]; dup {
-			return nil, fmt.Errorf("%w: duplicate tensor %q", ErrFormat, ti.Name)
+			return fmt.Errorf("%w: duplicate tensor %q", ErrFormat, ti.Name)
 		}
 		f.tensorIndex[ti.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, ti)
 	}
-	return f, nil
+	return nil
+}
+
+// tensorInfo reads the i-th tensor's name, dimensions, type and offset.
+func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
+	var ti TensorInfo
+	var err error
+	if ti.Name, err = r.str(); err != nil {
+		return ti, fmt.Errorf("tensor %d name: %w", i, err)
+	}
+	if ti.Dims, err = r.tensorDims(ti.Name); err != nil {
+		return ti, err
+	}
+	tt, err := r.u32()
+	if err != nil {
+		return ti, fmt.Errorf("tensor %q: %w", ti.Name, err)
+	}
+	ti.Type = TensorType(tt)
+	if ti.Offset, err = r.u64(); err != nil {
+		return ti, fmt.Errorf("tensor %q: %w", ti.Name, err)
+	}
+	return ti, nil
+}
+
+// tensorDims reads a tensor's dimension count and dimensions, bounding
+// each dimension and the running element count by maxTensorElems.
+func (r *reader) tensorDims(name string) ([]uint64, error) {
+	nd, err := r.u32()
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	if nd == 0 || nd > MaxDims {
+		return nil, fmt.Errorf("%w: tensor %q has %d dimensions", ErrFormat, name, nd)
+	}
+	dims := make([]uint64, nd)
+	elems := uint64(1)
+	for d := range dims {
+		if dims[d], err = r.u64(); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		}
+		if dims[d] == 0 || dims[d] > maxTensorElems {
+			return nil, fmt.Errorf("%w: tensor %q dimension %d is %d", ErrFormat, name, d, dims[d])
+		}
+		elems *= dims[d]
+		if elems > maxTensorElems {
+			return nil, fmt.Errorf("%w: tensor %q has too many elements", ErrLimit, name)
+		}
+	}
+	return dims, nil
 }
 
 // checkExtents checks every tensor's alignment, row length and extent
@@ -760,6 +814,7 @@ func scalar(t ValueType, s []byte) any {
 	return nil
 }
 
+// array reads n elements of type et; nested arrays recurse at depth+1.
 func (r *reader) array(et ValueType, n, depth int) (any, error) {
 	switch et {
 	case TypeString:
@@ -794,69 +849,45 @@ func (r *reader) array(et ValueType, n, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeFixedArray(et, s, n)
+}
+
+// decodeFixedArray decodes n little-endian elements of the fixed-size
+// type et from s, which holds exactly n*et.size() bytes.
+func decodeFixedArray(et ValueType, s []byte, n int) (any, error) {
+	le := binary.LittleEndian
 	switch et {
 	case TypeUint8:
 		return append([]uint8(nil), s...), nil
 	case TypeInt8:
-		out := make([]int8, n)
-		for i := range out {
-			out[i] = int8(s[i])
-		}
-		return out, nil
+		return fillArray(n, func(i int) int8 { return int8(s[i]) }), nil
 	case TypeBool:
-		out := make([]bool, n)
-		for i := range out {
-			out[i] = s[i] != 0
-		}
-		return out, nil
+		return fillArray(n, func(i int) bool { return s[i] != 0 }), nil
 	case TypeUint16:
-		out := make([]uint16, n)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint16(s[2*i:])
-		}
-		return out, nil
+		return fillArray(n, func(i int) uint16 { return le.Uint16(s[2*i:]) }), nil
 	case TypeInt16:
-		out := make([]int16, n)
-		for i := range out {
-			out[i] = int16(binary.LittleEndian.Uint16(s[2*i:]))
-		}
-		return out, nil
+		return fillArray(n, func(i int) int16 { return int16(le.Uint16(s[2*i:])) }), nil
 	case TypeUint32:
-		out := make([]uint32, n)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint32(s[4*i:])
-		}
-		return out, nil
+		return fillArray(n, func(i int) uint32 { return le.Uint32(s[4*i:]) }), nil
 	case TypeInt32:
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
-		}
-		return out, nil
+		return fillArray(n, func(i int) int32 { return int32(le.Uint32(s[4*i:])) }), nil
 	case TypeFloat32:
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
-		}
-		return out, nil
+		return fillArray(n, func(i int) float32 { return math.Float32frombits(le.Uint32(s[4*i:])) }), nil
 	case TypeUint64:
-		out := make([]uint64, n)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint64(s[8*i:])
-		}
-		return out, nil
+		return fillArray(n, func(i int) uint64 { return le.Uint64(s[8*i:]) }), nil
 	case TypeInt64:
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = int64(binary.LittleEndian.Uint64(s[8*i:]))
-		}
-		return out, nil
+		return fillArray(n, func(i int) int64 { return int64(le.Uint64(s[8*i:])) }), nil
 	case TypeFloat64:
-		out := make([]float64, n)
-		for i := range out {
-			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:]))
-		}
-		return out, nil
+		return fillArray(n, func(i int) float64 { return math.Float64frombits(le.Uint64(s[8*i:])) }), nil
 	}
 	return nil, fmt.Errorf("%w: array element type %s", ErrFormat, et)
+}
+
+// fillArray returns a slice of n elements where element i is at(i).
+func fillArray[T any](n int, at func(i int) T) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = at(i)
+	}
+	return out
 }

@@ -39,100 +39,143 @@ func OpenSentencePiece(path string) (*Tokenizer, error) {
 // the normaliser's dummy-prefix and whitespace flags. Only BPE models with
 // an identity normaliser (no precompiled character map) are accepted.
 func ParseSentencePiece(b []byte) (*Tokenizer, error) {
-	var tokens []string
-	var scores []float32
-	var types []int32
-	addDummy, removeWS, escapeWS := true, true, true
-	modelType := uint64(1) // UNIGRAM is the proto default
-	unk, bos, eos := int64(0), int64(1), int64(2)
-	charsmap := false
-	byteFallback := false
-	err := walkProto(b, func(field int, wire int, v uint64, data []byte) error {
+	m := newSPMModel()
+	if err := walkProto(b, m.field); err != nil {
+		return nil, err
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return m.tokenizer()
+}
+
+// spmModel accumulates the parts of a SentencePiece ModelProto that
+// ParseSentencePiece uses.
+type spmModel struct {
+	tokens                       []string
+	scores                       []float32
+	types                        []int32
+	addDummy, removeWS, escapeWS bool
+	modelType                    uint64
+	unk, bos, eos                int64
+	charsmap                     bool
+	byteFallback                 bool
+}
+
+// newSPMModel returns an spmModel holding the proto defaults.
+func newSPMModel() *spmModel {
+	return &spmModel{
+		addDummy: true, removeWS: true, escapeWS: true,
+		modelType: 1, // UNIGRAM is the proto default
+		unk:       0, bos: 1, eos: 2,
+	}
+}
+
+// field handles one top-level ModelProto field.
+func (m *spmModel) field(field int, wire int, v uint64, data []byte) error {
+	switch {
+	case field == 1 && wire == 2: // SentencePiece
+		return m.piece(data)
+	case field == 2 && wire == 2: // TrainerSpec
+		return walkProto(data, m.trainerField)
+	case field == 3 && wire == 2: // NormalizerSpec
+		return walkProto(data, m.normalizerField)
+	}
+	return nil
+}
+
+// piece decodes one SentencePiece message and appends it to the vocabulary.
+func (m *spmModel) piece(data []byte) error {
+	if len(m.tokens) >= maxPieces {
+		return fmt.Errorf("%w: more than %d pieces", ErrFormat, maxPieces)
+	}
+	piece, score, typ := "", float32(0), int32(TypeNormal)
+	err := walkProto(data, func(f, w int, v uint64, d []byte) error {
 		switch {
-		case field == 1 && wire == 2: // SentencePiece
-			if len(tokens) >= maxPieces {
-				return fmt.Errorf("%w: more than %d pieces", ErrFormat, maxPieces)
-			}
-			piece, score, typ := "", float32(0), int32(TypeNormal)
-			err := walkProto(data, func(f, w int, v uint64, d []byte) error {
-				switch {
-				case f == 1 && w == 2:
-					piece = string(d)
-				case f == 2 && w == 5:
-					score = math.Float32frombits(uint32(v))
-				case f == 3 && w == 0:
-					typ = int32(v)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			tokens = append(tokens, piece)
-			scores = append(scores, score)
-			types = append(types, typ)
-		case field == 2 && wire == 2: // TrainerSpec
-			return walkProto(data, func(f, w int, v uint64, d []byte) error {
-				if w != 0 {
-					return nil
-				}
-				switch f {
-				case 3:
-					modelType = v
-				case 35:
-					byteFallback = v != 0
-				case 40:
-					unk = int64(int32(v))
-				case 41:
-					bos = int64(int32(v))
-				case 42:
-					eos = int64(int32(v))
-				}
-				return nil
-			})
-		case field == 3 && wire == 2: // NormalizerSpec
-			return walkProto(data, func(f, w int, v uint64, d []byte) error {
-				switch {
-				case f == 2 && w == 2:
-					charsmap = len(d) > 0
-				case f == 3 && w == 0:
-					addDummy = v != 0
-				case f == 4 && w == 0:
-					removeWS = v != 0
-				case f == 5 && w == 0:
-					escapeWS = v != 0
-				}
-				return nil
-			})
+		case f == 1 && w == 2:
+			piece = string(d)
+		case f == 2 && w == 5:
+			score = math.Float32frombits(uint32(v))
+		case f == 3 && w == 0:
+			typ = int32(v)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if modelType != 2 {
-		return nil, fmt.Errorf("%w: SentencePiece model type %d is not BPE", ErrFormat, modelType)
+	m.tokens = append(m.tokens, piece)
+	m.scores = append(m.scores, score)
+	m.types = append(m.types, typ)
+	return nil
+}
+
+// trainerField handles one TrainerSpec field.
+func (m *spmModel) trainerField(f, w int, v uint64, _ []byte) error {
+	if w != 0 {
+		return nil
 	}
-	if charsmap {
-		return nil, fmt.Errorf("%w: SentencePiece normalisation rules (precompiled charsmap) are not supported", ErrFormat)
+	switch f {
+	case 3:
+		m.modelType = v
+	case 35:
+		m.byteFallback = v != 0
+	case 40:
+		m.unk = int64(int32(v))
+	case 41:
+		m.bos = int64(int32(v))
+	case 42:
+		m.eos = int64(int32(v))
 	}
-	if !escapeWS {
-		return nil, fmt.Errorf("%w: SentencePiece models without whitespace escaping are not supported", ErrFormat)
+	return nil
+}
+
+// normalizerField handles one NormalizerSpec field.
+func (m *spmModel) normalizerField(f, w int, v uint64, d []byte) error {
+	switch {
+	case f == 2 && w == 2:
+		m.charsmap = len(d) > 0
+	case f == 3 && w == 0:
+		m.addDummy = v != 0
+	case f == 4 && w == 0:
+		m.removeWS = v != 0
+	case f == 5 && w == 0:
+		m.escapeWS = v != 0
 	}
-	t, err := newTokenizer(SPM, tokens, scores, types)
+	return nil
+}
+
+// check rejects models other than BPE with an identity normaliser and
+// whitespace escaping.
+func (m *spmModel) check() error {
+	if m.modelType != 2 {
+		return fmt.Errorf("%w: SentencePiece model type %d is not BPE", ErrFormat, m.modelType)
+	}
+	if m.charsmap {
+		return fmt.Errorf("%w: SentencePiece normalisation rules (precompiled charsmap) are not supported", ErrFormat)
+	}
+	if !m.escapeWS {
+		return fmt.Errorf("%w: SentencePiece models without whitespace escaping are not supported", ErrFormat)
+	}
+	return nil
+}
+
+// tokenizer builds the Tokenizer from the accumulated model.
+func (m *spmModel) tokenizer() (*Tokenizer, error) {
+	t, err := newTokenizer(SPM, m.tokens, m.scores, m.types)
 	if err != nil {
 		return nil, err
 	}
-	if !byteFallback {
+	if !m.byteFallback {
 		t.bytes = [256]int32{}
 		for i := range t.bytes {
 			t.bytes[i] = -1
 		}
 	}
-	t.UNK, t.BOS, t.EOS = t.validID(unk), t.validID(bos), t.validID(eos)
+	t.UNK, t.BOS, t.EOS = t.validID(m.unk), t.validID(m.bos), t.validID(m.eos)
 	t.AddBOS = t.BOS >= 0
-	t.AddSpacePrefix = addDummy
-	t.RemoveExtraWhitespace = removeWS
+	t.AddSpacePrefix = m.addDummy
+	t.RemoveExtraWhitespace = m.removeWS
 	t.setEOG()
 	return t, nil
 }

@@ -86,6 +86,35 @@ var ErrVersion = fmt.Errorf("%w: unsupported version", ErrDecode)
 // AppendEvent appends the encoding of e sent from o to b. Fields an event
 // does not use (zero) cost nothing beyond a flag bit.
 func AppendEvent(b []byte, o Origin, e *bus.Event) ([]byte, error) {
+	flags := eventFlags(e)
+	b = append(b, Version)
+	b = binary.LittleEndian.AppendUint64(b, o.Sender)
+	b = binary.LittleEndian.AppendUint64(b, o.Seq)
+	b = binary.LittleEndian.AppendUint64(b, uint64(o.Time))
+	b = append(b, byte(e.Kind), flags)
+	b = binary.AppendUvarint(b, e.ID)
+	b = binary.AppendVarint(b, int64(e.From))
+	if flags&hasMsg != 0 {
+		var err error
+		if b, err = appendMsg(b, &e.Msg, flags); err != nil {
+			return nil, err
+		}
+	}
+	if flags&hasCommit != 0 {
+		b = binary.AppendVarint(b, int64(e.Pos))
+		b = appendTokens(b, e.Tokens)
+		b = appendBy(b, e.By)
+		b = appendLogprobs(b, e.Logprobs)
+	}
+	if flags&hasText != 0 {
+		b = appendText(b, e.Reason)
+		b = appendText(b, e.Err)
+	}
+	return b, nil
+}
+
+// eventFlags returns the section flags for the parts e carries.
+func eventFlags(e *bus.Event) byte {
 	var flags byte
 	m := &e.Msg
 	if e.Kind == bus.Peer || !msgZero(m) {
@@ -106,75 +135,74 @@ func AppendEvent(b []byte, o Origin, e *bus.Event) ([]byte, error) {
 	if e.Reason != "" || e.Err != "" {
 		flags |= hasText
 	}
-	b = append(b, Version)
-	b = binary.LittleEndian.AppendUint64(b, o.Sender)
-	b = binary.LittleEndian.AppendUint64(b, o.Seq)
-	b = binary.LittleEndian.AppendUint64(b, uint64(o.Time))
-	b = append(b, byte(e.Kind), flags)
-	b = binary.AppendUvarint(b, e.ID)
-	b = binary.AppendVarint(b, int64(e.From))
-	if flags&hasMsg != 0 {
-		b = binary.AppendUvarint(b, m.ID)
-		b = binary.AppendVarint(b, int64(m.From))
-		b = binary.AppendVarint(b, int64(m.To))
-		b = binary.AppendVarint(b, int64(m.Anchor))
-		b = appendTokens(b, m.Tokens)
-		b = appendBy(b, m.By)
-		b = binary.AppendVarint(b, int64(m.PromptLen))
-		b = binary.AppendVarint(b, int64(m.Committed))
-		b = binary.AppendUvarint(b, uint64(len(m.Seen)))
-		for _, s := range m.Seen {
-			b = binary.AppendVarint(b, int64(s))
-		}
-		p := &m.Params
-		b = binary.AppendVarint(b, int64(p.MaxTokens))
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.Temperature))
-		b = binary.AppendVarint(b, int64(p.Sampling.TopK))
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.TopP))
-		b = binary.LittleEndian.AppendUint64(b, p.Sampling.Seed)
-		b = appendPenalties(b, &p.Sampling)
-		ign := byte(0)
-		if p.IgnoreEOS {
-			ign = 1
-		}
-		b = append(b, ign)
-		b = binary.LittleEndian.AppendUint64(b, p.Seed)
-		b = appendLogprobs(b, m.Logprobs)
-		b = binary.AppendUvarint(b, uint64(len(p.Schema)))
-		b = append(b, p.Schema...)
-		if err := checkStops(p); err != nil {
+	return flags
+}
+
+// appendMsg encodes the message section; flags says whether the
+// speculation fields follow.
+func appendMsg(b []byte, m *route.Message, flags byte) ([]byte, error) {
+	b = binary.AppendUvarint(b, m.ID)
+	b = binary.AppendVarint(b, int64(m.From))
+	b = binary.AppendVarint(b, int64(m.To))
+	b = binary.AppendVarint(b, int64(m.Anchor))
+	b = appendTokens(b, m.Tokens)
+	b = appendBy(b, m.By)
+	b = binary.AppendVarint(b, int64(m.PromptLen))
+	b = binary.AppendVarint(b, int64(m.Committed))
+	b = binary.AppendUvarint(b, uint64(len(m.Seen)))
+	for _, s := range m.Seen {
+		b = binary.AppendVarint(b, int64(s))
+	}
+	p := &m.Params
+	b = appendSampling(b, p)
+	b = appendLogprobs(b, m.Logprobs)
+	b = binary.AppendUvarint(b, uint64(len(p.Schema)))
+	b = append(b, p.Schema...)
+	if err := checkStops(p); err != nil {
+		return nil, err
+	}
+	b = appendStops(b, p)
+	if m.State != nil {
+		var err error
+		if b, err = appendState(b, m.State); err != nil {
 			return nil, err
 		}
-		b = appendTokens(b, p.StopIDs)
-		b = binary.AppendUvarint(b, uint64(len(p.Stop)))
-		for _, s := range p.Stop {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
-		}
-		if m.State != nil {
-			var err error
-			if b, err = appendState(b, m.State); err != nil {
-				return nil, err
-			}
-		}
-		if flags&hasSpec != 0 {
-			b = appendTokens(b, m.Verify)
-			b = appendTokens(b, m.Verdict)
-			b = binary.AppendUvarint(b, uint64(m.Epoch))
-			b = binary.AppendVarint(b, int64(m.Params.Speculate))
-		}
 	}
-	if flags&hasCommit != 0 {
-		b = binary.AppendVarint(b, int64(e.Pos))
-		b = appendTokens(b, e.Tokens)
-		b = appendBy(b, e.By)
-		b = appendLogprobs(b, e.Logprobs)
-	}
-	if flags&hasText != 0 {
-		b = appendText(b, e.Reason)
-		b = appendText(b, e.Err)
+	if flags&hasSpec != 0 {
+		b = appendTokens(b, m.Verify)
+		b = appendTokens(b, m.Verdict)
+		b = binary.AppendUvarint(b, uint64(m.Epoch))
+		b = binary.AppendVarint(b, int64(m.Params.Speculate))
 	}
 	return b, nil
+}
+
+// appendSampling encodes a request's token budget, sampling settings,
+// ignore-EOS flag and seed.
+func appendSampling(b []byte, p *route.Params) []byte {
+	b = binary.AppendVarint(b, int64(p.MaxTokens))
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.Temperature))
+	b = binary.AppendVarint(b, int64(p.Sampling.TopK))
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Sampling.TopP))
+	b = binary.LittleEndian.AppendUint64(b, p.Sampling.Seed)
+	b = appendPenalties(b, &p.Sampling)
+	ign := byte(0)
+	if p.IgnoreEOS {
+		ign = 1
+	}
+	b = append(b, ign)
+	return binary.LittleEndian.AppendUint64(b, p.Seed)
+}
+
+// appendStops encodes a request's stop tokens and strings.
+func appendStops(b []byte, p *route.Params) []byte {
+	b = appendTokens(b, p.StopIDs)
+	b = binary.AppendUvarint(b, uint64(len(p.Stop)))
+	for _, s := range p.Stop {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }
 
 // msgZero reports whether m is the zero message (nothing to carry).
@@ -347,67 +375,8 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) (Origin, error) 
 	h, flags := d.header()
 	e.Kind, e.ID, e.From = h.Kind, h.ID, h.From
 	if flags&hasMsg != 0 {
-		m := &e.Msg
-		m.ID = d.uvarint()
-		m.From = d.int(-1, MaxModels)
-		m.To = d.int(-1, MaxModels)
-		m.Anchor = d.int(0, math.MaxInt32)
-		m.Tokens = d.tokens(m.Tokens[:0])
-		m.By = d.by(m.By[:0])
-		m.PromptLen = d.int(0, math.MaxInt32)
-		m.Committed = d.int(0, math.MaxInt32)
-		n := d.length(MaxModels, 1)
-		m.Seen = m.Seen[:0]
-		for range n {
-			m.Seen = append(m.Seen, d.int(0, math.MaxInt32))
-		}
-		p := &m.Params
-		p.MaxTokens = d.int(math.MinInt32, math.MaxInt32)
-		p.Sampling.Temperature = math.Float32frombits(d.u32())
-		p.Sampling.TopK = d.int(math.MinInt32, math.MaxInt32)
-		p.Sampling.TopP = math.Float32frombits(d.u32())
-		p.Sampling.Seed = d.u64()
-		d.penalties(&p.Sampling)
-		switch d.byte() {
-		case 0:
-			p.IgnoreEOS = false
-		case 1:
-			p.IgnoreEOS = true
-		default:
-			d.fail("ignore-eos flag")
-		}
-		p.Seed = d.u64()
-		m.Logprobs = d.logprobs()
-		p.Schema = string(d.bytes(MaxSchema))
-		p.StopIDs, p.Stop = d.stops()
-		m.Finished = flags&hasFinish != 0
-		m.State = nil
-		if flags&hasState != 0 {
-			raw := d.bytes(MaxState)
-			if d.err == nil {
-				if newState == nil {
-					return h.Origin, fmt.Errorf("%w: request %d carries an algorithm state but the receiver has no state factory", ErrDecode, h.ID)
-				}
-				st := newState(m)
-				if st == nil {
-					return h.Origin, fmt.Errorf("%w: request %d: the receiver's algorithm has no state", ErrDecode, h.ID)
-				}
-				if err := st.UnmarshalBinary(raw); err != nil {
-					return h.Origin, fmt.Errorf("%w: request %d: state: %w", ErrDecode, h.ID, err)
-				}
-				m.State = st
-			}
-		}
-		m.Verify, m.Verdict, m.Epoch, p.Speculate = m.Verify[:0], m.Verdict[:0], 0, 0
-		if flags&hasSpec != 0 {
-			m.Verify = d.tokens(m.Verify)
-			m.Verdict = d.tokens(m.Verdict)
-			if ep := d.uvarint(); ep <= math.MaxUint32 {
-				m.Epoch = uint32(ep)
-			} else {
-				d.fail("epoch")
-			}
-			p.Speculate = d.int(math.MinInt32, math.MaxInt32)
+		if err := d.msg(&e.Msg, flags, h.ID, newState); err != nil {
+			return h.Origin, err
 		}
 	}
 	if flags&hasCommit != 0 {
@@ -424,6 +393,90 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) (Origin, error) 
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
 	}
 	return h.Origin, d.err
+}
+
+// msg decodes what appendMsg wrote into m, reusing m's slices. Decoding
+// errors stick in d; the error returned is a state that could not be
+// restored for request id.
+func (d *decoder) msg(m *route.Message, flags byte, id uint64, newState NewStateFunc) error {
+	m.ID = d.uvarint()
+	m.From = d.int(-1, MaxModels)
+	m.To = d.int(-1, MaxModels)
+	m.Anchor = d.int(0, math.MaxInt32)
+	m.Tokens = d.tokens(m.Tokens[:0])
+	m.By = d.by(m.By[:0])
+	m.PromptLen = d.int(0, math.MaxInt32)
+	m.Committed = d.int(0, math.MaxInt32)
+	n := d.length(MaxModels, 1)
+	m.Seen = m.Seen[:0]
+	for range n {
+		m.Seen = append(m.Seen, d.int(0, math.MaxInt32))
+	}
+	p := &m.Params
+	d.sampling(p)
+	m.Logprobs = d.logprobs()
+	p.Schema = string(d.bytes(MaxSchema))
+	p.StopIDs, p.Stop = d.stops()
+	m.Finished = flags&hasFinish != 0
+	m.State = nil
+	if flags&hasState != 0 {
+		if err := d.state(m, id, newState); err != nil {
+			return err
+		}
+	}
+	m.Verify, m.Verdict, m.Epoch, p.Speculate = m.Verify[:0], m.Verdict[:0], 0, 0
+	if flags&hasSpec != 0 {
+		m.Verify = d.tokens(m.Verify)
+		m.Verdict = d.tokens(m.Verdict)
+		if ep := d.uvarint(); ep <= math.MaxUint32 {
+			m.Epoch = uint32(ep)
+		} else {
+			d.fail("epoch")
+		}
+		p.Speculate = d.int(math.MinInt32, math.MaxInt32)
+	}
+	return nil
+}
+
+// sampling decodes what appendSampling wrote into p.
+func (d *decoder) sampling(p *route.Params) {
+	p.MaxTokens = d.int(math.MinInt32, math.MaxInt32)
+	p.Sampling.Temperature = math.Float32frombits(d.u32())
+	p.Sampling.TopK = d.int(math.MinInt32, math.MaxInt32)
+	p.Sampling.TopP = math.Float32frombits(d.u32())
+	p.Sampling.Seed = d.u64()
+	d.penalties(&p.Sampling)
+	switch d.byte() {
+	case 0:
+		p.IgnoreEOS = false
+	case 1:
+		p.IgnoreEOS = true
+	default:
+		d.fail("ignore-eos flag")
+	}
+	p.Seed = d.u64()
+}
+
+// state reads an encoded algorithm state and unmarshals it into a state
+// from newState, setting m.State. Its errors (no factory, no state, bad
+// state) name request id; a short or oversized read sticks in d instead.
+func (d *decoder) state(m *route.Message, id uint64, newState NewStateFunc) error {
+	raw := d.bytes(MaxState)
+	if d.err != nil {
+		return nil
+	}
+	if newState == nil {
+		return fmt.Errorf("%w: request %d carries an algorithm state but the receiver has no state factory", ErrDecode, id)
+	}
+	st := newState(m)
+	if st == nil {
+		return fmt.Errorf("%w: request %d: the receiver's algorithm has no state", ErrDecode, id)
+	}
+	if err := st.UnmarshalBinary(raw); err != nil {
+		return fmt.Errorf("%w: request %d: state: %w", ErrDecode, id, err)
+	}
+	m.State = st
+	return nil
 }
 
 // decoder reads an encoded event; the first error sticks and every later

@@ -232,91 +232,132 @@ func (e *Engine) Step(ctx context.Context, in []engine.Input, out []engine.Outpu
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sim: step: %w", err)
 	}
-	total, held, nAll, nLogit, nHid := 0, 0, 0, 0, 0
+	ld, err := e.measure(in)
+	if err != nil {
+		return err
+	}
+	e.toks = grow32(e.toks, ld.nAll)
+	e.logit = growF(e.logit, ld.nLogit*e.cfg.VocabSize)
+	e.hid = growF(e.hid, ld.nHid*e.cfg.HiddenSize)
+	var cur stepCursor
+	e.old = slices.Grow(e.old[:0], len(in))[:len(in)]
+	for i := range in {
+		out[i] = e.stepSeq(i, &in[i], &cur)
+	}
+	target := e.step.Duration(len(in), float64(ld.total-len(in)), float64(ld.held)/float64(ld.total))
+	return e.pace(ctx, in, start, target)
+}
+
+// stepLoad is what one step asks of the engine: token and attention counts
+// and how many outputs of each kind it wants.
+type stepLoad struct {
+	total, held, nAll, nLogit, nHid int
+}
+
+// measure validates a step's inputs (tokens present, no sequence twice,
+// context not exceeded) and totals the work they ask for.
+func (e *Engine) measure(in []engine.Input) (stepLoad, error) {
+	var ld stepLoad
 	clear(e.inStep)
 	for i := range in {
 		n := len(in[i].Tokens)
 		if n == 0 {
-			return fmt.Errorf("sim: sequence %d: no tokens: %w", in[i].Seq, engine.ErrBadInput)
+			return ld, fmt.Errorf("sim: sequence %d: no tokens: %w", in[i].Seq, engine.ErrBadInput)
 		}
 		if _, dup := e.inStep[in[i].Seq]; dup {
-			return fmt.Errorf("sim: sequence %d appears twice in one step: %w", in[i].Seq, engine.ErrBadInput)
+			return ld, fmt.Errorf("sim: sequence %d appears twice in one step: %w", in[i].Seq, engine.ErrBadInput)
 		}
 		e.inStep[in[i].Seq] = struct{}{}
 		if s := e.seqs[in[i].Seq]; s != nil && len(s.h)+n > e.cfg.ContextLength ||
 			n > e.cfg.ContextLength {
-			return fmt.Errorf("sim: sequence %d: %w (limit %d)", in[i].Seq, engine.ErrContextFull, e.cfg.ContextLength)
+			return ld, fmt.Errorf("sim: sequence %d: %w (limit %d)", in[i].Seq, engine.ErrContextFull, e.cfg.ContextLength)
 		}
 		if s := e.seqs[in[i].Seq]; s != nil {
-			held += n * len(s.h) // each of the sequence's rows attends over what it holds
+			ld.held += n * len(s.h) // each of the sequence's rows attends over what it holds
 		}
-		total += n
+		ld.total += n
 		if in[i].Want&engine.WantAllTokens != 0 {
-			nAll += n
+			ld.nAll += n
 		}
 		if in[i].Want&engine.WantLogits != 0 {
-			nLogit++
+			ld.nLogit++
 		}
 		if in[i].Want&engine.WantHidden != 0 {
-			nHid++
+			ld.nHid++
 		}
 	}
-	e.toks = grow32(e.toks, nAll)
-	e.logit = growF(e.logit, nLogit*e.cfg.VocabSize)
-	e.hid = growF(e.hid, nHid*e.cfg.HiddenSize)
-	var ta, tl, th int
-	e.old = slices.Grow(e.old[:0], len(in))[:len(in)]
-	for i := range in {
-		s := e.seqs[in[i].Seq]
-		e.old[i] = -1
-		if s == nil {
-			s = e.newSeq()
-			e.seqs[in[i].Seq] = s
-		} else {
-			e.old[i] = len(s.h)
-		}
-		o := engine.Output{}
-		all := in[i].Want&engine.WantAllTokens != 0
-		if all {
-			o.Tokens = e.toks[ta : ta+len(in[i].Tokens) : ta+len(in[i].Tokens)]
-			ta += len(in[i].Tokens)
-		}
-		for j, t := range in[i].Tokens {
-			prev := uint64(0x5eed)
-			if len(s.h) > 0 {
-				prev = s.h[len(s.h)-1]
-			}
-			h := mix(prev ^ mix(uint64(uint32(t))+0x9e3779b97f4a7c15))
-			s.h = append(s.h, h)
-			if all {
-				o.Tokens[j] = e.sampled(h, &in[i].Sampling, len(s.h), in[i].AllowFor(j))
-			}
-		}
-		last := s.h[len(s.h)-1]
-		if all {
-			o.Token = o.Tokens[len(o.Tokens)-1]
-		} else {
-			o.Token = e.sampled(last, &in[i].Sampling, len(s.h), in[i].AllowFor(len(in[i].Tokens)-1))
-		}
-		if in[i].Want&engine.WantLogits != 0 {
-			o.Logits = e.logit[tl : tl+e.cfg.VocabSize : tl+e.cfg.VocabSize]
-			tl += e.cfg.VocabSize
-			allow := in[i].AllowFor(len(in[i].Tokens) - 1)
-			e.fillLogits(o.Logits, last, e.allowed(e.token(last, in[i].Sampling, len(s.h)), allow, last))
-			if allow != nil {
-				engine.Restrict(o.Logits, allow)
-			}
-		}
-		if in[i].Want&engine.WantHidden != 0 {
-			o.Hidden = e.hid[th : th+e.cfg.HiddenSize : th+e.cfg.HiddenSize]
-			th += e.cfg.HiddenSize
-			for k := range o.Hidden {
-				o.Hidden[k] = float32(unit(mix(last^uint64(k)*0xff51afd7ed558ccd)))*2 - 1
-			}
-		}
-		out[i] = o
+	return ld, nil
+}
+
+// stepCursor tracks how much of the step's token, logit and hidden
+// buffers earlier sequences have taken.
+type stepCursor struct {
+	ta, tl, th int
+}
+
+// stepSeq appends in's tokens to sequence i's state, recording its old
+// length for undo, and returns its output carved from the step buffers.
+func (e *Engine) stepSeq(i int, in *engine.Input, cur *stepCursor) engine.Output {
+	s := e.seqs[in.Seq]
+	e.old[i] = -1
+	if s == nil {
+		s = e.newSeq()
+		e.seqs[in.Seq] = s
+	} else {
+		e.old[i] = len(s.h)
 	}
-	target := e.step.Duration(len(in), float64(total-len(in)), float64(held)/float64(total))
+	o := engine.Output{}
+	all := in.Want&engine.WantAllTokens != 0
+	if all {
+		o.Tokens = e.toks[cur.ta : cur.ta+len(in.Tokens) : cur.ta+len(in.Tokens)]
+		cur.ta += len(in.Tokens)
+	}
+	e.appendTokens(s, in, o.Tokens, all)
+	last := s.h[len(s.h)-1]
+	if all {
+		o.Token = o.Tokens[len(o.Tokens)-1]
+	} else {
+		o.Token = e.sampled(last, &in.Sampling, len(s.h), in.AllowFor(len(in.Tokens)-1))
+	}
+	if in.Want&engine.WantLogits != 0 {
+		o.Logits = e.logit[cur.tl : cur.tl+e.cfg.VocabSize : cur.tl+e.cfg.VocabSize]
+		cur.tl += e.cfg.VocabSize
+		allow := in.AllowFor(len(in.Tokens) - 1)
+		e.fillLogits(o.Logits, last, e.allowed(e.token(last, in.Sampling, len(s.h)), allow, last))
+		if allow != nil {
+			engine.Restrict(o.Logits, allow)
+		}
+	}
+	if in.Want&engine.WantHidden != 0 {
+		o.Hidden = e.hid[cur.th : cur.th+e.cfg.HiddenSize : cur.th+e.cfg.HiddenSize]
+		cur.th += e.cfg.HiddenSize
+		for k := range o.Hidden {
+			o.Hidden[k] = float32(unit(mix(last^uint64(k)*0xff51afd7ed558ccd)))*2 - 1
+		}
+	}
+	return o
+}
+
+// appendTokens extends s's prefix hashes with in's tokens; when all is
+// set it also samples a next token after each one into toks.
+func (e *Engine) appendTokens(s *seq, in *engine.Input, toks []int32, all bool) {
+	for j, t := range in.Tokens {
+		prev := uint64(0x5eed)
+		if len(s.h) > 0 {
+			prev = s.h[len(s.h)-1]
+		}
+		h := mix(prev ^ mix(uint64(uint32(t))+0x9e3779b97f4a7c15))
+		s.h = append(s.h, h)
+		if all {
+			toks[j] = e.sampled(h, &in.Sampling, len(s.h), in.AllowFor(j))
+		}
+	}
+}
+
+// pace waits until target has passed since start, less any overshoot
+// being paid back, and books this step's overshoot. When ctx ends first,
+// the step's tokens are undone and the wait's error returned.
+func (e *Engine) pace(ctx context.Context, in []engine.Input, start time.Time, target time.Duration) error {
 	// Pay back earlier overshoot (up to a tenth of this step), so step
 	// times are accurate on average even when the OS wakes us late.
 	pay := min(e.debt, target/10)

@@ -44,17 +44,42 @@ func WriteForced(ctx context.Context, w io.Writer, f Forced) error {
 	if len(f.Tokens) == 0 || len(f.Types) != len(f.Tokens) || len(f.Merges) == 0 || len(f.Chain) == 0 {
 		return fmt.Errorf("synth: forced model needs tokens, their types, a merge and a chain")
 	}
-	slot := map[int32]int{} // chain token -> its direction (1, 2, …); others 0
+	slot, err := f.chainSlots()
+	if err != nil {
+		return err
+	}
+	tensors := f.tensors(slot)
+	enc, err := gguf.NewEncoder(w, f.metadata(), forcedInfos(tensors))
+	if err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	for _, t := range tensors {
+		if err := quantize.Rows(ctx, enc, gguf.F32, t.rows, t.cols, 1, t.fill); err != nil {
+			return fmt.Errorf("synth: tensor %s: %w", t.name, err)
+		}
+	}
+	return enc.Close()
+}
+
+// chainSlots maps each chain token to its direction (1, 2, …), rejecting
+// tokens outside the vocabulary and repeats; other tokens map to nothing.
+func (f Forced) chainSlots() (map[int32]int, error) {
+	slot := map[int32]int{}
 	for i, id := range f.Chain {
 		if id < 0 || int(id) >= len(f.Tokens) {
-			return fmt.Errorf("synth: chain token %d is outside the vocabulary", id)
+			return nil, fmt.Errorf("synth: chain token %d is outside the vocabulary", id)
 		}
 		if _, dup := slot[id]; dup {
-			return fmt.Errorf("synth: chain token %d repeats", id)
+			return nil, fmt.Errorf("synth: chain token %d repeats", id)
 		}
 		slot[id] = i + 1
 	}
-	d, vocab := f.dims(), len(f.Tokens)
+	return slot, nil
+}
+
+// metadata returns the model's GGUF metadata.
+func (f Forced) metadata() []gguf.KV {
+	d := f.dims()
 	kvs := []gguf.KV{}
 	add := func(key string, val any) { kvs = append(kvs, gguf.KV{Key: key, Value: value(val)}) }
 	add("general.architecture", "llama")
@@ -79,6 +104,19 @@ func WriteForced(ctx context.Context, w io.Writer, f Forced) error {
 	if f.Template != "" {
 		add("tokenizer.chat_template", f.Template)
 	}
+	return kvs
+}
+
+// forcedTensor is one F32 tensor of a forced model and its row filler.
+type forcedTensor struct {
+	name       string
+	rows, cols int
+	fill       func(int, []float32) error
+}
+
+// tensors returns the model's tensors in file order, given the chain slots.
+func (f Forced) tensors(slot map[int32]int) []forcedTensor {
+	d, vocab := f.dims(), len(f.Tokens)
 	last := f.Chain[len(f.Chain)-1]
 	embd := func(r int, dst []float32) error { // token r's direction
 		clear(dst)
@@ -100,12 +138,7 @@ func WriteForced(ctx context.Context, w io.Writer, f Forced) error {
 		return nil
 	}
 	zero := func(_ int, dst []float32) error { clear(dst); return nil }
-	type tensor struct {
-		name       string
-		rows, cols int
-		fill       func(int, []float32) error
-	}
-	tensors := []tensor{
+	return []forcedTensor{
 		{"token_embd.weight", vocab, d, embd},
 		{"blk.0.attn_norm.weight", 1, d, ones},
 		{"blk.0.attn_q.weight", d, d, zero},
@@ -119,6 +152,11 @@ func WriteForced(ctx context.Context, w io.Writer, f Forced) error {
 		{"output_norm.weight", 1, d, ones},
 		{"output.weight", vocab, d, output},
 	}
+}
+
+// forcedInfos returns the tensor infos for tensors: cols first, then rows
+// for matrices and the two vocabulary tensors.
+func forcedInfos(tensors []forcedTensor) []gguf.TensorInfo {
 	infos := make([]gguf.TensorInfo, len(tensors))
 	for i, t := range tensors {
 		infos[i] = gguf.TensorInfo{Name: t.name, Type: gguf.F32, Dims: []uint64{uint64(t.cols)}}
@@ -126,16 +164,7 @@ func WriteForced(ctx context.Context, w io.Writer, f Forced) error {
 			infos[i].Dims = append(infos[i].Dims, uint64(t.rows))
 		}
 	}
-	enc, err := gguf.NewEncoder(w, kvs, infos)
-	if err != nil {
-		return fmt.Errorf("synth: %w", err)
-	}
-	for _, t := range tensors {
-		if err := quantize.Rows(ctx, enc, gguf.F32, t.rows, t.cols, 1, t.fill); err != nil {
-			return fmt.Errorf("synth: tensor %s: %w", t.name, err)
-		}
-	}
-	return enc.Close()
+	return infos
 }
 
 // WriteForcedFile writes the model f describes to path.
