@@ -197,113 +197,155 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
-	from, to := start.Add(o.Warmup), start.Add(o.Warmup+o.Duration)
-	var tokens, routed, done atomic.Int64
+	t := &tally{start: start, from: start.Add(o.Warmup), to: start.Add(o.Warmup + o.Duration), errc: make(chan error, o.Concurrency)}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var ttft, tpot Samples
-	errc := make(chan error, o.Concurrency)
 	for w := range o.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wl := newWorkload(o, w, models)
-			var c stream.Chunk
-			for n := 0; ctx.Err() == nil; n++ {
-				req := wl.next()
-				sent := time.Now()
-				last := time.Time{}
-				var myTTFT, myTPOT Samples
-				s, err := submit(ctx, sys, req.prompt, route.Params{MaxTokens: req.maxTokens, IgnoreEOS: !o.KeepEOS, Seed: o.Seed ^ uint64(w)<<32 ^ uint64(n)})
-				if err != nil {
-					if ctx.Err() == nil {
-						errc <- fmt.Errorf("bench: submit: %w", err)
-					}
-					return
-				}
-				for {
-					err := s.Recv(ctx, &c)
-					now := time.Now()
-					if err != nil {
-						s.Close()
-						mu.Lock()
-						ttft, tpot = append(ttft, myTTFT...), append(tpot, myTPOT...)
-						mu.Unlock()
-						if ctx.Err() == nil {
-							errc <- fmt.Errorf("bench: request %d: %w", s.ID, err)
-						}
-						return
-					}
-					if now.After(from) && now.Before(to) && len(c.Tokens) > 0 {
-						if last.IsZero() {
-							myTTFT = append(myTTFT, now.Sub(sent))
-						} else {
-							gap := now.Sub(last) / time.Duration(len(c.Tokens))
-							for range c.Tokens {
-								myTPOT = append(myTPOT, gap)
-							}
-						}
-					}
-					if len(c.Tokens) > 0 {
-						last = now
-					}
-					if now.After(from) && now.Before(to) {
-						tokens.Add(int64(len(c.Tokens)))
-						r := 0
-						for _, b := range c.By {
-							if b != 0 {
-								r++
-							}
-						}
-						routed.Add(int64(r))
-						if c.Done {
-							done.Add(1)
-						}
-					}
-					if c.Done {
-						break
-					}
-				}
-				mu.Lock()
-				ttft, tpot = append(ttft, myTTFT...), append(tpot, myTPOT...)
-				mu.Unlock()
-			}
+			t.client(ctx, sys, o, w, models)
 		}()
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	end := time.NewTimer(time.Until(to))
-	defer end.Stop()
-	var err error
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			break wait
-		case err = <-errc:
-			break wait
-		case <-end.C:
-			break wait
-		case now := <-tick.C:
-			if o.Progress != nil {
-				phase := "warm-up"
-				if now.After(from) {
-					phase = fmt.Sprintf("%.0f tok/s", float64(tokens.Load())/now.Sub(from).Seconds())
-				}
-				fmt.Fprintf(o.Progress, "%s: %4.0fs/%.0fs %s\n", o.Label, now.Sub(start).Seconds(), (o.Warmup + o.Duration).Seconds(), phase)
-			}
-		}
-	}
+	err := t.wait(ctx, o)
 	cancel()
 	wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return Result{}, err
 	}
-	r := Result{Tokens: int(tokens.Load()), Seconds: o.Duration.Seconds(), Requests: int(done.Load()), TTFT: ttft, TPOT: tpot}
+	return t.result(sys, o), nil
+}
+
+// tally gathers a run's measurements from its clients.
+type tally struct {
+	start, from, to      time.Time // the run's start and measured window
+	tokens, routed, done atomic.Int64
+	mu                   sync.Mutex
+	ttft, tpot           Samples
+	errc                 chan error // the clients' failures
+}
+
+// client is one closed-loop client: it submits request after request until
+// ctx ends or a request fails.
+func (t *tally) client(ctx context.Context, sys System, o Options, w int, models []engine.Info) {
+	wl := newWorkload(o, w, models)
+	var c stream.Chunk
+	for n := 0; ctx.Err() == nil; n++ {
+		req := wl.next()
+		if !t.request(ctx, sys, req, route.Params{MaxTokens: req.maxTokens, IgnoreEOS: !o.KeepEOS, Seed: o.Seed ^ uint64(w)<<32 ^ uint64(n)}, &c) {
+			return
+		}
+	}
+}
+
+// request submits one request and measures its chunks until it is done;
+// false when it failed (the failure is reported unless ctx ended).
+func (t *tally) request(ctx context.Context, sys System, req request, p route.Params, c *stream.Chunk) bool {
+	rc := reqClock{sent: time.Now()}
+	s, err := submit(ctx, sys, req.prompt, p)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.errc <- fmt.Errorf("bench: submit: %w", err)
+		}
+		return false
+	}
+	defer t.keep(&rc)
+	for {
+		err := s.Recv(ctx, c)
+		now := time.Now()
+		if err != nil {
+			s.Close()
+			if ctx.Err() == nil {
+				t.errc <- fmt.Errorf("bench: request %d: %w", s.ID, err)
+			}
+			return false
+		}
+		t.chunk(&rc, c, now)
+		if c.Done {
+			return true
+		}
+	}
+}
+
+// reqClock is one request's timing: when it was sent, when its last token
+// arrived, and its latency samples in the measured window.
+type reqClock struct {
+	sent, last time.Time
+	ttft, tpot Samples
+}
+
+// chunk counts a chunk that arrived at now, if within the measured window,
+// and samples its latencies.
+func (t *tally) chunk(rc *reqClock, c *stream.Chunk, now time.Time) {
+	in := now.After(t.from) && now.Before(t.to)
+	if in && len(c.Tokens) > 0 {
+		if rc.last.IsZero() {
+			rc.ttft = append(rc.ttft, now.Sub(rc.sent))
+		} else {
+			gap := now.Sub(rc.last) / time.Duration(len(c.Tokens))
+			for range c.Tokens {
+				rc.tpot = append(rc.tpot, gap)
+			}
+		}
+	}
+	if len(c.Tokens) > 0 {
+		rc.last = now
+	}
+	if !in {
+		return
+	}
+	t.tokens.Add(int64(len(c.Tokens)))
+	r := 0
+	for _, b := range c.By {
+		if b != 0 {
+			r++
+		}
+	}
+	t.routed.Add(int64(r))
+	if c.Done {
+		t.done.Add(1)
+	}
+}
+
+// keep adds a request's latency samples to the run's.
+func (t *tally) keep(rc *reqClock) {
+	t.mu.Lock()
+	t.ttft, t.tpot = append(t.ttft, rc.ttft...), append(t.tpot, rc.tpot...)
+	t.mu.Unlock()
+}
+
+// wait reports progress every second until the measured window ends, ctx
+// ends, or a client fails; it returns ctx's or the client's error.
+func (t *tally) wait(ctx context.Context, o Options) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	end := time.NewTimer(time.Until(t.to))
+	defer end.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-t.errc:
+			return err
+		case <-end.C:
+			return nil
+		case now := <-tick.C:
+			if o.Progress != nil {
+				phase := "warm-up"
+				if now.After(t.from) {
+					phase = fmt.Sprintf("%.0f tok/s", float64(t.tokens.Load())/now.Sub(t.from).Seconds())
+				}
+				fmt.Fprintf(o.Progress, "%s: %4.0fs/%.0fs %s\n", o.Label, now.Sub(t.start).Seconds(), (o.Warmup + o.Duration).Seconds(), phase)
+			}
+		}
+	}
+}
+
+// result is the run's Result from its tally.
+func (t *tally) result(sys System, o Options) Result {
+	r := Result{Tokens: int(t.tokens.Load()), Seconds: o.Duration.Seconds(), Requests: int(t.done.Load()), TTFT: t.ttft, TPOT: t.tpot}
 	r.TokensPerSecond = float64(r.Tokens) / r.Seconds
 	if r.Tokens > 0 {
-		r.RoutedFraction = float64(routed.Load()) / float64(r.Tokens)
+		r.RoutedFraction = float64(t.routed.Load()) / float64(r.Tokens)
 	}
 	r.shareOver = r.Tokens
 	if sh, ok := sys.(sharer); ok {
@@ -314,5 +356,5 @@ wait:
 			r.shareOver = 0
 		}
 	}
-	return r, nil
+	return r
 }

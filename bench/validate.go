@@ -247,68 +247,15 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 	if err := v.model(); err != nil {
 		return ValidateReport{}, err
 	}
-	points := 0
+	v.announce()
+	rep := v.newReport()
 	for _, n := range c.Concurrency {
-		for b1 := 1; b1 <= n; b1++ {
-			if sched.Feasible([]int{1, b1}, n) {
-				points++
-			}
-		}
-	}
-	v.progress("validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n", points, c.Rounds, v.slice(), c.Warmup,
-		(time.Duration(points*c.Rounds) * (v.slice() + c.Warmup)).Round(time.Second))
-	rep := ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat, Steps: v.md.Steps,
-		Placement: string(v.md.Placement),
-		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
-		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
-		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true, AllConsistent: true}
-	for _, n := range c.Concurrency {
-		idx, err := v.predict(ctx, n)
+		s, ok, err := v.validateN(ctx, n, &before)
 		if err != nil {
 			return ValidateReport{}, err
 		}
-		if len(idx) == 0 {
+		if !ok {
 			continue
-		}
-		var cals []sim.Preset
-		if c.Recalibrate != nil {
-			cals = []sim.Preset{before}
-		}
-		for round := range c.Rounds {
-			if err := v.run(ctx, round, idx); err != nil {
-				return ValidateReport{}, err
-			}
-			if c.Recalibrate != nil && (c.RecalibrateRounds || round == c.Rounds-1) {
-				after, err := v.calibrate(ctx, fmt.Sprintf("after N=%d round %d", n, round+1))
-				if err != nil {
-					return ValidateReport{}, err
-				}
-				cals = append(cals, after)
-			}
-		}
-		if c.Recalibrate != nil {
-			all, err := MergeCalibrations(*c.Recalibrate, cals...)
-			if err != nil {
-				return ValidateReport{}, fmt.Errorf("bench: validate: %w", err)
-			}
-			if err := v.setCurves(all.Curves()); err != nil {
-				return ValidateReport{}, err
-			}
-			if err := v.repredict(ctx, idx); err != nil {
-				return ValidateReport{}, err
-			}
-			before = cals[len(cals)-1]
-		}
-		v.next = c.Rounds
-		s, err := v.resolve(ctx, n, idx)
-		if err != nil {
-			return ValidateReport{}, err
-		}
-		if c.Recalibrate != nil {
-			s.LatencyMS, s.Calibrations = v.lat, cals
-		}
-		if s.MaxErrorPercent, err = v.finish(ctx, idx); err != nil {
-			return ValidateReport{}, err
 		}
 		rep.AllMatch = rep.AllMatch && s.Match
 		rep.AllResolved = rep.AllResolved && s.Resolved
@@ -323,6 +270,103 @@ func Validate(ctx context.Context, c ValidateConfig) (ValidateReport, error) {
 	}
 	rep.Points = v.pts
 	return rep, nil
+}
+
+// announce reports how many points the validation measures and roughly
+// how long it takes.
+func (v *validator) announce() {
+	c := v.c
+	points := 0
+	for _, n := range c.Concurrency {
+		for b1 := 1; b1 <= n; b1++ {
+			if sched.Feasible([]int{1, b1}, n) {
+				points++
+			}
+		}
+	}
+	v.progress("validate: %d points × %d rounds × (%v + %v warm-up) ≈ %v\n", points, c.Rounds, v.slice(), c.Warmup,
+		(time.Duration(points*c.Rounds) * (v.slice() + c.Warmup)).Round(time.Second))
+}
+
+// newReport is the report before any point is measured: its settings, and
+// every verdict true until a point contradicts it.
+func (v *validator) newReport() ValidateReport {
+	c := v.c
+	return ValidateReport{Algorithm: c.Setup.Algorithm, Params: c.Setup.Params, LatencyMS: v.lat, Steps: v.md.Steps,
+		Placement: string(v.md.Placement),
+		MaxWaitMS: float64(c.Setup.Launch.MaxWait) / float64(time.Millisecond), SecondsPerPoint: c.Duration.Seconds(),
+		Rounds: c.Rounds, TolerancePercent: 100 * c.Tolerance, ResolveSeconds: c.Resolve.Seconds(),
+		AllMatch: true, AllWithin: true, AllWithinAtStepSpeed: true, AllResolved: true, AllConsistent: true}
+}
+
+// validateN predicts, measures and resolves the points of concurrency n;
+// before is the latest calibration, updated when recalibrating. It returns
+// false when n has no points to measure.
+func (v *validator) validateN(ctx context.Context, n int, before *sim.Preset) (ValidateN, bool, error) {
+	c := v.c
+	idx, err := v.predict(ctx, n)
+	if err != nil || len(idx) == 0 {
+		return ValidateN{}, false, err
+	}
+	cals, err := v.rounds(ctx, n, idx, *before)
+	if err != nil {
+		return ValidateN{}, false, err
+	}
+	if c.Recalibrate != nil {
+		if err := v.recalibrate(ctx, idx, cals); err != nil {
+			return ValidateN{}, false, err
+		}
+		*before = cals[len(cals)-1]
+	}
+	v.next = c.Rounds
+	s, err := v.resolve(ctx, n, idx)
+	if err != nil {
+		return ValidateN{}, false, err
+	}
+	if c.Recalibrate != nil {
+		s.LatencyMS, s.Calibrations = v.lat, cals
+	}
+	if s.MaxErrorPercent, err = v.finish(ctx, idx); err != nil {
+		return ValidateN{}, false, err
+	}
+	return s, true, nil
+}
+
+// rounds measures the points idx of concurrency n round by round and,
+// when recalibrating, returns the calibrations: before, then those taken
+// after the rounds.
+func (v *validator) rounds(ctx context.Context, n int, idx []int, before sim.Preset) ([]sim.Preset, error) {
+	c := v.c
+	var cals []sim.Preset
+	if c.Recalibrate != nil {
+		cals = []sim.Preset{before}
+	}
+	for round := range c.Rounds {
+		if err := v.run(ctx, round, idx); err != nil {
+			return nil, err
+		}
+		if c.Recalibrate != nil && (c.RecalibrateRounds || round == c.Rounds-1) {
+			after, err := v.calibrate(ctx, fmt.Sprintf("after N=%d round %d", n, round+1))
+			if err != nil {
+				return nil, err
+			}
+			cals = append(cals, after)
+		}
+	}
+	return cals, nil
+}
+
+// recalibrate merges the calibrations into the model's curves and predicts
+// the points idx again with them.
+func (v *validator) recalibrate(ctx context.Context, idx []int, cals []sim.Preset) error {
+	all, err := MergeCalibrations(*v.c.Recalibrate, cals...)
+	if err != nil {
+		return fmt.Errorf("bench: validate: %w", err)
+	}
+	if err := v.setCurves(all.Curves()); err != nil {
+		return err
+	}
+	return v.repredict(ctx, idx)
 }
 
 // validator is one validation in progress.

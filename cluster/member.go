@@ -106,7 +106,24 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	}
 	defer b.Close()
 	fronts := make(chan Beat, 64)
-	sub, err := b.Subscribe(beatSubject(cfg.Prefix, -1), func(_ string, data []byte) {
+	unsubscribe, err := subscribeFronts(b, cfg.Prefix, fronts)
+	if err != nil {
+		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+	}
+	defer unsubscribe()
+
+	m.bus = b
+	if err := m.start(); err != nil {
+		return err
+	}
+	defer m.stop()
+	return m.serve(ctx, lost, fronts)
+}
+
+// subscribeFronts forwards the front ends' heartbeats to fronts, dropping
+// those it has no room for; it returns the function that unsubscribes.
+func subscribeFronts(b *busnats.Bus, prefix string, fronts chan<- Beat) (func(), error) {
+	sub, err := b.Subscribe(beatSubject(prefix, -1), func(_ string, data []byte) {
 		if fb, err := decodeBeat(data); err == nil && fb.Index == -1 {
 			select {
 			case fronts <- fb:
@@ -115,22 +132,29 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	return func() { _ = sub.Unsubscribe() }, nil
+}
 
-	m.bus = b
-	if err := m.start(); err != nil {
-		return err
-	}
-	defer m.stop()
+// frontEnd is the front end a member serves, as its heartbeats tell.
+type frontEnd struct {
+	inc   uint64    // its incarnation; 0 for none
+	last  time.Time // when its last fresh heartbeat arrived
+	fresh *freshness
+}
+
+// serve beats and follows the front end until ctx ends or the sub-server
+// fails, restarting the sub-server empty whenever the front end changes
+// or the connection to NATS was restored.
+func (m *member) serve(ctx context.Context, lost <-chan struct{}, fronts <-chan Beat) error {
+	cfg := m.cfg
 	tick := time.NewTicker(cfg.Heartbeat)
 	defer tick.Stop()
-	var front uint64
-	var lastFront time.Time
-	fresh := newFreshness(1)
-	m.beat(front)
+	f := frontEnd{fresh: newFreshness(1)}
+	m.beat(f.inc)
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
@@ -140,40 +164,57 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 			return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
 		case <-lost:
 			cfg.OnEvent("NATS connection restored: dropping every request", "model", cfg.Index)
-			if err := m.restart(); err != nil {
-				return err
+			err = m.restart()
+			f.inc = 0
+			if err == nil {
+				m.beat(f.inc)
 			}
-			front = 0
-			m.beat(front)
 		case fb := <-fronts:
-			if !fresh.accept(0, fb.Incarnation, fb.Seq) {
-				continue // replayed, or from a front end that was replaced
-			}
-			lastFront = time.Now()
-			if fb.Incarnation == front {
-				continue
-			}
-			if front != 0 {
-				cfg.OnEvent("new front end: dropping every request", "model", cfg.Index)
-				if err := m.restart(); err != nil {
-					return err
-				}
-			} else {
-				cfg.OnEvent("serving front end", "model", cfg.Index)
-			}
-			front = fb.Incarnation
-			m.beat(front)
+			err = m.frontBeat(&f, fb)
 		case <-tick.C:
-			if front != 0 && time.Since(lastFront) > time.Duration(cfg.Misses)*cfg.Heartbeat {
-				cfg.OnEvent("front end lost: dropping every request", "model", cfg.Index)
-				if err := m.restart(); err != nil {
-					return err
-				}
-				front = 0
-			}
-			m.beat(front)
+			err = m.tick(&f)
+		}
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// frontBeat takes a front end's heartbeat: a new front end restarts the
+// sub-server (unless none was served) and is announced.
+func (m *member) frontBeat(f *frontEnd, fb Beat) error {
+	if !f.fresh.accept(0, fb.Incarnation, fb.Seq) {
+		return nil // replayed, or from a front end that was replaced
+	}
+	f.last = time.Now()
+	if fb.Incarnation == f.inc {
+		return nil
+	}
+	if f.inc != 0 {
+		m.cfg.OnEvent("new front end: dropping every request", "model", m.cfg.Index)
+		if err := m.restart(); err != nil {
+			return err
+		}
+	} else {
+		m.cfg.OnEvent("serving front end", "model", m.cfg.Index)
+	}
+	f.inc = fb.Incarnation
+	m.beat(f.inc)
+	return nil
+}
+
+// tick beats, after restarting the sub-server when the front end missed
+// too many heartbeats.
+func (m *member) tick(f *frontEnd) error {
+	if f.inc != 0 && time.Since(f.last) > time.Duration(m.cfg.Misses)*m.cfg.Heartbeat {
+		m.cfg.OnEvent("front end lost: dropping every request", "model", m.cfg.Index)
+		if err := m.restart(); err != nil {
+			return err
+		}
+		f.inc = 0
+	}
+	m.beat(f.inc)
+	return nil
 }
 
 // member is RunMember's running state.

@@ -450,22 +450,47 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
 // Validate checks the configuration as a whole, apart from each model's
 // engine-specific fields, which package loader checks against its kind.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("config: "+format, a...)) }
+	var p problems
+	c.checkServer(&p)
+	if len(c.Models) == 0 {
+		p.bad("no models")
+	}
+	if len(c.Presets) == 0 {
+		p.bad("no presets")
+	}
+	models := c.checkModels(&p)
+	names := map[string]bool{}
+	for i := range c.Presets {
+		c.Presets[i].check(&p, i, models, names)
+	}
+	return errors.Join(p...)
+}
+
+// problems collects a configuration's errors.
+type problems []error
+
+// bad records an error.
+func (p *problems) bad(format string, a ...any) {
+	*p = append(*p, fmt.Errorf("config: "+format, a...))
+}
+
+// checkServer checks the server's settings: port, limits, timeouts, CORS
+// origins, and that an open host has an API key.
+func (c *Config) checkServer(p *problems) {
 	if c.Port < 0 || c.Port > 65535 {
-		bad("port %d out of range", c.Port)
+		p.bad("port %d out of range", c.Port)
 	}
 	if c.MaxBodyBytes < 1024 {
-		bad("max_body_bytes %d: must be at least 1024", c.MaxBodyBytes)
+		p.bad("max_body_bytes %d: must be at least 1024", c.MaxBodyBytes)
 	}
 	if c.MaxInFlight < 1 {
-		bad("max_in_flight %d: must be at least 1", c.MaxInFlight)
+		p.bad("max_in_flight %d: must be at least 1", c.MaxInFlight)
 	}
 	if c.DefaultMaxTokens < 1 {
-		bad("default_max_tokens %d: must be at least 1", c.DefaultMaxTokens)
+		p.bad("default_max_tokens %d: must be at least 1", c.DefaultMaxTokens)
 	}
 	if c.ShutdownTimeout < 0 {
-		bad("shutdown_timeout %v is negative", c.ShutdownTimeout)
+		p.bad("shutdown_timeout %v is negative", c.ShutdownTimeout)
 	}
 	for _, d := range []struct {
 		name string
@@ -473,96 +498,96 @@ func (c *Config) Validate() error {
 	}{{"write_timeout", c.WriteTimeout}, {"read_header_timeout", c.ReadHeaderTimeout},
 		{"body_timeout", c.BodyTimeout}, {"idle_timeout", c.IdleTimeout}} {
 		if d.v < 0 {
-			bad("%s %v is negative", d.name, d.v)
+			p.bad("%s %v is negative", d.name, d.v)
 		}
 	}
 	if c.MaxConnections < 0 {
-		bad("max_connections %d is negative", c.MaxConnections)
+		p.bad("max_connections %d is negative", c.MaxConnections)
 	}
 	if c.StallTimeout < 0 {
-		bad("stall_timeout %v is negative", c.StallTimeout)
+		p.bad("stall_timeout %v is negative", c.StallTimeout)
 	}
 	if c.MaxConnsPerClient < 0 {
-		bad("max_conns_per_client %d is negative", c.MaxConnsPerClient)
+		p.bad("max_conns_per_client %d is negative", c.MaxConnsPerClient)
 	}
 	for _, o := range c.CORSOrigins {
 		if o != "*" && !validOrigin(o) {
-			bad("cors origin %q: want scheme://host[:port] (no path) or *", o)
+			p.bad("cors origin %q: want scheme://host[:port] (no path) or *", o)
 		}
 	}
 	if !c.AllowNoKey && c.APIKey == "" && !IsLoopback(c.Host) {
-		bad("host %q is reachable from other machines and no api_key is set: set one (--api-key, $TOKENROUTER_API_KEY) or allow it explicitly (--allow-no-key, allow_no_key: true)", c.Host)
+		p.bad("host %q is reachable from other machines and no api_key is set: set one (--api-key, $TOKENROUTER_API_KEY) or allow it explicitly (--allow-no-key, allow_no_key: true)", c.Host)
 	}
-	if len(c.Models) == 0 {
-		bad("no models")
-	}
-	if len(c.Presets) == 0 {
-		bad("no presets")
-	}
+}
+
+// checkModels checks the models' names, uniqueness, engines and CPUs and
+// returns the well-named models by name.
+func (c *Config) checkModels(p *problems) map[string]*Model {
 	models := map[string]*Model{}
 	for i := range c.Models {
 		m := &c.Models[i]
 		if !nameRE.MatchString(m.Name) {
-			bad("model %d: name %q: want letters, digits and _.:/-", i, m.Name)
+			p.bad("model %d: name %q: want letters, digits and _.:/-", i, m.Name)
 			continue
 		}
 		if models[m.Name] != nil {
-			bad("model %q defined twice", m.Name)
+			p.bad("model %q defined twice", m.Name)
 		}
 		models[m.Name] = m
 		if m.Engine == "" {
-			bad("model %q: no engine", m.Name)
+			p.bad("model %q: no engine", m.Name)
 		}
 		for _, c := range m.CPUs {
 			if c < 0 {
-				bad("model %q: cpus: CPU %d is negative", m.Name, c)
+				p.bad("model %q: cpus: CPU %d is negative", m.Name, c)
 			}
 		}
 	}
-	presets := map[string]bool{}
-	for i := range c.Presets {
-		p := &c.Presets[i]
-		if !nameRE.MatchString(p.Name) {
-			bad("preset %d: name %q: want letters, digits and _.:/-", i, p.Name)
-			continue
-		}
-		if presets[p.Name] {
-			bad("preset %q defined twice", p.Name)
-		}
-		presets[p.Name] = true
-		if p.Algorithm == "" {
-			bad("preset %q: no algorithm", p.Name)
-		}
-		if len(p.Models) == 0 {
-			bad("preset %q: no models", p.Name)
-		}
-		seen := map[string]bool{}
-		for _, n := range p.Models {
-			if models[n] == nil {
-				bad("preset %q: unknown model %q", p.Name, n)
-			}
-			if seen[n] {
-				bad("preset %q: model %q listed twice", p.Name, n)
-			}
-			seen[n] = true
-		}
-		if _, err := p.Launch(); err != nil {
-			bad("preset %q: %w", p.Name, err)
-		}
-		if p.AutoConcurrency < 1 || p.AutoConcurrency > 256 {
-			bad("preset %q: auto_concurrency %d: want 1..256", p.Name, p.AutoConcurrency)
-		}
-		if p.MaxBatch < 0 {
-			bad("preset %q: max_batch %d is negative", p.Name, p.MaxBatch)
-		}
-		if _, err := ParsePlacement(string(p.Placement)); err != nil {
-			bad("preset %q: %w", p.Name, err)
-		}
-		if _, err := ParseSpeculation(p.Speculate, p.SpeculateDepth); err != nil {
-			bad("preset %q: %w", p.Name, err)
-		}
+	return models
+}
+
+// check checks preset i: its name (recorded in names), algorithm, models
+// (known ones, each once), launch, batch, placement and speculation.
+func (pr *Preset) check(p *problems, i int, models map[string]*Model, names map[string]bool) {
+	if !nameRE.MatchString(pr.Name) {
+		p.bad("preset %d: name %q: want letters, digits and _.:/-", i, pr.Name)
+		return
 	}
-	return errors.Join(errs...)
+	if names[pr.Name] {
+		p.bad("preset %q defined twice", pr.Name)
+	}
+	names[pr.Name] = true
+	if pr.Algorithm == "" {
+		p.bad("preset %q: no algorithm", pr.Name)
+	}
+	if len(pr.Models) == 0 {
+		p.bad("preset %q: no models", pr.Name)
+	}
+	seen := map[string]bool{}
+	for _, n := range pr.Models {
+		if models[n] == nil {
+			p.bad("preset %q: unknown model %q", pr.Name, n)
+		}
+		if seen[n] {
+			p.bad("preset %q: model %q listed twice", pr.Name, n)
+		}
+		seen[n] = true
+	}
+	if _, err := pr.Launch(); err != nil {
+		p.bad("preset %q: %w", pr.Name, err)
+	}
+	if pr.AutoConcurrency < 1 || pr.AutoConcurrency > 256 {
+		p.bad("preset %q: auto_concurrency %d: want 1..256", pr.Name, pr.AutoConcurrency)
+	}
+	if pr.MaxBatch < 0 {
+		p.bad("preset %q: max_batch %d is negative", pr.Name, pr.MaxBatch)
+	}
+	if _, err := ParsePlacement(string(pr.Placement)); err != nil {
+		p.bad("preset %q: %w", pr.Name, err)
+	}
+	if _, err := ParseSpeculation(pr.Speculate, pr.SpeculateDepth); err != nil {
+		p.bad("preset %q: %w", pr.Name, err)
+	}
 }
 
 // Model returns the named model definition.

@@ -18,8 +18,8 @@ import (
 	"github.com/tokenrouter/tokenrouter/autotune"
 	"github.com/tokenrouter/tokenrouter/bus"
 	"github.com/tokenrouter/tokenrouter/constrain"
-	"github.com/tokenrouter/tokenrouter/engine/timeshare"
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/engine/timeshare"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/sched"
@@ -143,21 +143,9 @@ var ErrUnavailable = errors.New("model unavailable")
 
 // New builds the sub-servers and starts their loops.
 func New(cfg Config) (*Deployment, error) {
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("deploy: no models")
-	}
-	if cfg.Registry == nil {
-		return nil, errors.New("deploy: no algorithm registry")
-	}
-	names := make([]string, len(cfg.Models))
-	for i, m := range cfg.Models {
-		names[i] = m.Name
-		if (m.Engine == nil) == (m.Remote == nil) {
-			return nil, fmt.Errorf("deploy: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
-		}
-		if m.Remote != nil && cfg.Launch.Auto {
-			return nil, fmt.Errorf("deploy: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
-		}
+	names, err := modelNames(cfg)
+	if err != nil {
+		return nil, err
 	}
 	b := cfg.Bus
 	if b == nil {
@@ -178,50 +166,92 @@ func New(cfg Config) (*Deployment, error) {
 		cfg.Models = timeShare(cfg.Models)
 		r.cfg = cfg
 	}
-	obs := cfg.Observer
-	if cfg.Launch.Auto {
-		base := make([]sched.Policy, len(cfg.Models))
-		for i := range cfg.Models {
-			base[i] = cfg.Launch.Policy(i)
-		}
-		var opts autotune.Options
-		if cfg.Tuning != nil {
-			opts = *cfg.Tuning
-		}
-		if cfg.TimeShared && opts.Placement == "" {
-			// The engines take turns: a plan for models that step at
-			// once would batch the large model as if its steps cost the
-			// small one nothing.
-			opts.Placement = perfmodel.TimeShared
-		}
-		t, err := autotune.New(base, opts)
-		if err != nil {
-			r.abort()
-			return nil, fmt.Errorf("deploy: %w", err)
-		}
-		r.tuner = t
-		obs = t
-		if cfg.Observer != nil {
-			obs = observers{t, cfg.Observer}
-		}
+	obs, err := r.newTuner()
+	if err != nil {
+		r.abort()
+		return nil, fmt.Errorf("deploy: %w", err)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.local = make([]*local, len(cfg.Models))
+	if err := r.startSubServers(obs); err != nil {
+		r.cancel()
+		r.abort()
+		return nil, err
+	}
+	r.startBackground()
+	return r, nil
+}
+
+// modelNames checks the configuration's models and registry and returns
+// the models' names.
+func modelNames(cfg Config) ([]string, error) {
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("deploy: no models")
+	}
+	if cfg.Registry == nil {
+		return nil, errors.New("deploy: no algorithm registry")
+	}
+	names := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
+		names[i] = m.Name
+		if (m.Engine == nil) == (m.Remote == nil) {
+			return nil, fmt.Errorf("deploy: model %d (%s): set exactly one of Engine and Remote", i, m.Name)
+		}
+		if m.Remote != nil && cfg.Launch.Auto {
+			return nil, fmt.Errorf("deploy: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
+		}
+	}
+	return names, nil
+}
+
+// newTuner creates the threshold tuner when launch thresholds are automatic
+// and returns the observer the sub-servers report their steps to.
+func (r *Deployment) newTuner() (subserver.Observer, error) {
+	cfg := r.cfg
+	if !cfg.Launch.Auto {
+		return cfg.Observer, nil
+	}
+	base := make([]sched.Policy, len(cfg.Models))
+	for i := range cfg.Models {
+		base[i] = cfg.Launch.Policy(i)
+	}
+	var opts autotune.Options
+	if cfg.Tuning != nil {
+		opts = *cfg.Tuning
+	}
+	if cfg.TimeShared && opts.Placement == "" {
+		// The engines take turns: a plan for models that step at
+		// once would batch the large model as if its steps cost the
+		// small one nothing.
+		opts.Placement = perfmodel.TimeShared
+	}
+	t, err := autotune.New(base, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.tuner = t
+	if cfg.Observer != nil {
+		return observers{t, cfg.Observer}, nil
+	}
+	return t, nil
+}
+
+// startSubServers creates and runs a sub-server for each local model and
+// records every model's description.
+func (r *Deployment) startSubServers(obs subserver.Observer) error {
+	r.local = make([]*local, len(r.cfg.Models))
+	for i, m := range r.cfg.Models {
 		if m.Remote != nil {
 			r.info = append(r.info, *m.Remote)
 			continue
 		}
-		pol := cfg.Launch.Policy(i)
+		pol := r.cfg.Launch.Policy(i)
 		if r.tuner != nil {
 			pol = r.tuner.Initial(i)
 		}
 		l := &local{index: i, observer: obs}
 		s, err := r.newSubServer(l, m.Engine, pol)
 		if err != nil {
-			r.cancel()
-			r.abort()
-			return nil, err
+			return err
 		}
 		r.local[i], l.pos = l, len(r.subs)
 		r.subs = append(r.subs, s)
@@ -232,8 +262,13 @@ func New(cfg Config) (*Deployment, error) {
 			r.run(l)
 		}
 	}
+	return nil
+}
+
+// startBackground starts the stall watchdog and the threshold tuner's loop.
+func (r *Deployment) startBackground() {
 	ctx := r.ctx
-	if cfg.StallTimeout >= 0 && len(r.subs) > 0 {
+	if r.cfg.StallTimeout >= 0 && len(r.subs) > 0 {
 		r.wg.Add(1)
 		go r.watch(ctx)
 	}
@@ -249,7 +284,6 @@ func New(cfg Config) (*Deployment, error) {
 			_ = r.tuner.Run(ctx, targets)
 		}()
 	}
-	return r, nil
 }
 
 // observers fans one sub-server's observations out to several observers.
@@ -330,22 +364,8 @@ func (r *Deployment) SubServers() []*subserver.Server {
 // when the request finishes or fails; cancelling ctx (or Stream.Close)
 // cancels it in every sub-server, wherever it is.
 func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params) (*stream.Stream, error) {
-	if len(prompt) == 0 {
-		return nil, fmt.Errorf("%w: empty prompt", ErrBadRequest)
-	}
-	if p.MaxTokens <= 0 {
-		return nil, fmt.Errorf("%w: max tokens must be positive, got %d", ErrBadRequest, p.MaxTokens)
-	}
-	for _, in := range r.info {
-		if len(prompt)+p.MaxTokens > in.ContextLength {
-			return nil, fmt.Errorf("%w: prompt (%d tokens) plus max tokens (%d) exceeds model %s's context length %d",
-				ErrBadRequest, len(prompt), p.MaxTokens, in.Name, in.ContextLength)
-		}
-		for _, t := range prompt {
-			if t < 0 || int(t) >= in.VocabSize {
-				return nil, fmt.Errorf("%w: token id %d outside model %s's vocabulary of %d", ErrBadRequest, t, in.Name, in.VocabSize)
-			}
-		}
+	if err := r.checkRequest(prompt, p); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("deploy: submit: %w", err)
@@ -353,35 +373,84 @@ func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params)
 	id := r.nextID.Add(1)
 	s := stream.New(id, func() { r.cancelReq(id, nil) })
 	view := route.Request{ID: id, Params: p, Tokens: prompt, PromptLen: len(prompt), Committed: len(prompt)}
-	entry := 0
-	if r.entry != nil {
-		entry = r.entry.Entry(&view)
-		if entry < 0 || entry >= len(r.info) {
-			return nil, fmt.Errorf("deploy: algorithm chose entry model %d of %d", entry, len(r.info))
-		}
+	entry, err := r.entryModel(&view)
+	if err != nil {
+		return nil, err
 	}
 	var st route.State
 	if r.stat != nil {
 		st = r.stat.NewState(&view)
 	}
+	if err := r.register(id, s); err != nil {
+		return nil, err
+	}
+	bctx := context.WithoutCancel(ctx)
+	if err := r.admit(bctx, id, entry, prompt, p, st); err != nil {
+		return nil, err
+	}
+	r.cancelWith(ctx, bctx, id)
+	return s, nil
+}
+
+// checkRequest rejects an empty prompt, a non-positive token budget, and a
+// request that exceeds a model's context or vocabulary.
+func (r *Deployment) checkRequest(prompt []int32, p route.Params) error {
+	if len(prompt) == 0 {
+		return fmt.Errorf("%w: empty prompt", ErrBadRequest)
+	}
+	if p.MaxTokens <= 0 {
+		return fmt.Errorf("%w: max tokens must be positive, got %d", ErrBadRequest, p.MaxTokens)
+	}
+	for _, in := range r.info {
+		if len(prompt)+p.MaxTokens > in.ContextLength {
+			return fmt.Errorf("%w: prompt (%d tokens) plus max tokens (%d) exceeds model %s's context length %d",
+				ErrBadRequest, len(prompt), p.MaxTokens, in.Name, in.ContextLength)
+		}
+		for _, t := range prompt {
+			if t < 0 || int(t) >= in.VocabSize {
+				return fmt.Errorf("%w: token id %d outside model %s's vocabulary of %d", ErrBadRequest, t, in.Name, in.VocabSize)
+			}
+		}
+	}
+	return nil
+}
+
+// entryModel returns the model a request starts on: the algorithm's choice,
+// or model 0.
+func (r *Deployment) entryModel(view *route.Request) (int, error) {
+	if r.entry == nil {
+		return 0, nil
+	}
+	entry := r.entry.Entry(view)
+	if entry < 0 || entry >= len(r.info) {
+		return 0, fmt.Errorf("deploy: algorithm chose entry model %d of %d", entry, len(r.info))
+	}
+	return entry, nil
+}
+
+// register records the request's stream as open, unless the deployment
+// is closed or a model is down.
+func (r *Deployment) register(id uint64, s *stream.Stream) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	for i, cause := range r.down {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("deploy: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
+		return fmt.Errorf("deploy: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
 	}
 	r.open[id] = openReq{s: s}
-	r.mu.Unlock()
+	return nil
+}
 
-	bctx := context.WithoutCancel(ctx)
+// admit announces the request to every sub-server and sends its prompt to
+// the entry model.
+func (r *Deployment) admit(bctx context.Context, id uint64, entry int, prompt []int32, p route.Params, st route.State) error {
 	a := r.bus.Get()
 	a.Kind, a.ID, a.From = bus.Admit, id, bus.Frontend
 	if err := r.bus.Broadcast(bctx, a); err != nil {
 		r.forget(id)
-		return nil, fmt.Errorf("deploy: admit: %w", err)
+		return fmt.Errorf("deploy: admit: %w", err)
 	}
 	e := r.bus.Get()
 	e.Kind, e.ID, e.From = bus.Peer, id, bus.Frontend
@@ -396,15 +465,21 @@ func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params)
 	m.Seen = append(m.Seen[:0], make([]int, len(r.info))...)
 	if err := r.bus.Send(bctx, entry, e); err != nil {
 		r.cancelReq(id, err)
-		return nil, fmt.Errorf("deploy: admit: %w", err)
+		return fmt.Errorf("deploy: admit: %w", err)
 	}
+	return nil
+}
+
+// cancelWith ties the admitted request to ctx: its end cancels the request.
+// If the request already ended, it cancels again on every sub-server.
+func (r *Deployment) cancelWith(ctx, bctx context.Context, id uint64) {
 	stop := context.AfterFunc(ctx, func() { r.cancelReq(id, ctx.Err()) })
 	r.mu.Lock()
 	if o, ok := r.open[id]; ok {
 		o.stop = stop
 		r.open[id] = o
 		r.mu.Unlock()
-		return s, nil
+		return
 	}
 	r.mu.Unlock()
 	// Already ended: finished, or failed by ModelDown while the admit was
@@ -414,7 +489,6 @@ func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params)
 	c := r.bus.Get()
 	c.Kind, c.ID, c.From = bus.Cancel, id, bus.Frontend
 	_ = r.bus.Broadcast(bctx, c)
-	return s, nil
 }
 
 // cancelReq cancels request id everywhere and ends its stream.

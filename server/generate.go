@@ -210,63 +210,15 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		return nil, aerr
 	}
 	g := &genRequest{dep: d, start: time.Now(), stream: nr.Stream}
-	switch {
-	case nr.Text != nil && nr.InputIDs != nil:
-		return nil, badRequest(names.name("text"), "invalid_value", "Give %s or %s, not both", names.name("text"), names.name("input_ids"))
-	case nr.Text != nil:
-		g.prompt = d.text.encodeText(*nr.Text)
-	case len(nr.InputIDs) > 0:
-		if aerr := d.checkIDs(nr.InputIDs, names.name("input_ids")); aerr != nil {
-			return nil, aerr
-		}
-		g.prompt = slices.Clone(nr.InputIDs)
-	default:
-		return nil, badRequest(names.name("text"), "missing_required_parameter", "Missing prompt: give %s or %s", names.name("text"), names.name("input_ids"))
+	if aerr := g.setPrompt(nr, names); aerr != nil {
+		return nil, aerr
 	}
-	if len(g.prompt) == 0 {
-		return nil, badRequest(names.name("text"), "invalid_value", "The prompt is empty and the model has no BOS token to start from")
-	}
-	g.promptN = len(g.prompt)
 	sp := &nr.SamplingParams
-	room := d.ctxLen - len(g.prompt)
-	if room < 1 {
-		return nil, badRequest(names.name("text"), "context_length_exceeded",
-			"The prompt has %d tokens; the model's context length is %d", len(g.prompt), d.ctxLen)
+	if aerr := g.setMaxTokens(sp, names, s.cfg.DefaultMaxTokens); aerr != nil {
+		return nil, aerr
 	}
-	maxTok := min(s.cfg.DefaultMaxTokens, room)
-	if sp.MaxNewTokens != nil {
-		maxTok = *sp.MaxNewTokens
-		pn := names.name("sampling_params.max_new_tokens")
-		if maxTok <= 0 {
-			return nil, badRequest(pn, "invalid_value", "%s must be at least 1, got %d", pn, maxTok)
-		}
-		if maxTok > room {
-			return nil, badRequest(pn, "context_length_exceeded",
-				"%s = %d is too large: the prompt has %d tokens and the model's context length is %d (at most %d new tokens)",
-				pn, maxTok, len(g.prompt), d.ctxLen, room)
-		}
-	}
-	g.params.MaxTokens = maxTok
-	if sp.Temperature != nil {
-		t, pn := *sp.Temperature, names.name("sampling_params.temperature")
-		if t < 0 || math.IsNaN(t) || t > 100 {
-			return nil, badRequest(pn, "invalid_value", "%s must be between 0 and 100, got %v", pn, t)
-		}
-		g.params.Sampling.Temperature = float32(t)
-	}
-	if sp.TopP != nil {
-		p, pn := *sp.TopP, names.name("sampling_params.top_p")
-		if !(p > 0 && p <= 1) {
-			return nil, badRequest(pn, "invalid_value", "%s must be in (0, 1], got %v", pn, p)
-		}
-		g.params.Sampling.TopP = float32(p)
-	}
-	if sp.TopK != nil {
-		k, pn := *sp.TopK, names.name("sampling_params.top_k")
-		if k < 0 {
-			return nil, badRequest(pn, "invalid_value", "%s must not be negative, got %d", pn, k)
-		}
-		g.params.Sampling.TopK = k
+	if aerr := g.setSampling(sp, names); aerr != nil {
+		return nil, aerr
 	}
 	if sp.Seed != nil {
 		g.params.Seed = *sp.Seed
@@ -275,18 +227,9 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		g.params.Seed = s.nextID.Add(1) // fresh routing draws per request
 	}
 	g.params.IgnoreEOS = sp.IgnoreEOS
-	if len(sp.Stop) > 4 {
-		pn := names.name("sampling_params.stop")
-		return nil, badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
+	if aerr := g.setStop(sp, names); aerr != nil {
+		return nil, aerr
 	}
-	for _, s := range sp.Stop {
-		if len(s) > maxStopBytes {
-			pn := names.name("sampling_params.stop")
-			return nil, badRequest(pn, "invalid_value", "A %s sequence may have at most %d bytes, got %d", pn, maxStopBytes, len(s))
-		}
-	}
-	g.stop = sp.Stop
-	g.params.Stop = sp.Stop // every sub-server with the model's texts stops there too
 	if aerr := g.applyPenalties(&sp.penaltyParams, names); aerr != nil {
 		return nil, aerr
 	}
@@ -294,10 +237,102 @@ func (s *Server) prepare(nr *NativeRequest, names paramNames) (*genRequest, *api
 		return nil, aerr
 	}
 	if aerr := g.setSchema(sp.JSONSchema, names.name("sampling_params.json_schema")); aerr != nil {
-
 		return nil, aerr
 	}
 	return g, nil
+}
+
+// setPrompt sets the prompt from the request's text or token ids (exactly
+// one of them), which must not be empty.
+func (g *genRequest) setPrompt(nr *NativeRequest, names paramNames) *apiError {
+	d := g.dep
+	switch {
+	case nr.Text != nil && nr.InputIDs != nil:
+		return badRequest(names.name("text"), "invalid_value", "Give %s or %s, not both", names.name("text"), names.name("input_ids"))
+	case nr.Text != nil:
+		g.prompt = d.text.encodeText(*nr.Text)
+	case len(nr.InputIDs) > 0:
+		if aerr := d.checkIDs(nr.InputIDs, names.name("input_ids")); aerr != nil {
+			return aerr
+		}
+		g.prompt = slices.Clone(nr.InputIDs)
+	default:
+		return badRequest(names.name("text"), "missing_required_parameter", "Missing prompt: give %s or %s", names.name("text"), names.name("input_ids"))
+	}
+	if len(g.prompt) == 0 {
+		return badRequest(names.name("text"), "invalid_value", "The prompt is empty and the model has no BOS token to start from")
+	}
+	g.promptN = len(g.prompt)
+	return nil
+}
+
+// setMaxTokens sets the new-token budget: the request's, or def capped by
+// the room the model's context leaves after the prompt.
+func (g *genRequest) setMaxTokens(sp *SamplingParams, names paramNames, def int) *apiError {
+	ctxLen := g.dep.ctxLen
+	room := ctxLen - len(g.prompt)
+	if room < 1 {
+		return badRequest(names.name("text"), "context_length_exceeded",
+			"The prompt has %d tokens; the model's context length is %d", len(g.prompt), ctxLen)
+	}
+	maxTok := min(def, room)
+	if sp.MaxNewTokens != nil {
+		maxTok = *sp.MaxNewTokens
+		pn := names.name("sampling_params.max_new_tokens")
+		if maxTok <= 0 {
+			return badRequest(pn, "invalid_value", "%s must be at least 1, got %d", pn, maxTok)
+		}
+		if maxTok > room {
+			return badRequest(pn, "context_length_exceeded",
+				"%s = %d is too large: the prompt has %d tokens and the model's context length is %d (at most %d new tokens)",
+				pn, maxTok, len(g.prompt), ctxLen, room)
+		}
+	}
+	g.params.MaxTokens = maxTok
+	return nil
+}
+
+// setSampling sets the temperature, top-p and top-k the request gives.
+func (g *genRequest) setSampling(sp *SamplingParams, names paramNames) *apiError {
+	if sp.Temperature != nil {
+		t, pn := *sp.Temperature, names.name("sampling_params.temperature")
+		if t < 0 || math.IsNaN(t) || t > 100 {
+			return badRequest(pn, "invalid_value", "%s must be between 0 and 100, got %v", pn, t)
+		}
+		g.params.Sampling.Temperature = float32(t)
+	}
+	if sp.TopP != nil {
+		p, pn := *sp.TopP, names.name("sampling_params.top_p")
+		if !(p > 0 && p <= 1) {
+			return badRequest(pn, "invalid_value", "%s must be in (0, 1], got %v", pn, p)
+		}
+		g.params.Sampling.TopP = float32(p)
+	}
+	if sp.TopK != nil {
+		k, pn := *sp.TopK, names.name("sampling_params.top_k")
+		if k < 0 {
+			return badRequest(pn, "invalid_value", "%s must not be negative, got %d", pn, k)
+		}
+		g.params.Sampling.TopK = k
+	}
+	return nil
+}
+
+// setStop sets the stop strings: at most 4, each of at most maxStopBytes.
+func (g *genRequest) setStop(sp *SamplingParams, names paramNames) *apiError {
+	if len(sp.Stop) > 4 {
+		pn := names.name("sampling_params.stop")
+		return badRequest(pn, "invalid_value", "At most 4 %s sequences, got %d", pn, len(sp.Stop))
+	}
+	for _, s := range sp.Stop {
+		if len(s) > maxStopBytes {
+			pn := names.name("sampling_params.stop")
+			return badRequest(pn, "invalid_value", "A %s sequence may have at most %d bytes, got %d", pn, maxStopBytes, len(s))
+		}
+	}
+	g.stop = sp.Stop
+	g.params.Stop = sp.Stop // every sub-server with the model's texts stops there too
+	return nil
 }
 
 // maxStopBytes bounds one stop string (what the bus carries).
@@ -372,75 +407,24 @@ func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, re
 	if err := emit(delta{start: true, id: res.id}); err != nil {
 		return first, err
 	}
-	dt := detok{t: g.dep.text}
-	stops := newStopper(g.stop)
+	r := relayer{g: g, res: res, emit: emit, dt: detok{t: g.dep.text}, stops: newStopper(g.stop)}
 	var (
-		text   strings.Builder
-		chunk  stream.Chunk
-		last   time.Time
-		ended  bool
-		reason string
+		chunk stream.Chunk
+		last  time.Time
 	)
-	for !ended {
+	for !r.ended {
 		rerr := st.Recv(ctx, &chunk)
-		if rerr != nil && ctx.Err() == nil && errors.Is(rerr, deploy.ErrUnavailable) {
-			return first, errUnavailable(unavailableMessage(rerr))
-		}
-		if rerr != nil && !chunk.Done {
-			if ctx.Err() != nil {
-				return first, ctx.Err()
-			}
-			if errors.Is(rerr, stream.ErrCancelled) {
-				return first, errShuttingDown("The request was cancelled: the server is shutting down")
-			}
-			return first, fmt.Errorf("generate: %w", rerr)
-		}
-		if rerr != nil && chunk.Reason == stream.Error {
-			return first, fmt.Errorf("generate: %w", rerr)
-		}
-		if chunk.Reason == stream.Cancelled {
-			if ctx.Err() != nil {
-				return first, ctx.Err()
-			}
-			return first, errShuttingDown("The request was cancelled: the server is shutting down")
+		if err := recvError(ctx, rerr, &chunk); err != nil {
+			return first, err
 		}
 		now := time.Now()
 		n0 := len(res.ids)
-		for i, id := range chunk.Tokens {
-			if slices.Contains(g.stopIDs, id) {
-				ended, reason = true, stream.Stop
-				break
-			}
-			res.ids = append(res.ids, id)
-			res.by = append(res.by, chunk.By[i])
-			var lps []engine.Logprob
-			if i < len(chunk.Logprobs) {
-				res.lps = append(res.lps, chunk.Logprobs[i])
-				lps = res.lps[len(res.lps)-1:]
-			}
-			out, hit := stops.add(dt.add(id))
-			text.WriteString(out)
-			if err := emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:], lps: lps}); err != nil {
-				return first, err
-			}
-			if hit {
-				ended, reason = true, stream.Stop
-				break
-			}
+		if err := r.tokens(&chunk); err != nil {
+			return first, err
 		}
-		if chunk.Done && !ended {
-			ended, reason = true, chunk.Reason
-			out, hit := stops.add(dt.flush())
-			if !hit {
-				out += stops.flush()
-			} else {
-				reason = stream.Stop
-			}
-			if out != "" {
-				text.WriteString(out)
-				if err := emit(delta{text: out}); err != nil {
-					return first, err
-				}
+		if chunk.Done && !r.ended {
+			if err := r.finish(chunk.Reason); err != nil {
+				return first, err
 			}
 		}
 		if len(res.ids) > n0 {
@@ -454,9 +438,95 @@ func (s *Server) relay(ctx context.Context, g *genRequest, st *stream.Stream, re
 		}
 	}
 	st.Close() // a stop before the end cancels the rest everywhere
-	res.text, res.reason = text.String(), reason
-	s.metrics.finished(g, first, last, len(res.ids), reason)
+	res.text, res.reason = r.text.String(), r.reason
+	s.metrics.finished(g, first, last, len(res.ids), r.reason)
 	return first, nil
+}
+
+// recvError is the error a received chunk (and the receive's error rerr)
+// ends the request with, or nil to go on.
+func recvError(ctx context.Context, rerr error, chunk *stream.Chunk) error {
+	if rerr != nil && ctx.Err() == nil && errors.Is(rerr, deploy.ErrUnavailable) {
+		return errUnavailable(unavailableMessage(rerr))
+	}
+	if rerr != nil && !chunk.Done {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(rerr, stream.ErrCancelled) {
+			return errShuttingDown("The request was cancelled: the server is shutting down")
+		}
+		return fmt.Errorf("generate: %w", rerr)
+	}
+	if rerr != nil && chunk.Reason == stream.Error {
+		return fmt.Errorf("generate: %w", rerr)
+	}
+	if chunk.Reason == stream.Cancelled {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errShuttingDown("The request was cancelled: the server is shutting down")
+	}
+	return nil
+}
+
+// relayer turns one request's chunks into deltas: it detokenises, watches
+// for stop tokens and strings, and collects the result.
+type relayer struct {
+	g      *genRequest
+	res    *genResult
+	emit   func(delta) error
+	dt     detok
+	stops  *stopper
+	text   strings.Builder
+	ended  bool
+	reason string
+}
+
+// tokens emits a delta for each token of chunk, up to a stop token or a
+// stop string.
+func (r *relayer) tokens(chunk *stream.Chunk) error {
+	res := r.res
+	for i, id := range chunk.Tokens {
+		if slices.Contains(r.g.stopIDs, id) {
+			r.ended, r.reason = true, stream.Stop
+			return nil
+		}
+		res.ids = append(res.ids, id)
+		res.by = append(res.by, chunk.By[i])
+		var lps []engine.Logprob
+		if i < len(chunk.Logprobs) {
+			res.lps = append(res.lps, chunk.Logprobs[i])
+			lps = res.lps[len(res.lps)-1:]
+		}
+		out, hit := r.stops.add(r.dt.add(id))
+		r.text.WriteString(out)
+		if err := r.emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:], lps: lps}); err != nil {
+			return err
+		}
+		if hit {
+			r.ended, r.reason = true, stream.Stop
+			return nil
+		}
+	}
+	return nil
+}
+
+// finish ends the output for the stream's reason: it flushes the text held
+// back and emits it (the reason becomes Stop if a stop string completes).
+func (r *relayer) finish(reason string) error {
+	r.ended, r.reason = true, reason
+	out, hit := r.stops.add(r.dt.flush())
+	if !hit {
+		out += r.stops.flush()
+	} else {
+		r.reason = stream.Stop
+	}
+	if out == "" {
+		return nil
+	}
+	r.text.WriteString(out)
+	return r.emit(delta{text: out})
 }
 
 // readGenerate decodes and validates a /generate body.

@@ -47,6 +47,22 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{s: s, reg: prometheus.NewRegistry()}
+	m.newEvents()
+	m.describeModels()
+	m.describeServer()
+	m.req = newRequestMetrics()
+	m.httpPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tokenrouter_http_panics_total", Help: "Panics recovered in HTTP request handlers (each failed its request only and was logged with its stack).",
+	})
+	m.reg.MustRegister(buildInfoGauge(), m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m.httpPanics, m,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.req.collectors()...)
+	return m
+}
+
+// newEvents creates the counters and histograms updated as requests and
+// steps happen.
+func (m *metrics) newEvents() {
 	pm := []string{"preset", "model"}
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tokenrouter_http_requests_total", Help: "HTTP requests by path and status code.",
@@ -77,61 +93,71 @@ func newMetrics(s *Server) *metrics {
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tokenrouter_route_decisions_total", Help: "Routing decisions after each step: requests that stepped on model `from` and went to model `to` (to = from means stay).",
 	}, []string{"preset", "algorithm", "from", "to"})
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
-	m.queue = d("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
-	m.requestsBy = d("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
-	m.prefixLooked = d("tokenrouter_model_prefix_cache_lookup_tokens_total", "Prompt tokens of the sequences that looked up the engine's prefix cache (engines that share KV blocks of common prefixes).", pm...)
-	m.prefixHit = d("tokenrouter_model_prefix_cache_hit_tokens_total", "Prompt tokens found in the engine's prefix cache (their KV reused, not computed); over the lookup total: the hit rate.", pm...)
-	m.kvBlocks = d("tokenrouter_model_kv_blocks", "KV cache blocks (pages) in use in the model's engine (engines that page their KV cache).", pm...)
-	m.threshold = d("tokenrouter_model_threshold", "Launch threshold in force: the batch size the model waits for at the current number of active requests.", pm...)
-	m.kv = d("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
-	m.lastBatch = d("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
-	m.lastStep = d("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
-	m.simulated = d("tokenrouter_model_simulated", "1 when the model is simulated (no weights).", pm...)
-	m.up = d("tokenrouter_model_up", "1 when the model serves requests (a sub-server in another process reports by heartbeat; its other figures are as of its last one).", pm...)
-	m.steps = d("tokenrouter_model_steps_total", "Engine steps run by the model.", pm...)
-	m.tokens = d("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
-	m.busy = d("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
-	m.restarts = d("tokenrouter_model_restarts_total", "Times the model's sub-server came back as a new process (sub-servers in other processes).", pm...)
-	m.panics = d("tokenrouter_model_panics_total", "Panics recovered in the model's sub-server: each failed one request, or one step's requests (engine), and was logged with its stack.", pm...)
-	m.engineRestarts = d("tokenrouter_model_engine_restarts_total", "Times the model's engine was reopened after it panicked.", pm...)
-	m.loopBusy = d("tokenrouter_model_loop_busy_seconds", "How long the model's loop has been in its current iteration (0 while it waits for work); past the stall timeout the model is stalled and restarted.", pm...)
-	m.busDropped = d("tokenrouter_bus_dropped_messages_total", "Bus messages dropped on receipt by the front end and the sub-servers in other processes, by reason: bad_tag (forged or corrupt), replayed, stale (an unknown sender's, sent before the endpoint attached), version, undecodable.", "preset", "reason")
-	m.active = d("tokenrouter_active_requests", "Requests in flight in the preset's router.", "preset")
-	m.routedFrac = d("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
-	m.largeRatio = d("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
-	m.inFlight = d("tokenrouter_http_generation_in_flight", "Generation requests admitted and not finished.")
-	m.conns = d("tokenrouter_http_connections", "Open client connections: lane main (within the cap) or reserve (past it: /health, 503 for the rest).", "lane")
-	m.connLimit = d("tokenrouter_http_connection_limit", "Connections served at once before the reserve lane takes over (--max-connections).")
-	m.tunerSeconds = d("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
-	m.tunerPlans = d("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before), timed_out (cut off by the per-plan limit) or abandoned (every sub-server went idle while it ran).", "preset", "result")
-	m.tunerDeferred = d("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
+}
+
+// describeModels describes the per-model figures collected at scrape time.
+func (m *metrics) describeModels() {
+	pm := []string{"preset", "model"}
+	m.queue = desc("tokenrouter_model_queue_length", "Requests runnable on the model, waiting for or in its next step.", pm...)
+	m.requestsBy = desc("tokenrouter_model_requests", "Requests on the model by state: runnable (queued here), pending (handed to a peer, KV kept here), known (active system-wide).", "preset", "model", "state")
+	m.prefixLooked = desc("tokenrouter_model_prefix_cache_lookup_tokens_total", "Prompt tokens of the sequences that looked up the engine's prefix cache (engines that share KV blocks of common prefixes).", pm...)
+	m.prefixHit = desc("tokenrouter_model_prefix_cache_hit_tokens_total", "Prompt tokens found in the engine's prefix cache (their KV reused, not computed); over the lookup total: the hit rate.", pm...)
+	m.kvBlocks = desc("tokenrouter_model_kv_blocks", "KV cache blocks (pages) in use in the model's engine (engines that page their KV cache).", pm...)
+	m.threshold = desc("tokenrouter_model_threshold", "Launch threshold in force: the batch size the model waits for at the current number of active requests.", pm...)
+	m.kv = desc("tokenrouter_model_kv_sequences", "Sequences holding KV cache in the model's engine.", pm...)
+	m.lastBatch = desc("tokenrouter_model_last_batch_size", "Batch size of the model's last step.", pm...)
+	m.lastStep = desc("tokenrouter_model_last_step_latency_seconds", "Latency of the model's last step.", pm...)
+	m.simulated = desc("tokenrouter_model_simulated", "1 when the model is simulated (no weights).", pm...)
+	m.up = desc("tokenrouter_model_up", "1 when the model serves requests (a sub-server in another process reports by heartbeat; its other figures are as of its last one).", pm...)
+	m.steps = desc("tokenrouter_model_steps_total", "Engine steps run by the model.", pm...)
+	m.tokens = desc("tokenrouter_model_tokens_committed_total", "Output tokens committed by the model.", pm...)
+	m.busy = desc("tokenrouter_model_busy_seconds_total", "Time the model spent in engine steps.", pm...)
+	m.restarts = desc("tokenrouter_model_restarts_total", "Times the model's sub-server came back as a new process (sub-servers in other processes).", pm...)
+	m.panics = desc("tokenrouter_model_panics_total", "Panics recovered in the model's sub-server: each failed one request, or one step's requests (engine), and was logged with its stack.", pm...)
+	m.engineRestarts = desc("tokenrouter_model_engine_restarts_total", "Times the model's engine was reopened after it panicked.", pm...)
+	m.loopBusy = desc("tokenrouter_model_loop_busy_seconds", "How long the model's loop has been in its current iteration (0 while it waits for work); past the stall timeout the model is stalled and restarted.", pm...)
+}
+
+// describeServer describes the per-preset, HTTP, tuner and speculation
+// figures collected at scrape time.
+func (m *metrics) describeServer() {
+	m.busDropped = desc("tokenrouter_bus_dropped_messages_total", "Bus messages dropped on receipt by the front end and the sub-servers in other processes, by reason: bad_tag (forged or corrupt), replayed, stale (an unknown sender's, sent before the endpoint attached), version, undecodable.", "preset", "reason")
+	m.active = desc("tokenrouter_active_requests", "Requests in flight in the preset's router.", "preset")
+	m.routedFrac = desc("tokenrouter_routed_fraction", "Fraction of the first (small) model's step decisions that sent the request to another model.", "preset", "algorithm")
+	m.largeRatio = desc("tokenrouter_large_model_token_ratio", "Fraction of committed output tokens produced by models other than the first.", "preset", "algorithm")
+	m.inFlight = desc("tokenrouter_http_generation_in_flight", "Generation requests admitted and not finished.")
+	m.conns = desc("tokenrouter_http_connections", "Open client connections: lane main (within the cap) or reserve (past it: /health, 503 for the rest).", "lane")
+	m.connLimit = desc("tokenrouter_http_connection_limit", "Connections served at once before the reserve lane takes over (--max-connections).")
+	m.tunerSeconds = desc("tokenrouter_tuner_plan_seconds_total", "Time the automatic thresholds' tuner spent planning (wall time of its one planning worker: its CPU time or more).", "preset")
+	m.tunerPlans = desc("tokenrouter_tuner_plans_total", "Plans of the automatic thresholds by result: computed, cached (tables reused for a load level seen before), timed_out (cut off by the per-plan limit) or abandoned (every sub-server went idle while it ran).", "preset", "result")
+	m.tunerDeferred = desc("tokenrouter_tuner_plans_deferred_total", "Ticks on which a plan was due but the tuner's planning budget was spent.", "preset")
 	pair := []string{"preset", "small", "large"}
-	m.specTokens = d("tokenrouter_speculated_tokens_total", "Tokens the small model kept as unverified drafts past a routed position (speculative continuation; the position's own token included).", pair...)
-	m.specKept = d("tokenrouter_speculated_tokens_kept_total", "Speculated tokens committed (the large model agreed at every routed position before them).", pair...)
-	m.specRolled = d("tokenrouter_speculated_tokens_rolled_back_total", "Speculated tokens discarded: by a disagreement of the large model, or when the request ended first.", pair...)
-	m.specVerified = d("tokenrouter_speculation_compared_positions_total", "Routed positions whose large-model token was compared with the small model's (speculated or not).", pair...)
-	m.specAgreed = d("tokenrouter_speculation_agreed_positions_total", "Compared routed positions where the large model's token equalled the small model's.", pair...)
-	m.specAgreement = d("tokenrouter_speculation_agreement_ratio", "Agreed over compared routed positions since start: the agreement rate of the model pair.", pair...)
-	m.specDepth = d("tokenrouter_speculation_depth", "Speculation depth bound in force on the small model for requests without their own (configured, or chosen from the measured agreement and step times; 0: not speculating).", pair...)
-	m.connsEvicted = d("tokenrouter_http_connections_evicted_total", "Idle or half-sent connections closed to make room: the oldest of a client address past --max-conns-per-client, or the oldest of all at the connection cap.")
-	m.connsDropped = d("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
+	m.specTokens = desc("tokenrouter_speculated_tokens_total", "Tokens the small model kept as unverified drafts past a routed position (speculative continuation; the position's own token included).", pair...)
+	m.specKept = desc("tokenrouter_speculated_tokens_kept_total", "Speculated tokens committed (the large model agreed at every routed position before them).", pair...)
+	m.specRolled = desc("tokenrouter_speculated_tokens_rolled_back_total", "Speculated tokens discarded: by a disagreement of the large model, or when the request ended first.", pair...)
+	m.specVerified = desc("tokenrouter_speculation_compared_positions_total", "Routed positions whose large-model token was compared with the small model's (speculated or not).", pair...)
+	m.specAgreed = desc("tokenrouter_speculation_agreed_positions_total", "Compared routed positions where the large model's token equalled the small model's.", pair...)
+	m.specAgreement = desc("tokenrouter_speculation_agreement_ratio", "Agreed over compared routed positions since start: the agreement rate of the model pair.", pair...)
+	m.specDepth = desc("tokenrouter_speculation_depth", "Speculation depth bound in force on the small model for requests without their own (configured, or chosen from the measured agreement and step times; 0: not speculating).", pair...)
+	m.connsEvicted = desc("tokenrouter_http_connections_evicted_total", "Idle or half-sent connections closed to make room: the oldest of a client address past --max-conns-per-client, or the oldest of all at the connection cap.")
+	m.connsDropped = desc("tokenrouter_http_connections_dropped_total", "Reserve-lane connections closed to make room for newer ones (the lane holds the newest), or because its server was behind.")
+}
+
+// desc describes a metric collected at scrape time.
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// buildInfoGauge is the constant gauge whose labels say what the server was
+// built from.
+func buildInfoGauge() prometheus.Gauge {
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tokenrouter_build_info", Help: "Always 1; the labels say what the server was built from.",
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
-	m.req = newRequestMetrics()
-	m.httpPanics = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tokenrouter_http_panics_total", Help: "Panics recovered in HTTP request handlers (each failed its request only and was logged with its stack).",
-	})
-	m.reg.MustRegister(build, m.httpReqs, m.requests, m.ttft, m.tpot, m.outTokens, m.stepLatency, m.batchSize, m.decisions, m.httpPanics, m,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(m.req.collectors()...)
-	return m
+	return build
 }
 
 // handler serves the registry.

@@ -599,52 +599,41 @@ func (s *Server) cutKV(ctx context.Context, r *rec, n int) bool {
 // step runs one engine step over the runnable requests and applies the
 // algorithm's decisions.
 func (s *Server) step(ctx context.Context) {
-	self := s.cfg.Index
-	n := min(len(s.run), s.cfg.MaxBatch)
+	n, appended, ok := s.formBatch(ctx)
+	if !ok {
+		return
+	}
+	s.observeWaits()
+	t0 := time.Now()
+	n, appended, err := s.runEngine(ctx, n, appended)
+	d := time.Since(t0)
+	s.recordStep(n, d, err)
+	if err != nil {
+		s.stepFailed(ctx, err)
+		return
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Step(s.cfg.Index, n, appended, d)
+	}
+	s.routeAndApply(ctx, n)
+}
+
+// formBatch takes up to MaxBatch runnable requests into the step's batch
+// and builds their engine inputs. It returns the batch size and the number
+// of tokens the step appends, or false when every request failed to join.
+func (s *Server) formBatch(ctx context.Context) (n, appended int, ok bool) {
+	n = min(len(s.run), s.cfg.MaxBatch)
 	s.batch = append(s.batch[:0], s.run[:n]...)
 	s.run = append(s.run[:0], s.run[n:]...)
 	s.in, s.out = s.in[:0], slices.Grow(s.out[:0], n)[:n]
 	s.reqs, s.dec = s.reqs[:0], s.dec[:0]
-	appended := 0
 	for _, r := range s.batch {
-		if len(r.verify) > 0 && r.seen[self] >= int(r.verify[0]) {
-			// A verify job reads this model's token at each position:
-			// recompute from the one before the first.
-			r.seen[self] = int(r.verify[0]) - 1
-			if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
-				s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
-				continue
-			}
-		}
-		if r.seen[self] >= len(r.req.Tokens) {
-			// Everything is in the KV already (the token sampled here was
-			// dropped and came back unchanged): recompute the last position.
-			r.seen[self] = len(r.req.Tokens) - 1
-			if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
-				r.seen[self] = 0
-				_ = s.truncate(r.req.ID, 0)
-			}
-		}
-		var want engine.Want
-		if s.wanter != nil {
-			want = s.wanter.Want(self, &r.req)
-		}
-		if len(r.verify) > 0 {
-			want |= engine.WantAllTokens
-		}
-		toks := r.req.Tokens[r.seen[self]:]
-		allow, err := s.allowSafe(r, r.seen[self], want)
-		if err != nil {
-			s.fail(ctx, r, err)
+		in, ok := s.stepInput(ctx, r)
+		if !ok {
 			continue
 		}
-		appended += len(toks)
-		r.req.Appended = len(toks)
-		sp := r.req.StepSampling()
-		if sp.Logprobs {
-			r.fresh, sp.Record = r.fresh[:0], &r.fresh
-		}
-		s.in = append(s.in, engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: sp, Allow: allow})
+		appended += len(in.Tokens)
+		s.in = append(s.in, in)
 		s.batch[len(s.in)-1] = r
 		s.reqs = append(s.reqs, &r.req)
 		s.dec = append(s.dec, route.Decision{})
@@ -654,11 +643,60 @@ func (s *Server) step(ctx context.Context) {
 		s.batch, n = s.batch[:len(s.in)], len(s.in)
 		s.out = s.out[:n]
 		if n == 0 {
-			return
+			return 0, 0, false
 		}
 	}
-	s.observeWaits()
-	t0 := time.Now()
+	return n, appended, true
+}
+
+// stepInput rewinds r's KV position as the step needs and returns its
+// engine input (tokens, wants, sampling and schema mask); false when r
+// failed and leaves the batch.
+func (s *Server) stepInput(ctx context.Context, r *rec) (engine.Input, bool) {
+	self := s.cfg.Index
+	if len(r.verify) > 0 && r.seen[self] >= int(r.verify[0]) {
+		// A verify job reads this model's token at each position:
+		// recompute from the one before the first.
+		r.seen[self] = int(r.verify[0]) - 1
+		if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
+			s.fail(ctx, r, fmt.Errorf("subserver %s: %w", s.cfg.Name, err))
+			return engine.Input{}, false
+		}
+	}
+	if r.seen[self] >= len(r.req.Tokens) {
+		// Everything is in the KV already (the token sampled here was
+		// dropped and came back unchanged): recompute the last position.
+		r.seen[self] = len(r.req.Tokens) - 1
+		if err := s.truncate(r.req.ID, r.seen[self]); err != nil {
+			r.seen[self] = 0
+			_ = s.truncate(r.req.ID, 0)
+		}
+	}
+	var want engine.Want
+	if s.wanter != nil {
+		want = s.wanter.Want(self, &r.req)
+	}
+	if len(r.verify) > 0 {
+		want |= engine.WantAllTokens
+	}
+	toks := r.req.Tokens[r.seen[self]:]
+	allow, err := s.allowSafe(r, r.seen[self], want)
+	if err != nil {
+		s.fail(ctx, r, err)
+		return engine.Input{}, false
+	}
+	r.req.Appended = len(toks)
+	sp := r.req.StepSampling()
+	if sp.Logprobs {
+		r.fresh, sp.Record = r.fresh[:0], &r.fresh
+	}
+	return engine.Input{Seq: engine.SeqID(r.req.ID), Tokens: toks, Want: want, Sampling: sp, Allow: allow}, true
+}
+
+// runEngine steps the engine over the batch. When the KV cache cannot hold
+// the whole batch it halves it (decodes first) until a step fits, deferring
+// the rest; it returns the batch size and appended tokens actually stepped.
+func (s *Server) runEngine(ctx context.Context, n, appended int) (int, int, error) {
 	err := s.stepEngine(ctx)
 	if errors.Is(err, engine.ErrOutOfMemory) && n > 1 {
 		s.smallFirst()
@@ -673,7 +711,12 @@ func (s *Server) step(ctx context.Context) {
 		}
 		err = s.stepEngine(ctx)
 	}
-	d := time.Since(t0)
+	return n, appended, err
+}
+
+// recordStep records a step of n requests that took d in the stats (and,
+// when it succeeded, in the speculation meter).
+func (s *Server) recordStep(n int, d time.Duration, err error) {
 	if int64(d) > s.stats.maxStep.Load() {
 		s.stats.maxStep.Store(int64(d))
 	}
@@ -685,22 +728,27 @@ func (s *Server) step(ctx context.Context) {
 	s.stats.batch.Store(int64(n))
 	s.stats.last.Store(int64(d))
 	s.stats.busy.Add(int64(d))
-	if err != nil {
-		if ctx.Err() != nil {
-			// Shutting down: put the batch back so shutdown frees it.
-			s.run = append(s.batch, s.run...)
-			s.batch = s.batch[:0]
-			return
-		}
-		for _, r := range s.batch {
-			r.hasKV = true
-			s.fail(ctx, r, fmt.Errorf("subserver %s: step: %w", s.cfg.Name, err))
-		}
+}
+
+// stepFailed handles an engine step's error: when shutting down it puts the
+// batch back for shutdown to free; otherwise it fails every request of it.
+func (s *Server) stepFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		// Shutting down: put the batch back so shutdown frees it.
+		s.run = append(s.batch, s.run...)
+		s.batch = s.batch[:0]
 		return
 	}
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.Step(self, n, appended, d)
+	for _, r := range s.batch {
+		r.hasKV = true
+		s.fail(ctx, r, fmt.Errorf("subserver %s: step: %w", s.cfg.Name, err))
 	}
+}
+
+// routeAndApply has the algorithm route the step's n outputs and carries
+// out each request's decision (or answers its verify job).
+func (s *Server) routeAndApply(ctx context.Context, n int) {
+	self := s.cfg.Index
 	for i, r := range s.batch {
 		r.hasKV = true
 		r.seen[self] = len(r.req.Tokens)

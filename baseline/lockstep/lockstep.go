@@ -149,23 +149,9 @@ func (s *System) signal() {
 func (s *System) loop(ctx context.Context) {
 	defer close(s.done)
 	var active []*req
-	var in []engine.Input
-	var out []engine.Output
-	var reqs []*route.Request
-	var dec []route.Decision
-	var batch []*req
+	var b stepBufs
 	for {
-		s.mu.Lock()
-		active = append(active, s.inbox...)
-		s.inbox = s.inbox[:0]
-		for _, r := range active {
-			if s.cancel[r.q.ID] {
-				r.cancel = true
-			}
-		}
-		clear(s.cancel)
-		s.mu.Unlock()
-		active = s.sweep(active)
+		active = s.collect(active)
 		if len(active) == 0 {
 			select {
 			case <-ctx.Done():
@@ -181,55 +167,94 @@ func (s *System) loop(ctx context.Context) {
 			return
 		}
 		for m, e := range s.cfg.Engines {
-			batch, in, reqs, dec = batch[:0], in[:0], reqs[:0], dec[:0]
-			for _, r := range active {
-				if r.next != m || r.cancel || r.q.Committed < 0 {
-					continue
-				}
-				if r.seen[m] >= len(r.q.Tokens) {
-					r.seen[m] = len(r.q.Tokens) - 1
-					_ = e.Truncate(engine.SeqID(r.q.ID), r.seen[m])
-				}
-				toks := r.q.Tokens[r.seen[m]:]
-				r.q.Appended = len(toks)
-				var want engine.Want
-				if w, ok := s.algs[m].(route.Wanter); ok {
-					want = w.Want(m, &r.q)
-				}
-				batch = append(batch, r)
-				in = append(in, engine.Input{Seq: engine.SeqID(r.q.ID), Tokens: toks, Want: want, Sampling: r.q.StepSampling()})
-				reqs = append(reqs, &r.q)
-				dec = append(dec, route.Decision{})
-			}
-			if len(batch) == 0 {
-				continue
-			}
-			out = slices.Grow(out[:0], len(batch))[:len(batch)]
-			start := time.Now()
-			err := e.Step(ctx, in, out)
-			if err == nil && s.cfg.Observer != nil {
-				s.cfg.Observer.Step(m, len(batch), appended(in), time.Since(start))
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break // closing: the open requests end as cancelled
-				}
-				for _, r := range batch {
-					s.end(r, stream.Error, fmt.Errorf("lockstep: model %d: %w", m, err))
-				}
-				continue
-			}
-			for i, r := range batch {
-				r.seen[m] = len(r.q.Tokens)
-				dec[i] = route.Decision{Next: m, Cut: -1, Token: out[i].Token, Commit: true}
-			}
-			emb, _ := e.(engine.Embedder)
-			s.algs[m].Route(&route.Step{Model: m, Requests: reqs, Outputs: out, Embed: emb}, dec)
-			for i, r := range batch {
-				s.apply(r, m, dec[i])
+			if !s.stepModel(ctx, m, e, active, &b) {
+				break // closing: the open requests end as cancelled
 			}
 		}
 	}
+}
+
+// collect adds the newly submitted requests to active, marks the cancelled
+// ones and returns those still open.
+func (s *System) collect(active []*req) []*req {
+	s.mu.Lock()
+	active = append(active, s.inbox...)
+	s.inbox = s.inbox[:0]
+	for _, r := range active {
+		if s.cancel[r.q.ID] {
+			r.cancel = true
+		}
+	}
+	clear(s.cancel)
+	s.mu.Unlock()
+	return s.sweep(active)
+}
+
+// stepBufs are a step's buffers, reused from step to step.
+type stepBufs struct {
+	batch []*req
+	in    []engine.Input
+	out   []engine.Output
+	reqs  []*route.Request
+	dec   []route.Decision
+}
+
+// form fills the buffers with the active requests that are on model m.
+func (b *stepBufs) form(s *System, m int, e engine.Engine, active []*req) {
+	b.batch, b.in, b.reqs, b.dec = b.batch[:0], b.in[:0], b.reqs[:0], b.dec[:0]
+	for _, r := range active {
+		if r.next != m || r.cancel || r.q.Committed < 0 {
+			continue
+		}
+		if r.seen[m] >= len(r.q.Tokens) {
+			r.seen[m] = len(r.q.Tokens) - 1
+			_ = e.Truncate(engine.SeqID(r.q.ID), r.seen[m])
+		}
+		toks := r.q.Tokens[r.seen[m]:]
+		r.q.Appended = len(toks)
+		var want engine.Want
+		if w, ok := s.algs[m].(route.Wanter); ok {
+			want = w.Want(m, &r.q)
+		}
+		b.batch = append(b.batch, r)
+		b.in = append(b.in, engine.Input{Seq: engine.SeqID(r.q.ID), Tokens: toks, Want: want, Sampling: r.q.StepSampling()})
+		b.reqs = append(b.reqs, &r.q)
+		b.dec = append(b.dec, route.Decision{})
+	}
+}
+
+// stepModel steps model m (engine e) over its active requests and applies
+// its algorithm's decisions; false when the step failed because ctx ended.
+func (s *System) stepModel(ctx context.Context, m int, e engine.Engine, active []*req, b *stepBufs) bool {
+	b.form(s, m, e, active)
+	if len(b.batch) == 0 {
+		return true
+	}
+	b.out = slices.Grow(b.out[:0], len(b.batch))[:len(b.batch)]
+	start := time.Now()
+	err := e.Step(ctx, b.in, b.out)
+	if err == nil && s.cfg.Observer != nil {
+		s.cfg.Observer.Step(m, len(b.batch), appended(b.in), time.Since(start))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		for _, r := range b.batch {
+			s.end(r, stream.Error, fmt.Errorf("lockstep: model %d: %w", m, err))
+		}
+		return true
+	}
+	for i, r := range b.batch {
+		r.seen[m] = len(r.q.Tokens)
+		b.dec[i] = route.Decision{Next: m, Cut: -1, Token: b.out[i].Token, Commit: true}
+	}
+	emb, _ := e.(engine.Embedder)
+	s.algs[m].Route(&route.Step{Model: m, Requests: b.reqs, Outputs: b.out, Embed: emb}, b.dec)
+	for i, r := range b.batch {
+		s.apply(r, m, b.dec[i])
+	}
+	return true
 }
 
 // apply carries out one decision (the same rules as a sub-server's).

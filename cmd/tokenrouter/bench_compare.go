@@ -315,50 +315,66 @@ func printCompare(w io.Writer, f benchFlags, run benchRun, systems []string, row
 		fmt.Fprintf(w, "placement %s\n", pl)
 	}
 	pred := f.compare.predict != "" || f.compare.recalibrate
-	predCols := func(a, b, c, d string) string {
-		if !pred {
-			return ""
-		}
-		return fmt.Sprintf(" %9s %9s %11s %9s", a, b, c, d)
-	}
-	fmt.Fprintf(w, "%-16s %4s %9s%s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", predCols("predicted", "meas/pred", "steps/curve", "@speed"), "LLM share", "TTFT p50", "TTFT p99",
+	fmt.Fprintf(w, "%-16s %4s %9s%s %9s %9s %9s %9s %9s %6s  %s\n", "system", "N", "tok/s", predColumns(pred, "predicted", "meas/pred", "steps/curve", "@speed"), "LLM share", "TTFT p50", "TTFT p99",
 		"TPOT p50", "TPOT p99", "done", "vs "+systems[0]+" (paired, 95%)")
 	for i, r := range out {
-		lat := func(v float64, n int) string {
-			if n == 0 {
-				return "-"
-			}
-			return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
-		}
-		nt, np := len(rows[i].TTFT), len(rows[i].TPOT)
-		vs := "-"
-		switch {
-		case i%len(systems) == 0:
-		case len(rows[i].PerRound) >= 2:
-			vs = fmt.Sprintf("%+.1f ± %.1f", r.VsFirst, r.VsFirstCI95)
-		default:
-			vs = fmt.Sprintf("%+.1f", r.VsFirst)
-		}
-		share := strconv.FormatFloat(r.LargeShare, 'f', 3, 64)
-		switch {
-		case r.LargeShareUnknown:
-			share = "-"
-		case r.LargeShareFromServer:
-			share += "*"
-		}
-		pv, ratio, steps, speed := "-", "-", "-", "-"
-		if r.Predicted > 0 {
-			pv, ratio = strconv.FormatFloat(r.Predicted, 'f', 1, 64), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 3, 64)
-		}
-		if r.StepOverCurve != nil {
-			steps = stepRatios(r.StepOverCurve)
-		}
-		if r.PredictedAtStepSpeed > 0 {
-			speed = strconv.FormatFloat(r.MeasuredOverAtStepSpeed, 'f', 3, 64)
-		}
-		fmt.Fprintf(w, "%-16s %4d %9.1f%s %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond, predCols(pv, ratio, steps, speed),
-			share, lat(r.TTFTp50MS, nt), lat(r.TTFTp99MS, nt), lat(r.TPOTp50MS, np), lat(r.TPOTp99MS, np), r.Requests, vs)
+		printCompareRow(w, r, rows[i], i%len(systems) == 0, pred)
 	}
+	printCompareNotes(w, f, systems, out, pred)
+}
+
+// predColumns formats the prediction columns, or nothing without predictions.
+func predColumns(pred bool, a, b, c, d string) string {
+	if !pred {
+		return ""
+	}
+	return fmt.Sprintf(" %9s %9s %11s %9s", a, b, c, d)
+}
+
+// latencyMS formats a latency in milliseconds, or - without samples (n).
+func latencyMS(v float64, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
+}
+
+// printCompareRow prints one system's row at one concurrency; first says
+// the row is of the system the others are compared with.
+func printCompareRow(w io.Writer, r bench.Summary, row bench.Row, first, pred bool) {
+	nt, np := len(row.TTFT), len(row.TPOT)
+	vs := "-"
+	switch {
+	case first:
+	case len(row.PerRound) >= 2:
+		vs = fmt.Sprintf("%+.1f ± %.1f", r.VsFirst, r.VsFirstCI95)
+	default:
+		vs = fmt.Sprintf("%+.1f", r.VsFirst)
+	}
+	share := strconv.FormatFloat(r.LargeShare, 'f', 3, 64)
+	switch {
+	case r.LargeShareUnknown:
+		share = "-"
+	case r.LargeShareFromServer:
+		share += "*"
+	}
+	pv, ratio, steps, speed := "-", "-", "-", "-"
+	if r.Predicted > 0 {
+		pv, ratio = strconv.FormatFloat(r.Predicted, 'f', 1, 64), strconv.FormatFloat(r.MeasuredOverPredicted, 'f', 3, 64)
+	}
+	if r.StepOverCurve != nil {
+		steps = stepRatios(r.StepOverCurve)
+	}
+	if r.PredictedAtStepSpeed > 0 {
+		speed = strconv.FormatFloat(r.MeasuredOverAtStepSpeed, 'f', 3, 64)
+	}
+	fmt.Fprintf(w, "%-16s %4d %9.1f%s %9s %9s %9s %9s %9s %6d  %s\n", r.System, r.Concurrency, r.TokensPerSecond, predColumns(pred, pv, ratio, steps, speed),
+		share, latencyMS(r.TTFTp50MS, nt), latencyMS(r.TTFTp99MS, nt), latencyMS(r.TPOTp50MS, np), latencyMS(r.TPOTp99MS, np), r.Requests, vs)
+}
+
+// printCompareNotes prints the table's footnotes: the share's source, the
+// predictions' curves, the systems, and the clients' own CPU use.
+func printCompareNotes(w io.Writer, f benchFlags, systems []string, out []bench.Summary, pred bool) {
 	if slices.ContainsFunc(out, func(r bench.Summary) bool { return r.LargeShareFromServer }) {
 		fmt.Fprintln(w, "  * the server's own account over the requests that finished (its stream attributes no token); few finished requests lean to those with fewer large-model tokens")
 	}

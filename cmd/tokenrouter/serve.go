@@ -154,25 +154,35 @@ func newServeCmd() *cobra.Command {
 
 // serveConfig turns flags (and the config file) into a configuration.
 func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
-	changed := cmd.Flags().Changed
-	var (
-		cfg config.Config
-		err error
-	)
-	if f.configPath != "" {
-		for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "kv-reserve-mb", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
-			if changed(n) {
-				return cfg, fmt.Errorf("--%s: describe models and presets in the --config file", n)
-			}
-		}
-		cfg, err = config.Load(f.configPath)
-	} else {
-		cfg, err = flagsConfig(f)
-	}
+	cfg, err := loadServeConfig(cmd, f)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.FillDefaults() // before the overrides: an explicit --port 0 picks a free port
+	if err := applyServeFlags(cmd, f, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// loadServeConfig reads the --config file, refusing the model and preset
+// flags beside it, or builds the configuration from those flags.
+func loadServeConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
+	if f.configPath == "" {
+		return flagsConfig(f)
+	}
+	for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "kv-reserve-mb", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
+		if cmd.Flags().Changed(n) {
+			return config.Config{}, fmt.Errorf("--%s: describe models and presets in the --config file", n)
+		}
+	}
+	return config.Load(f.configPath)
+}
+
+// applyServeFlags sets the server settings from the flags: every one
+// without a --config file, the ones given with it.
+func applyServeFlags(cmd *cobra.Command, f serveFlags, cfg *config.Config) error {
+	changed := cmd.Flags().Changed
 	override := func(name string) bool { return f.configPath == "" || changed(name) }
 	if override("host") {
 		cfg.Host = f.host
@@ -207,7 +217,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 			continue
 		}
 		if d.f <= 0 {
-			return cfg, fmt.Errorf("--%s %v: must be positive", d.name, d.f)
+			return fmt.Errorf("--%s %v: must be positive", d.name, d.f)
 		}
 		*d.v = d.f
 	}
@@ -226,7 +236,7 @@ func serveConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if changed("cors-origin") {
 		cfg.CORSOrigins = f.corsOrigins
 	}
-	return cfg, cfg.Validate()
+	return nil
 }
 
 // flagsConfig is the configuration the model and preset flags describe:

@@ -123,12 +123,7 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 		return err
 	}
 	stdin := bufio.NewReader(os.Stdin)
-	var secrets cluster.Secrets
-	if f.stdinSecrets {
-		secrets, err = cluster.ReadSecrets(stdin)
-	} else {
-		secrets, err = f.auth.secrets(os.Getenv)
-	}
+	secrets, err := subserverSecrets(f, stdin)
 	if err != nil {
 		return err
 	}
@@ -137,13 +132,6 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	if err != nil {
 		return err
 	}
-	reopen := func(ctx context.Context) (engine.Engine, error) {
-		o, err := loader.Builtin().Open(ctx, desc)
-		if err != nil {
-			return nil, err
-		}
-		return inject.Engine(o.Engine), nil
-	}
 	opened, err := loader.Builtin().Open(ctx, desc)
 	if err != nil {
 		return err
@@ -151,12 +139,8 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	eng := inject.Engine(opened.Engine)
 	if f.stdinEOF {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
+		ctx, cancel = cancelOnEOF(ctx, stdin)
 		defer cancel()
-		go func() {
-			_, _ = io.Copy(io.Discard, stdin) // returns when the parent closes the pipe or dies
-			cancel()
-		}()
 	}
 	log := slog.Default().With("model", desc.Name, "index", f.index)
 	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", desc.Engine)
@@ -166,13 +150,45 @@ func runSubserver(cmd *cobra.Command, f subserverFlags) error {
 	err = cluster.RunMember(ctx, cluster.MemberConfig{
 		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
 		Registry: inject.Registry(builtin.Registry()), Algorithm: f.algorithm, Params: params,
-		Reopen: reopen, OnPanic: logPanic(log),
+		Reopen: reopener(desc, inject), OnPanic: logPanic(log),
 		Policy: pol, MaxBatch: f.maxBatch, Vocab: server.OutputVocab(opened.Text, eng.Info().VocabSize),
 		Heartbeat: f.heartbeat, Misses: f.misses, Speculate: spec,
 		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
 	})
 	log.Info("sub-server stopped")
 	return err
+}
+
+// reopener opens the model's engine anew (with the injected faults), for
+// the sub-server to replace one that panicked.
+func reopener(desc config.Model, inject *faults.Faults) func(context.Context) (engine.Engine, error) {
+	return func(ctx context.Context) (engine.Engine, error) {
+		o, err := loader.Builtin().Open(ctx, desc)
+		if err != nil {
+			return nil, err
+		}
+		return inject.Engine(o.Engine), nil
+	}
+}
+
+// subserverSecrets reads the bus secrets from stdin (--stdin-secrets) or
+// from the auth flags and environment.
+func subserverSecrets(f subserverFlags, stdin *bufio.Reader) (cluster.Secrets, error) {
+	if f.stdinSecrets {
+		return cluster.ReadSecrets(stdin)
+	}
+	return f.auth.secrets(os.Getenv)
+}
+
+// cancelOnEOF returns a context that ends when stdin does: when the parent
+// closes the pipe or dies.
+func cancelOnEOF(ctx context.Context, stdin io.Reader) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin) // returns when the parent closes the pipe or dies
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // subserverModel is this model's description: --model-config, or the
