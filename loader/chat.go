@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/chat"
+	"github.com/tokenrouter/tokenrouter/config"
 )
 
 // maxTemplateBytes bounds a chat template file.

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokenrouter/tokenrouter/chat"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
-	"github.com/tokenrouter/tokenrouter/chat"
 )
 
 const chatML = "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}" +
