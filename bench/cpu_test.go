@@ -46,7 +46,7 @@ func TestEverySystemOnTheCPUEngine(t *testing.T) {
 			setup := Setup{Models: placed.Models, TimeShared: placed.TimeShared(), Algorithm: "r2r-random", Params: map[string]string{"p": "0.3"},
 				Registry: builtin.Registry(), Launch: sched.Launch{Auto: true, MaxWait: 5 * time.Millisecond}}
 			rows, err := Compare(ctx, setup, append(Systems(), "tokenrouter-auto"), []int{2},
-				Options{MaxTokens: 16, Prompts: prompts, Duration: 150 * time.Millisecond, Seed: 3}, 1, nil)
+				Options{MaxTokens: 16, Prompts: prompts, Duration: 400 * time.Millisecond, Seed: 3}, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
