@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,8 +107,6 @@ func replay(t *testing.T, prompt []int32, res stream.Result) {
 	}
 }
 
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
-
 func TestProcessesServeCorrectTokens(t *testing.T) {
 	l, out := start(t, "zero", 100*time.Millisecond, "0.35")
 	pids := []int{l.PID(0), l.PID(1)}
@@ -171,7 +168,7 @@ func TestProcessesServeCorrectTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	running(t, ctx, s)
-	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
+	if err := freeze(pids[1]); err != nil {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
@@ -302,7 +299,7 @@ func TestKillSubserverUnderLoad(t *testing.T) {
 	mu.Lock()
 	killedAt = time.Now()
 	mu.Unlock()
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+	if err := kill(victim); err != nil {
 		t.Fatal(err)
 	}
 	// Down, or already back as a new process (a restart after one

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
@@ -57,8 +56,9 @@ type LocalConfig struct {
 	// StartTimeout bounds the time a started child has to join before it
 	// is killed and restarted (default: JoinTimeout, or 30s).
 	StartTimeout time.Duration
-	// StopTimeout bounds the wait for children after SIGTERM before they
-	// are killed (default 5s).
+	// StopTimeout bounds the wait for children after they are asked to
+	// stop (SIGTERM; on Windows, the end of their standard input) before
+	// they are killed (default 5s).
 	StopTimeout time.Duration
 	// Output receives the children's stdout and stderr (default: this
 	// process's stderr).
@@ -85,6 +85,7 @@ type Local struct {
 type child struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
+	stdin  io.Closer  // the current process's standard input
 	exited chan error // the current process's Wait result
 	runs   int
 	joined bool          // the current process has served the front end
@@ -175,6 +176,8 @@ func (l *Local) args(i int) []string {
 // spawn starts model i's process. Its stdin is a pipe this process holds:
 // the first line carries the deployment's secrets, and when this process
 // dies the child sees EOF and exits, so no child outlives its parent.
+// What else each platform does for its children (process groups, a
+// parent-death signal) is in the proc_*.go files.
 func (l *Local) spawn(i int, c *child) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -185,7 +188,7 @@ func (l *Local) spawn(i int, c *child) error {
 	}
 	cmd := exec.Command(l.cfg.Binary, l.args(i)...)
 	cmd.Stdout, cmd.Stderr = l.cfg.Output, l.cfg.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	prepare(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", i, err)
@@ -201,7 +204,7 @@ func (l *Local) spawn(i int, c *child) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // returns when the process exits; supervise receives it
-	c.cmd, c.exited, c.joined, c.missed = cmd, exited, false, false
+	c.cmd, c.stdin, c.exited, c.joined, c.missed = cmd, stdin, exited, false, false
 	c.runs++
 	l.cfg.OnEvent("sub-server process started", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
 	return nil
@@ -283,7 +286,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			c.mu.Unlock()
 			if missed {
 				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the child's process group
+				_ = killGroup(cmd)
 			}
 		case <-start.C:
 			c.mu.Lock()
@@ -291,7 +294,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			c.mu.Unlock()
 			if !joined {
 				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				_ = killGroup(cmd)
 			}
 		}
 	}
@@ -339,7 +342,8 @@ func (l *Local) Restarts(i int) int {
 	return max(c.runs-1, 0)
 }
 
-// Close stops the front end, then the children (SIGTERM, SIGKILL after
+// Close stops the front end, then the children (SIGTERM to each child's
+// process group, or on Windows the end of its standard input; a kill after
 // StopTimeout), then the embedded server.
 func (l *Local) Close() error {
 	var err error
@@ -352,12 +356,12 @@ func (l *Local) Close() error {
 // stop ends every child and the embedded server.
 func (l *Local) stop() error {
 	close(l.stopping)
-	var pids []int
+	var cmds []*exec.Cmd
 	for _, c := range l.children {
 		c.mu.Lock()
 		if c.cmd != nil && c.cmd.Process != nil {
-			pids = append(pids, c.cmd.Process.Pid)
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM) // the child's process group
+			cmds = append(cmds, c.cmd)
+			_ = terminate(c.cmd, c.stdin)
 		}
 		c.mu.Unlock()
 	}
@@ -371,8 +375,8 @@ func (l *Local) stop() error {
 	case <-done:
 	case <-time.After(l.cfg.StopTimeout):
 		err = fmt.Errorf("cluster: sub-server processes did not stop within %v; killed", l.cfg.StopTimeout)
-		for _, pid := range pids {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, cmd := range cmds {
+			_ = killGroup(cmd)
 		}
 		<-done
 	}

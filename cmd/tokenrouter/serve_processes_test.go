@@ -81,8 +81,6 @@ func (l *logBuffer) pids() (latest map[string]int, all []int) {
 	return latest, all
 }
 
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
-
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -336,7 +334,7 @@ func TestServeProcesses(t *testing.T) {
 		t.Fatalf("children %v not running\nlog:\n%s", before, f.log)
 	}
 	killed := time.Now()
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+	if err := kill(victim); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
