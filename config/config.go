@@ -197,6 +197,10 @@ type Model struct {
 	// NoPrefixCache (cpu) turns off the sharing of KV blocks between
 	// requests whose prompts begin alike (on by default).
 	NoPrefixCache bool `yaml:"no_prefix_cache,omitempty"`
+	// Kernels (cpu) forces one kernel level for every class of operation
+	// ("generic", "avx2", "avx512", "neon", "neondot"); empty: each class
+	// gets the fastest level measured on this CPU at start-up (cached).
+	Kernels string `yaml:"kernels,omitempty"`
 }
 
 // IsTemplateFile reports whether a ChatTemplate value names a file

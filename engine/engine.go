@@ -192,6 +192,10 @@ type Info struct {
 	BOS, EOS int32
 	// Simulated is true when the engine does not run real weights.
 	Simulated bool
+	// Kernels is the kernel level chosen for each class of operation, by
+	// class name ("decode", "batch", "prompt", "attention"), for engines
+	// that choose among kernels; nil otherwise. Read-only.
+	Kernels map[string]string `json:",omitempty"`
 }
 
 // Engine runs batched forward steps. An Engine is used by one goroutine at a

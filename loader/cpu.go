@@ -11,6 +11,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
@@ -36,11 +37,16 @@ func cpuKind(arena *cpu.Arena) Kind {
 			if m.Threads < 0 || m.KVBudgetMB < 0 || m.KVReserveMB < 0 || m.ContextLength < 0 {
 				return errors.New("threads, kv_budget_mb, kv_reserve_mb and context_length must not be negative")
 			}
+			if m.Kernels != "" {
+				if _, err := kernels.ParseLevel(m.Kernels); err != nil {
+					return fmt.Errorf("kernels: %w", err)
+				}
+			}
 			return checkCPUs(m.CPUs)
 		},
 		Engine: func(ctx context.Context, m config.Model) (engine.Engine, error) {
 			return cpu.OpenContext(ctx, m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20,
-				KVReserveBytes: int64(m.KVReserveMB) << 20, ContextLength: m.ContextLength, NoPrefixCache: m.NoPrefixCache, Arena: arena})
+				KVReserveBytes: int64(m.KVReserveMB) << 20, ContextLength: m.ContextLength, NoPrefixCache: m.NoPrefixCache, Kernels: m.Kernels, Arena: arena})
 		},
 		Text: cpuText,
 	}

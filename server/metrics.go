@@ -34,7 +34,7 @@ type metrics struct {
 	// per-model gauges read from the sub-servers at scrape time
 	queue, requestsBy, kv, lastBatch, lastStep, simulated, up *prometheus.Desc
 	steps, tokens, busy, restarts                             *prometheus.Desc
-	panics, engineRestarts, loopBusy, busDropped              *prometheus.Desc
+	panics, engineRestarts, loopBusy, kernels, busDropped     *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 	kvBlocks, threshold                                       *prometheus.Desc
 	prefixLooked, prefixHit                                   *prometheus.Desc
@@ -115,6 +115,7 @@ func (m *metrics) describeModels() {
 	m.restarts = desc("tokenrouter_model_restarts_total", "Times the model's sub-server came back as a new process (sub-servers in other processes).", pm...)
 	m.panics = desc("tokenrouter_model_panics_total", "Panics recovered in the model's sub-server: each failed one request, or one step's requests (engine), and was logged with its stack.", pm...)
 	m.engineRestarts = desc("tokenrouter_model_engine_restarts_total", "Times the model's engine was reopened after it panicked.", pm...)
+	m.kernels = desc("tokenrouter_model_kernel_choice", "1 for the kernel level the model's engine runs for each class of operation (decode, batch, prompt, attention; \"class/type\" where it differs by weight type), chosen by measurement at start or forced by --kernels.", "preset", "model", "class", "level")
 	m.loopBusy = desc("tokenrouter_model_loop_busy_seconds", "How long the model's loop has been in its current iteration (0 while it waits for work); past the stall timeout the model is stalled and restarted.", pm...)
 }
 
@@ -204,7 +205,7 @@ type BusDropper interface {
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
-		m.steps, m.tokens, m.busy, m.restarts, m.panics, m.engineRestarts, m.loopBusy, m.busDropped, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped, m.connsEvicted,
+		m.steps, m.tokens, m.busy, m.restarts, m.panics, m.engineRestarts, m.loopBusy, m.kernels, m.busDropped, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped, m.connsEvicted,
 		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit,
 		m.specTokens, m.specKept, m.specRolled, m.specVerified, m.specAgreed, m.specAgreement, m.specDepth} {
 		ch <- d
@@ -267,6 +268,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			c(m.panics, float64(st.Panics), p, name)
 			c(m.engineRestarts, float64(st.Restarts), p, name)
 			g(m.loopBusy, st.Busy.Seconds(), p, name)
+			for class, level := range dep.models[i].info.Kernels {
+				g(m.kernels, 1, p, name, class, level)
+			}
 			total += st.Tokens
 			large += st.Tokens - min(st.SmallTokens, st.Tokens)
 		}

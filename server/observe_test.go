@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
@@ -118,5 +120,44 @@ func TestPrefixCacheMetrics(t *testing.T) {
 	}
 	if !slices.Equal(outs[0], outs[1]) {
 		t.Fatalf("outputs with the cache %q, without %q", outs[0], outs[1])
+	}
+}
+
+// TestKernelChoiceMetric: /metrics names the kernel level each cpu model
+// runs per class of operation: the forced level for every class with
+// kernels set, levels this CPU runs for the measured plan.
+func TestKernelChoiceMetric(t *testing.T) {
+	models := testmodels.Dir(t)
+	path := filepath.Join(models, "stories260K.gguf")
+	e := start(t, func(c *config.Config) {
+		c.Models = []config.Model{
+			{Name: "forced", Engine: loader.KindCPU, Path: path, Threads: 1, Kernels: "generic"},
+			{Name: "measured", Engine: loader.KindCPU, Path: path, Threads: 1},
+		}
+		c.Presets = []config.Preset{{Name: "two", Algorithm: "r2r-random", Models: []string{"forced", "measured"}, Thresholds: "1"}}
+	})
+	body := lintMetrics(t, e)
+	re := regexp.MustCompile(`tokenrouter_model_kernel_choice\{class="([a-z/_0-9A-Z]+)",level="([a-z0-9]+)",model="([a-z]+)",preset="two"\} 1`)
+	classes := map[string]map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(body, -1) {
+		class, level, model := strings.Split(m[1], "/")[0], m[2], m[3]
+		if classes[model] == nil {
+			classes[model] = map[string]bool{}
+		}
+		classes[model][class] = true
+		l, err := kernels.ParseLevel(level)
+		switch {
+		case err != nil || !slices.Contains(kernels.Available(), l):
+			t.Errorf("%s: level %q is not one this CPU runs (%v)", m[0], level, kernels.Available())
+		case model == "forced" && level != "generic":
+			t.Errorf("%s: want generic, forced", m[0])
+		}
+	}
+	for _, model := range []string{"forced", "measured"} {
+		for _, class := range []string{"decode", "batch", "prompt", "attention"} {
+			if !classes[model][class] {
+				t.Errorf("model %s: no kernel choice for class %s in\n%s", model, class, body)
+			}
+		}
 	}
 }

@@ -20,6 +20,11 @@ read bandwidth and the decode bound it gives (bytes of weights read per token
 paired with the bandwidth: each follows a bandwidth measurement at its thread
 count, the thread counts take turns round after round, and "of bound" and
 "speed-up" (over the first thread count) are medians of per-round ratios.
+Without --kernels, each file's kernel plan is measured afresh at each thread
+count (the engine's start-up measurement: every kernel level the CPU runs,
+timed per class of operation on the model's own shapes) and printed as a
+table: the level chosen per class and weight type, each level's time, and
+what the measurement cost. --kernels forces one level for every class.
 
   tokenrouter bench engine model.gguf --threads 1,2 --sequences 4,16 --format json`
 
@@ -57,7 +62,7 @@ func newBenchEngineCmd() *cobra.Command {
 	fl.IntVar(&o.Prompt, "prompt", 128, "prompt length (tokens)")
 	fl.IntVar(&o.Decode, "decode", 32, "decode steps timed per run")
 	fl.IntVar(&o.Repeat, "repeat", 3, "runs per measurement (the median is reported)")
-	fl.StringVar(&o.Kernels, "kernels", "", "kernel level: generic, avx2, avx512 (default: the CPU's best)")
+	fl.StringVar(&o.Kernels, "kernels", "", "one kernel level for every class: generic, avx2, avx512, neon, neondot (default: measured per class)")
 	fl.IntVar(&bandwidthMiB, "bandwidth-mib", 1024, "buffer the read-bandwidth measurement streams over (MiB)")
 	fl.StringVar(&format, "format", "text", "output: text or json")
 	return cmd

@@ -23,7 +23,7 @@ import (
 // serveFlags are the serve command's flags.
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
-	placement, chatTemplate                                                     string
+	placement, chatTemplate, kernels                                            string
 	port, maxInFlight, defaultMaxTokens, kvReserveMB                            int
 	maxBody                                                                     int64
 	p                                                                           float64
@@ -135,6 +135,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
 	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 0, "--model files: KV cache memory (MiB per model, at most its budget) written at start-up, so that the cache does not fault in new memory while it grows during the first minutes (0: none)")
+	fl.StringVar(&f.kernels, "kernels", "", "--model files: one kernel level for every class of operation (generic, avx2, avx512, neon, neondot; default: the fastest measured per class at start-up, cached per CPU)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
 	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
@@ -260,11 +261,13 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 		return cfg, fmt.Errorf("--kv-reserve-mb %d: must not be negative", f.kvReserveMB)
 	case f.kvReserveMB > 0 && len(f.models) == 0:
 		return cfg, errors.New("--kv-reserve-mb applies to --model files (the simulated models hold no KV memory)")
+	case f.kernels != "" && len(f.models) == 0:
+		return cfg, errors.New("--kernels applies to --model files (the simulated models run no kernels)")
 	}
 	if len(f.models) > 0 {
 		for i, v := range f.models {
 			m := cpuModel(parseModelSpec(v), i, f.tokenizer, 0)
-			m.KVReserveMB = f.kvReserveMB
+			m.KVReserveMB, m.Kernels = f.kvReserveMB, f.kernels
 			cfg.Models = append(cfg.Models, m)
 		}
 	} else {

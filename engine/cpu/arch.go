@@ -10,49 +10,108 @@ import (
 )
 
 // Architectures lists the GGUF architectures (general.architecture) the
-// engine runs.
+// engine runs, in the order archSpecs registers them.
 func Architectures() []string {
-	return []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}
+	specs := archSpecs()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.name
+	}
+	return names
 }
 
-// archSpec is what an architecture's files leave to convention: how the
-// layers are built, as llama.cpp's GGUF conversion defines them.
-type archSpec struct {
-	neox   bool    // rotate (i, i+ropeDim/2) pairs
-	eps    float32 // RMS norm epsilon when the file gives none
-	biases bool    // attn_q/k/v.bias (qwen2)
-	qkNorm bool    // attn_q_norm / attn_k_norm (qwen3, gemma3)
-	// gemma: embeddings scaled by sqrt(dim), post-attention and post-FFN
-	// norms, GELU-tanh gated FFN; the files store the norms' (1+w).
-	gemma bool
-	// swaPattern is the period of sliding-window layers when the file
-	// declares a window: layer l slides when l mod p < p-1 (gemma2: 2,
-	// gemma3: 6); 0: every layer slides.
-	swaPattern int
-	fused      bool // attn_qkv and ffn_up holding gate and up (phi3)
-	// localRope: sliding layers rotate with their own base
-	// (rope.freq_base_swa, 10000 when absent) and no scaling (gemma3).
-	localRope bool
+// archSpecs lists the supported architectures, one registration a line;
+// each is defined in its own arch_<name>.go file. Adding an architecture
+// is that file and its line here.
+func archSpecs() []archSpec {
+	return []archSpec{
+		llamaSpec(),
+		qwen2Spec(),
+		qwen3Spec(),
+		gemma2Spec(),
+		gemma3Spec(),
+		phi3Spec(),
+	}
 }
 
-// archConventions returns the conventions of arch.
+// archConventions returns the conventions of the architecture named arch.
 func archConventions(arch string) (archSpec, error) {
-	switch arch {
-	case "llama":
-		return archSpec{eps: 1e-5}, nil
-	case "qwen2":
-		return archSpec{neox: true, eps: 1e-6, biases: true}, nil
-	case "qwen3":
-		return archSpec{neox: true, eps: 1e-6, qkNorm: true}, nil
-	case "gemma2":
-		return archSpec{neox: true, eps: 1e-6, gemma: true, swaPattern: 2}, nil
-	case "gemma3":
-		return archSpec{neox: true, eps: 1e-6, gemma: true, qkNorm: true, swaPattern: 6, localRope: true}, nil
-	case "phi3":
-		return archSpec{neox: true, eps: 1e-5, fused: true}, nil
+	for _, s := range archSpecs() {
+		if s.name == arch {
+			return s, nil
+		}
 	}
 	return archSpec{}, fmt.Errorf("cpu: architecture %q is not supported (supported: %s)", arch, strings.Join(Architectures(), ", "))
 }
+
+// archSpec is what an architecture's files leave to convention, as
+// llama.cpp's GGUF conversion defines them: the tensors of a block, how
+// the layers compute, and the defaults of what the metadata may omit.
+// The loader turns it into the model's config and layers; the forward
+// pass reads only those, never the architecture's name.
+type archSpec struct {
+	name   string    // general.architecture
+	eps    float32   // RMS norm epsilon when the file gives none
+	rope   ropeStyle // how a head's dimensions pair up for rotation
+	ffn    ffnGate   // the gated feed-forward activation
+	blocks blockTensors
+	// embedSqrtDim: token embeddings are multiplied by sqrt(dim) (gemma).
+	embedSqrtDim bool
+	// swaPattern is the period of sliding-window layers when the file
+	// declares a window: layer l slides when l mod p < p-1; 0: every
+	// layer slides. The file's attention.sliding_window_pattern wins.
+	swaPattern int
+	// localRope: sliding layers rotate with their own base
+	// (rope.freq_base_swa, 10000 when absent) and no scaling.
+	localRope bool
+	// window, attnCap and finalCap are the sliding window and the
+	// soft-capping of attention scores and logits for files that do not
+	// give them (0: none).
+	window            int
+	attnCap, finalCap float64
+}
+
+// blockTensors says which tensors a block holds beyond the common ones
+// (attn_norm, attn_output, ffn_norm, ffn_down and, unless fused, attn_q,
+// attn_k, attn_v, ffn_gate and ffn_up).
+type blockTensors struct {
+	fusedQKV    bool // attn_qkv holds Q, K and V, when the file has it
+	fusedGateUp bool // ffn_up holds the gate's rows, then the up rows
+	qkvBias     bool // attn_q/k/v.bias
+	qkNorm      bool // attn_q_norm and attn_k_norm, per head
+	// postNorms: post_attention_norm and post_ffw_norm normalise the
+	// attention and FFN outputs before the residual adds them (the
+	// conversion stores these norms' weights, like all others, as 1+w).
+	postNorms bool
+}
+
+// ropeStyle is how rotary embeddings pair the dimensions of a head.
+type ropeStyle uint8
+
+// Rotary pairings.
+const (
+	ropeNormal ropeStyle = iota // pairs (2j, 2j+1)
+	ropeNeoX                    // pairs (j, j+ropeDim/2)
+)
+
+// pairs returns, for half = ropeDim/2, the first dimension of pair j as
+// j·step and the second as j·step+off.
+func (s ropeStyle) pairs(half int) (step, off int) {
+	if s == ropeNeoX {
+		return 1, half
+	}
+	return 2, 1
+}
+
+// ffnGate is the activation of a gated feed-forward block, applied to the
+// gate and multiplied by up.
+type ffnGate uint8
+
+// Gated activations.
+const (
+	ffnSwiGLU ffnGate = iota // SiLU
+	ffnGeGLU                 // GELU, tanh approximation
+)
 
 // ropeSpec describes one set of rotary frequencies: pair j turns by
 // pos·scale·base^(−2j/ropeDim)/factor[j], and cos and sin are multiplied
@@ -165,27 +224,23 @@ func (c *config) readRope(m meta, vec func(name string, n int) []float32) error 
 	return nil
 }
 
-// readLayout reads the sliding window, the soft-capping and the gemma
-// conventions.
+// readLayout reads the sliding window and the soft-capping, and sets the
+// embedding scale and the FFN activation of spec.
 func (c *config) readLayout(m meta, spec archSpec) error {
 	if err := m.uint("attention.sliding_window", &c.window, false); err != nil {
 		return err
 	}
+	c.window = cmp.Or(c.window, spec.window)
 	c.swaPattern = spec.swaPattern
 	if err := m.uint("attention.sliding_window_pattern", &c.swaPattern, false); err != nil {
 		return err
 	}
-	attnCap, finalCap := 0.0, 0.0
-	if m.arch == "gemma2" { // Gemma 2's values, for files that do not say
-		c.window = cmp.Or(c.window, 4096)
-		attnCap, finalCap = 50, 30
-	}
-	c.attnCap = float32(m.float("attn_logit_softcapping", attnCap))
-	c.finalCap = float32(m.float("final_logit_softcapping", finalCap))
-	if spec.gemma {
+	c.attnCap = float32(m.float("attn_logit_softcapping", spec.attnCap))
+	c.finalCap = float32(m.float("final_logit_softcapping", spec.finalCap))
+	if spec.embedSqrtDim {
 		c.embedScale = float32(math.Sqrt(float64(c.dim)))
-		c.gelu = true
 	}
+	c.gelu = spec.ffn == ffnGeGLU
 	if !(c.attnCap >= 0) || !(c.finalCap >= 0) || math.IsInf(float64(c.attnCap), 0) || math.IsInf(float64(c.finalCap), 0) {
 		return fmt.Errorf("cpu: bad soft-capping %v/%v", c.attnCap, c.finalCap)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,15 +69,6 @@ func benchDecode(b *testing.B, B, threads int) {
 	// other load on the machine does not skew (for one thread it equals
 	// tok/s when idle).
 	reportRates(b, b.N*B, cpu0)
-}
-
-// cpuTime returns the user+system CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkModel measures the model files listed (comma-separated) in

@@ -16,6 +16,7 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -36,10 +37,28 @@ type Options struct {
 	KVBudgetBytes int64
 	// ContextLength caps the sequence length below the model's; 0 keeps it.
 	ContextLength int
-	// Kernels names the kernel level ("generic", "avx2", "avx512"); empty
-	// means the highest level the CPU supports. A level the CPU lacks is an
-	// error.
+	// Kernels names one kernel level ("generic", "avx2", "avx512", "neon",
+	// "neondot") for every class of operation; a level the CPU lacks is an
+	// error. Empty
+	// means a plan: each level the CPU runs is timed on the model's own
+	// shapes and types for each class (one-column decode, small batches,
+	// prompts, attention) and the fastest is taken per class, among levels
+	// that give the same bits for a weight type (so that a sequence's
+	// results do not depend on its batch; see kernels.Decide). The plan is
+	// cached (KernelCacheDir) per CPU, kernel build and model shape, so
+	// later starts measure nothing and engines of one model run the same
+	// kernels whatever their thread count. KernelReport tells what was
+	// chosen.
 	Kernels string
+	// KernelCacheDir is the directory of the kernel plan cache: "" means
+	// os.UserCacheDir()/tokenrouter, "off" no cache.
+	KernelCacheDir string
+	// RemeasureKernels measures the kernel plan even if the cache has one
+	// (and replaces it).
+	RemeasureKernels bool
+	// Logger receives the engine's start-up lines (the kernel plan); nil
+	// means slog.Default().
+	Logger *slog.Logger
 	// NoPrefixCache turns prefix caching off: by default, full KV blocks
 	// are shared between sequences that begin with the same tokens (see
 	// PrefixCacheStats).
@@ -122,7 +141,9 @@ type Engine struct {
 	skip              []int          // per input: positions found in the prefix cache
 	view              []engine.Input // the inputs without them
 	mm                matmulTask
-	set               *kernels.Set
+	set               *kernels.Set // the highest level the plan uses (activation kernels)
+	plan              kernelPlan
+	log               *slog.Logger
 	scores            kernels.ScoresFunc
 	values            kernels.ValuesFunc
 	glu               kernels.SwiGLUFunc // the FFN's gated activation
@@ -189,31 +210,22 @@ func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engin
 			threads = len(opts.CPUs)
 		}
 	}
-	level := kernels.Detect()
-	if opts.Kernels != "" {
-		l, err := kernels.ParseLevel(opts.Kernels)
-		if err != nil {
-			return nil, fmt.Errorf("cpu: %w", err)
-		}
-		if l > level {
-			return nil, fmt.Errorf("cpu: kernel level %s needs CPU features this machine lacks (it has %s)", l, level)
-		}
-		level = l
+	top, forced, err := kernelLevel(opts.Kernels)
+	if err != nil {
+		return nil, err
 	}
-	set := kernels.NewSet(level)
+	sets := kernelSets(top, forced)
 	for _, m := range w.matrices() {
-		k, ok := set.For(m.typ)
-		if !ok {
+		if _, ok := sets[top].For(m.typ); !ok {
 			return nil, fmt.Errorf("cpu: no kernel for weight type %s: %w", m.typ, gguf.ErrUnsupported)
 		}
-		m.k = k
 	}
 	budget := opts.KVBudgetBytes
 	if budget <= 0 {
 		budget = DefaultKVBudget
 	}
 	e := &Engine{
-		cfg: c, w: w, set: set,
+		cfg: c, w: w, log: logger(opts.Logger),
 		info: engine.Info{
 			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
 			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
@@ -242,12 +254,6 @@ func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engin
 		e.ropes = append(e.ropes, c.ropeLocal.invFreq(c.ropeDim, c.ctx))
 		e.mscale = append(e.mscale, c.ropeLocal.mscale)
 	}
-	e.scores, e.values = set.Attention()
-	e.glu = set.SwiGLU()
-	if c.gelu {
-		e.glu = set.GeGLU()
-	}
-	e.expShift = set.ExpShift()
 	e.scratch = make([]workerScratch, threads)
 	e.at.e = e
 	e.qt.e = e
@@ -263,7 +269,56 @@ func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engin
 		return nil, err
 	}
 	e.pool = pool
+	if err := e.startKernels(ctx, opts, forced, top, sets); err != nil {
+		pool.close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// kernelLevel returns the highest kernel level the engine may run: the
+// one name forces (forced), or the CPU's highest.
+func kernelLevel(name string) (top kernels.Level, forced bool, err error) {
+	top = kernels.Detect()
+	if name == "" {
+		return top, false, nil
+	}
+	l, err := kernels.ParseLevel(name)
+	if err != nil {
+		return 0, false, fmt.Errorf("cpu: %w", err)
+	}
+	if !slices.Contains(kernels.Available(), l) {
+		return 0, false, fmt.Errorf("cpu: kernel level %s needs CPU features this machine lacks (it has %s)", l, top)
+	}
+	return l, true, nil
+}
+
+// kernelSets returns the kernel set of each level the engine may run,
+// indexed by level (nil for the others): the forced level alone, or every
+// level this CPU runs.
+func kernelSets(top kernels.Level, forced bool) []*kernels.Set {
+	sets := make([]*kernels.Set, top+1)
+	for _, l := range kernels.Available() {
+		if l <= top && (!forced || l == top) {
+			sets[l] = kernels.NewSet(l)
+		}
+	}
+	return sets
+}
+
+// startKernels chooses the kernel plan, gives the matrices and the engine
+// their kernels, and logs the choice.
+func (e *Engine) startKernels(ctx context.Context, opts Options, forced bool, top kernels.Level, sets []*kernels.Set) error {
+	kp, err := e.choosePlan(ctx, opts, forced, top, sets)
+	if err != nil {
+		return err
+	}
+	if err := e.applyPlan(kp, sets); err != nil {
+		return err
+	}
+	e.info.Kernels = e.KernelChoice()
+	e.logPlan()
+	return nil
 }
 
 // Info reports model facts.
@@ -281,7 +336,8 @@ func (e *Engine) Mapping() gguf.Mapping {
 	return e.w.file.Mapping()
 }
 
-// KernelLevel reports the level of the kernels the engine runs.
+// KernelLevel reports the highest kernel level the engine runs (see
+// KernelReport for the level of each class).
 func (e *Engine) KernelLevel() kernels.Level { return e.set.Level() }
 
 func (e *Engine) seqLen(seq engine.SeqID) int {

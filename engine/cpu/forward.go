@@ -19,7 +19,8 @@ type mmJob struct {
 }
 
 // matmulTask multiplies T activation rows (in one Act form) by up to three
-// weight matrices, each split by output rows into parts.
+// weight matrices, each split by output rows into parts, with each
+// matrix's kernel of class cls.
 type matmulTask struct {
 	jobs    [3]mmJob
 	nj      int
@@ -27,19 +28,21 @@ type matmulTask struct {
 	narrow  []byte // a narrowed for the kernels' Few (kernels.NarrowQ8G), or nil
 	aStride int
 	T       int
+	cls     kernels.Class
 	parts   int
 }
 
 func (t *matmulTask) do(_, part int) {
 	for _, j := range t.jobs[:t.nj] {
 		m := j.m
+		k := &m.k[t.cls]
 		lo, hi := splitRows(m.rows, part, t.parts)
 		switch {
 		case lo >= hi:
 		case t.narrow != nil:
-			m.k.Few(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.narrow, t.aStride, t.T, j.out[lo:], m.rows)
+			k.Few(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.narrow, t.aStride, t.T, j.out[lo:], m.rows)
 		default:
-			m.k.Mul(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.aStride, t.T, j.out[lo:], m.rows)
+			k.Mul(m.cols, m.data[lo*m.rowBytes:], m.rowBytes, hi-lo, t.a, t.aStride, t.T, j.out[lo:], m.rows)
 		}
 	}
 }
@@ -163,18 +166,20 @@ func (e *Engine) actRows(worker int, pooled bool, in mmInput, a kernels.Act) ([]
 }
 
 // mul multiplies the input rows (see mmInput) by the jobs' matrices: on
-// the pool when pooled, else on the given worker alone. Jobs whose kernels
+// the pool when pooled, else on the given worker alone, with each matrix's
+// kernel of the class of T columns (kernels.ClassOf). Jobs whose kernels
 // take the same activation form share one quantisation of the rows.
 func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 	T, cols := in.T, in.cols
+	cls := kernels.ClassOf(T)
 	for i := 0; i < len(jobs); {
-		act := jobs[i].m.k.Act
+		act := jobs[i].m.k[cls].Act
 		j, macs, tiles, wb, few := i, 0, 1, 0, act == kernels.ActQ8G && T <= kernels.FewCols
-		for j < len(jobs) && jobs[j].m.k.Act == act {
+		for j < len(jobs) && jobs[j].m.k[cls].Act == act {
 			macs += T * jobs[j].m.rows * cols
 			tiles = max(tiles, (jobs[j].m.rows+tileRows-1)/tileRows)
 			wb += jobs[j].m.rows * jobs[j].m.rowBytes
-			few = few && jobs[j].m.k.Few != nil
+			few = few && jobs[j].m.k[cls].Few != nil
 			j++
 		}
 		a, stride := e.actRows(worker, pooled, in, act)
@@ -184,7 +189,7 @@ func (e *Engine) mul(worker int, pooled bool, in mmInput, jobs ...mmJob) {
 			t = &e.mm
 		}
 		t.nj = copy(t.jobs[:], jobs[i:j])
-		t.a, t.narrow, t.aStride, t.T, t.parts = a, nil, stride, T, 1
+		t.a, t.narrow, t.aStride, t.T, t.cls, t.parts = a, nil, stride, T, cls, 1
 		if few {
 			// A few rows' activations, narrowed once for every part: the
 			// kernels read a sixteenth or a quarter of the bytes.
@@ -332,18 +337,18 @@ func (e *Engine) cosSinOf(r, t int) []float64 {
 	return e.cosSin[i : i+n]
 }
 
-// rope rotates the first ropeDim dimensions of each head of v (n heads).
+// rope rotates the first ropeDim dimensions of each head of v (n heads),
+// in the pairs of the model's ropeStyle.
 func (e *Engine) rope(v []float32, n int, cs []float64) {
 	c := e.cfg
 	half := c.ropeDim / 2
+	step, off := c.ropeStyle.pairs(half)
 	for h := range n {
 		x := v[h*c.headDim : (h+1)*c.headDim]
 		for j := range half {
 			cos, sin := float32(cs[2*j]), float32(cs[2*j+1])
-			i0, i1 := 2*j, 2*j+1
-			if c.ropeNeox {
-				i0, i1 = j, j+half
-			}
+			i0 := j * step
+			i1 := i0 + off
 			a, b := x[i0], x[i1]
 			x[i0] = a*cos - b*sin
 			x[i1] = a*sin + b*cos

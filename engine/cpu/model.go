@@ -23,17 +23,17 @@ type config struct {
 	ctx            int
 	ropeDim        int
 	ropeBase       float64
-	ropeNeox       bool // rotate (i, i+ropeDim/2) pairs instead of adjacent ones
+	ropeStyle      ropeStyle // how head dimensions pair for rotation
 	eps            float32
 	bos, eos       int32
 
 	rope, ropeLocal   ropeSpec // ropeLocal: sliding layers with localRope
-	localRope         bool
-	window            int // sliding-window length (0: none)
-	swaPattern        int // see archSpec.swaPattern
-	embedScale        float32
-	attnCap, finalCap float32 // soft-capping of attention scores and logits (0: none)
-	gelu              bool    // GELU-tanh gated FFN instead of SwiGLU
+	localRope         bool     // see archSpec.localRope
+	window            int      // sliding-window length (0: none)
+	swaPattern        int      // see archSpec.swaPattern
+	embedScale        float32  // factor of the token embeddings (0: none)
+	attnCap, finalCap float32  // soft-capping of attention scores and logits (0: none)
+	gelu              bool     // GELU-tanh gated FFN instead of SwiGLU (see ffnGate)
 }
 
 func (c *config) qDim() int  { return c.heads * c.headDim }
@@ -47,7 +47,7 @@ type matrix struct {
 	rows, cols int
 	data       []byte // rows × rowBytes
 	rowBytes   int
-	k          kernels.Kernel // set by the engine
+	k          [kernels.MulClasses]kernels.Kernel // by class of the call (kernels.ClassOf), set by the engine
 }
 
 // row dequantises row r into buf[:cols] and returns it.
@@ -59,9 +59,9 @@ func (m *matrix) row(r int, buf []float32) []float32 {
 
 type layer struct {
 	attnNorm, ffnNorm []float32
-	postAttn, postFFN []float32 // gemma: norms of the attention and FFN outputs
-	qNorm, kNorm      []float32 // qwen3, gemma3
-	bq, bk, bv        []float32 // qwen2
+	postAttn, postFFN []float32 // norms of the attention and FFN outputs (blockTensors.postNorms)
+	qNorm, kNorm      []float32 // per-head query and key norms (blockTensors.qkNorm)
+	bq, bk, bv        []float32 // projection biases (blockTensors.qkvBias)
 	wq, wk, wv, wo    matrix
 	gate, up, down    matrix
 	window            int // sliding window (0: attend to every position)
@@ -163,11 +163,12 @@ func f32Matrix(rows, cols int, v []float32) matrix {
 }
 
 func fromCheckpoint(ck *llama2c.Checkpoint) (*config, *weights) {
+	spec := llamaSpec()
 	c := &config{
-		name: "llama2.c", arch: "llama",
+		name: "llama2.c", arch: spec.name,
 		dim: ck.Dim, hidden: ck.HiddenDim, layers: ck.NLayers, heads: ck.NHeads, kvHeads: ck.NKVHeads,
-		headDim: ck.HeadSize(), vocab: ck.VocabSize, ctx: ck.SeqLen, ropeBase: 10000, eps: 1e-5,
-		bos: 1, eos: 2,
+		headDim: ck.HeadSize(), vocab: ck.VocabSize, ctx: ck.SeqLen, ropeBase: 10000, eps: spec.eps,
+		ropeStyle: spec.rope, bos: 1, eos: 2,
 	}
 	c.ropeDim = c.headDim
 	c.rope = ropeSpec{base: c.ropeBase, scale: 1, mscale: 1}
@@ -199,7 +200,7 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &config{arch: arch, name: arch, ropeBase: 10000, eps: spec.eps, bos: -1, eos: -1, ropeNeox: spec.neox, localRope: spec.localRope}
+	c := &config{arch: arch, name: arch, ropeBase: 10000, eps: spec.eps, bos: -1, eos: -1, ropeStyle: spec.rope, localRope: spec.localRope}
 	if s, ok := f.String("general.name"); ok && s != "" {
 		c.name = s
 	}
@@ -246,7 +247,7 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 		w.output = w.embd
 	}
 	for i := range c.layers {
-		w.layers = append(w.layers, c.loadLayer(l, spec, i))
+		w.layers = append(w.layers, c.loadLayer(l, spec.blocks, i))
 	}
 	if l.err != nil {
 		return nil, nil, l.err
@@ -291,8 +292,8 @@ func (c *config) readHyper(m meta) error {
 	return nil
 }
 
-// loadLayer wraps block i's tensors.
-func (c *config) loadLayer(l *tensorLoader, spec archSpec, i int) layer {
+// loadLayer wraps block i's tensors, those of bt among them.
+func (c *config) loadLayer(l *tensorLoader, bt blockTensors, i int) layer {
 	qd, kvd := c.qDim(), c.kvDim()
 	p := fmt.Sprintf("blk.%d.", i)
 	ly := layer{
@@ -301,7 +302,7 @@ func (c *config) loadLayer(l *tensorLoader, spec archSpec, i int) layer {
 		wo:       l.mat(p+"attn_output.weight", c.dim, qd),
 		down:     l.mat(p+"ffn_down.weight", c.dim, c.hidden),
 	}
-	if _, ok := l.f.Tensor(p + "attn_qkv.weight"); spec.fused && ok {
+	if _, ok := l.f.Tensor(p + "attn_qkv.weight"); bt.fusedQKV && ok {
 		qkv := l.mat(p+"attn_qkv.weight", qd+2*kvd, c.dim)
 		ly.wq, ly.wk, ly.wv = qkv.rowRange(0, qd), qkv.rowRange(qd, qd+kvd), qkv.rowRange(qd+kvd, qd+2*kvd)
 	} else {
@@ -309,23 +310,23 @@ func (c *config) loadLayer(l *tensorLoader, spec archSpec, i int) layer {
 		ly.wk = l.mat(p+"attn_k.weight", kvd, c.dim)
 		ly.wv = l.mat(p+"attn_v.weight", kvd, c.dim)
 	}
-	if spec.fused {
+	if bt.fusedGateUp {
 		gu := l.mat(p+"ffn_up.weight", 2*c.hidden, c.dim)
 		ly.gate, ly.up = gu.rowRange(0, c.hidden), gu.rowRange(c.hidden, 2*c.hidden)
 	} else {
 		ly.gate = l.mat(p+"ffn_gate.weight", c.hidden, c.dim)
 		ly.up = l.mat(p+"ffn_up.weight", c.hidden, c.dim)
 	}
-	if spec.biases {
+	if bt.qkvBias {
 		ly.bq = l.vec(p+"attn_q.bias", qd, true)
 		ly.bk = l.vec(p+"attn_k.bias", kvd, true)
 		ly.bv = l.vec(p+"attn_v.bias", kvd, true)
 	}
-	if spec.qkNorm {
+	if bt.qkNorm {
 		ly.qNorm = l.vec(p+"attn_q_norm.weight", c.headDim, false)
 		ly.kNorm = l.vec(p+"attn_k_norm.weight", c.headDim, false)
 	}
-	if spec.gemma {
+	if bt.postNorms {
 		ly.postAttn = l.vec(p+"post_attention_norm.weight", c.dim, false)
 		ly.postFFN = l.vec(p+"post_ffw_norm.weight", c.dim, false)
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -283,7 +284,7 @@ func testInfo(t *testing.T, o Options) {
 	case in.Simulated != o.Simulated:
 		t.Errorf("Info %+v: Simulated is %v, want %v", in, in.Simulated, o.Simulated)
 	}
-	if again := e.Info(); again != in {
+	if again := e.Info(); !reflect.DeepEqual(again, in) {
 		t.Errorf("Info changed between calls: %+v then %+v", in, again)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -45,7 +47,9 @@ type Options struct {
 	// Repeat is the number of runs of each measurement (the median is
 	// reported), and of decode rounds; default 3.
 	Repeat int
-	// Kernels forces a kernel level (see cpu.Options.Kernels).
+	// Kernels forces one kernel level for every class of operation (see
+	// cpu.Options.Kernels); empty: each file's kernel plan is measured
+	// afresh (once per thread count) and reported.
 	Kernels string
 	// BandwidthBytes is the size of the buffer the read-bandwidth kernel
 	// streams over; default 1 GiB (far beyond any last-level cache).
@@ -90,7 +94,12 @@ type Result struct {
 	File      string `json:"file"`
 	FileBytes int64  `json:"file_bytes"`
 	Threads   int    `json:"threads"`
-	Kernels   string `json:"kernels"`
+	// Kernels summarises the kernel level of each class (KernelPlan has
+	// the detail).
+	Kernels string `json:"kernels"`
+	// KernelPlan is the engine's kernel plan with the timings it was
+	// chosen from.
+	KernelPlan cpu.KernelReport `json:"kernel_plan"`
 	// DecodeTokS is tokens per second of one sequence decoding (the median
 	// of the decode rounds).
 	DecodeTokS float64 `json:"decode_tok_s"`
@@ -189,7 +198,7 @@ func decodeRounds(ctx context.Context, o Options, f string, rs []*Result) error 
 		}
 	}()
 	for i, r := range rs {
-		e, err := cpu.Open(f, cpu.Options{Threads: r.Threads, Kernels: o.Kernels, ContextLength: o.Decode + 8, NoPrefixCache: true})
+		e, err := cpu.Open(f, cpu.Options{Threads: r.Threads, Kernels: o.Kernels, ContextLength: o.Decode + 8, NoPrefixCache: true, Logger: quiet()})
 		if err != nil {
 			return fmt.Errorf("cpubench: %s: %w", f, err)
 		}
@@ -246,15 +255,12 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 		return nil, fmt.Errorf("cpubench: %w", err)
 	}
 	e, err := cpu.Open(path, cpu.Options{Threads: threads, Kernels: o.Kernels, ContextLength: o.Prompt + o.Decode + 8,
-		NoPrefixCache: true})
+		NoPrefixCache: true, RemeasureKernels: o.Kernels == "", Logger: quiet()})
 	if err != nil {
 		return nil, fmt.Errorf("cpubench: %s: %w", path, err)
 	}
 	defer e.Close()
-	r := &Result{File: path, FileBytes: st.Size(), Threads: threads, Kernels: e.KernelLevel().String(), WeightBytes: e.WeightBytesPerToken(), HugePages: -1}
-	if m := e.Mapping(); m.Measured {
-		r.HugePages = m.HugeFraction()
-	}
+	r := newResult(path, st.Size(), threads, e)
 	rng := rand.New(rand.NewPCG(1, uint64(threads)))
 	vocab := e.Info().VocabSize
 	prompt := func(n int) []int32 {
@@ -302,6 +308,17 @@ func runFile(ctx context.Context, o Options, path string, threads int) (*Result,
 	}
 	r.PeakRSS = peakRSS()
 	return r, nil
+}
+
+// newResult starts the result of file path (size bytes) at threads
+// threads with what engine e reports of itself.
+func newResult(path string, size int64, threads int, e *cpu.Engine) *Result {
+	r := &Result{File: path, FileBytes: size, Threads: threads, Kernels: planSummary(e.KernelChoice()),
+		KernelPlan: e.KernelReport(), WeightBytes: e.WeightBytesPerToken(), HugePages: -1}
+	if m := e.Mapping(); m.Measured {
+		r.HugePages = m.HugeFraction()
+	}
+	return r
 }
 
 // decode extends each sequence with its prompt (untimed, one sequence per
@@ -398,6 +415,55 @@ func WriteText(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "(each decode run follows a bandwidth measurement at its thread count; of bound and speed-up over the first thread count are medians of per-round ratios)")
-	return err
+	if _, err := fmt.Fprintln(w, "(each decode run follows a bandwidth measurement at its thread count; of bound and speed-up over the first thread count are medians of per-round ratios)"); err != nil {
+		return err
+	}
+	return writeKernelPlans(w, r)
 }
+
+// writeKernelPlans prints each result's kernel plan: per class and weight
+// type the level chosen and every level's time (the shortest of its runs;
+// for a level too slow to time further, its pilot run's estimate).
+func writeKernelPlans(w io.Writer, r *Report) error {
+	fmt.Fprintln(w, "\nkernel plans (time per timed run of each level; decode: 1 column, batch: 4 and 16 columns, prompt: 64 columns, attention: one row over 512 positions)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "file\tthreads\tclass\ttype\tchosen\tgeneric ms\tavx2 ms\tavx512 ms\tsource\tfirst start s\tthis start s\t")
+	for _, x := range r.Results {
+		p := x.KernelPlan
+		for _, c := range p.Choices {
+			times := make([]string, 3)
+			for i, l := range []string{"generic", "avx2", "avx512"} {
+				times[i] = "-"
+				if v, ok := c.Times[l]; ok {
+					times[i] = fmt.Sprintf("%.3f", 1e3*v)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n", x.File, x.Threads, c.Class, c.Type, c.Level,
+				strings.Join(times, "\t"), p.Source, p.Cost.Seconds(), p.Took.Seconds())
+		}
+	}
+	return tw.Flush()
+}
+
+// planSummary writes a kernel choice (cpu.Engine.KernelChoice) as
+// "class level" pairs in class order.
+func planSummary(choice map[string]string) string {
+	keys := slices.Sorted(maps.Keys(choice))
+	order := func(k string) int {
+		for i, c := range []string{"decode", "batch", "prompt", "attention"} {
+			if strings.HasPrefix(k, c) {
+				return i
+			}
+		}
+		return 4
+	}
+	slices.SortStableFunc(keys, func(a, b string) int { return order(a) - order(b) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + choice[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// quiet is the engines' logger: the report carries their kernel plans.
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -4,20 +4,24 @@
 //
 // Every kernel has a plain pure-Go reference version and, where the CPU
 // allows, fast versions in assembly, one file per instruction set. A Set
-// binds each weight type to the fastest kernel of one Level; Detect picks
-// the Level from the CPU's features at start-up.
+// binds each weight type to the fastest kernel of one Level; Detect reports
+// the highest Level the CPU runs. A Plan gives each class of operation
+// (one-column decode, small batches, prompts, attention: Class) its own
+// level, chosen by Decide from timings among the levels whose kernels share
+// one Arithmetic, and PlanCache keeps it per CPU and kernel build.
 //
 // Kernels are exact with respect to batching: the value written for one
 // (weight row, activation row) pair has the same bits whatever the number of
 // rows and columns of the call, their strides, and the pair's place in it.
 // So a sequence's outputs do not depend on what it is batched with or how
-// rows are split across threads.
+// rows are split across threads. Kernels of different levels may round
+// differently (Arithmetic names the difference): a Plan serves the classes
+// of one weight type only with levels of one arithmetic, so that the
+// promise holds whichever class a call falls in.
 package kernels
 
 import (
 	"fmt"
-
-	"golang.org/x/sys/cpu"
 
 	"github.com/tokenrouter/tokenrouter/gguf"
 )
@@ -27,15 +31,19 @@ type Level uint8
 
 // Levels, from the portable reference up.
 const (
-	// Generic is pure Go: the reference kernels.
+	// Generic is pure Go (gofast*.go), with the reference kernels' bits.
 	Generic Level = iota
 	// AVX2 needs AVX2, FMA and F16C.
 	AVX2
 	// AVX512 needs AVX-512 F, BW, VL and VNNI on top of AVX2.
 	AVX512
+	// NEON is arm64's Advanced SIMD (every arm64 CPU has it).
+	NEON
+	// NEONDot needs the dot-product extension (SDOT) on top of NEON.
+	NEONDot
 )
 
-var levelNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512"}
+var levelNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", NEON: "neon", NEONDot: "neondot"}
 
 // String names the level as ParseLevel accepts it.
 func (l Level) String() string {
@@ -45,26 +53,15 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", uint8(l))
 }
 
-// ParseLevel reads a level name ("generic", "avx2", "avx512").
+// ParseLevel reads a level name ("generic", "avx2", "avx512", "neon",
+// "neondot").
 func ParseLevel(s string) (Level, error) {
 	for l, n := range levelNames {
 		if n == s {
 			return Level(l), nil
 		}
 	}
-	return 0, fmt.Errorf("kernels: unknown level %q (want generic, avx2 or avx512)", s)
-}
-
-// Detect returns the highest level this CPU supports.
-func Detect() Level {
-	x := cpu.X86
-	if !(x.HasAVX2 && x.HasFMA && x.HasF16C && x.HasOSXSAVE) {
-		return Generic
-	}
-	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
-		return AVX512
-	}
-	return AVX2
+	return 0, fmt.Errorf("kernels: unknown level %q (want generic, avx2, avx512, neon or neondot)", s)
 }
 
 // Act is the form activations take for one weight type's kernel.
@@ -166,16 +163,18 @@ type FewFunc func(n int, w []byte, wStride, rows int, a, narrow []byte, aStride,
 type Set struct {
 	level   Level
 	kernels map[gguf.TensorType]Kernel
+	from    map[gguf.TensorType]Level // the level each kernel was written for
 }
 
 // NewSet returns the kernels of level l, falling back to lower levels (and
 // finally the reference) for types without a kernel at l. A level above what
 // Detect reports must not be requested: its instructions would fault.
 func NewSet(l Level) *Set {
-	s := &Set{level: l, kernels: make(map[gguf.TensorType]Kernel)}
+	s := &Set{level: l, kernels: make(map[gguf.TensorType]Kernel), from: make(map[gguf.TensorType]Level)}
 	for lv := Generic; lv <= l; lv++ {
 		for t, k := range levelKernels(lv) {
 			s.kernels[t] = k
+			s.from[t] = lv
 		}
 	}
 	return s
@@ -189,3 +188,7 @@ func (s *Set) For(t gguf.TensorType) (Kernel, bool) {
 	k, ok := s.kernels[t]
 	return k, ok
 }
+
+// Source reports the level the set's kernel for t was written for: the
+// set's own level, or a lower one it fell back to.
+func (s *Set) Source(t gguf.TensorType) Level { return s.from[t] }

@@ -91,7 +91,9 @@ func kTypeOf(t gguf.TensorType) kType {
 // (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 func addKQuant(m map[gguf.TensorType]Kernel, l Level) {
 	for _, kt := range kTypes() {
-		if l == Generic {
+		if k, ok := goKernel(kt.t); l == Generic && ok {
+			m[kt.t] = k
+		} else if l == Generic {
 			m[kt.t] = Kernel{Act: ActQ8K, Mul: mulKRef(kt)}
 		} else if f := kquantFast(kt.t, l); f != nil {
 			m[kt.t] = Kernel{Act: ActQ8K, Mul: f}

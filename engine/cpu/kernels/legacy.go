@@ -6,12 +6,13 @@ import "github.com/tokenrouter/tokenrouter/gguf"
 var legacyTypes = [...]gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0}
 
 // addLegacy adds the kernels of level l for the float types and the 32-value
-// block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). The generic kernels are the
-// reference ones with eight lanes, so they give the AVX2 kernels' bits.
+// block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). The generic kernels
+// (gofast*.go) give the bits of the reference ones with eight lanes, so
+// those of the AVX2 kernels.
 func addLegacy(m map[gguf.TensorType]Kernel, l Level) {
 	if l == Generic {
 		for _, t := range legacyTypes {
-			m[t] = refKernel(t, 8)
+			m[t], _ = goKernel(t)
 		}
 		return
 	}

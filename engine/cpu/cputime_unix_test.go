@@ -1,0 +1,17 @@
+//go:build unix
+
+package cpu
+
+import (
+	"syscall"
+	"time"
+)
+
+// cpuTime returns the user+system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
