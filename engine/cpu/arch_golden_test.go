@@ -129,13 +129,15 @@ func TestArchitecturesGolden(t *testing.T) {
 		for _, m := range goldenModels(t, l) {
 			seen[m.arch] = true
 			t.Run(m.name+"/"+l.String(), func(t *testing.T) {
-				w, ok := want[m.name]
-				if !ok || int(l) >= len(w.hashes) {
-					t.Fatalf("no golden output of %s at level %s", m.name, l)
-				}
 				e := m.open(t)
 				defer e.Close()
 				toks, hash := goldenRun(t, e, m.prompt)
+				w, ok := want[m.name]
+				if !ok || int(l) >= len(w.hashes) {
+					// A new model or architecture: its outputs, to record
+					// in goldenArch (hashes indexed by level).
+					t.Fatalf("no golden output of %s at level %s; it gives %q, %#016x", m.name, l, toks, hash)
+				}
 				if toks != w.tokens || hash != w.hashes[l] {
 					t.Errorf("tokens %s, logits hash %#016x; want %s, %#016x", toks, hash, w.tokens, w.hashes[l])
 				}

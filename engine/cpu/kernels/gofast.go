@@ -116,6 +116,7 @@ type lanes struct {
 	lim     float32
 	emin    uint32
 	careful bool
+	wide    float64 // the lean kernels' sum of the scales' magnitudes
 }
 
 // refLegacyBlock adds one block of type t (blk) times activations q (32

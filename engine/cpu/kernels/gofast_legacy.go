@@ -172,7 +172,7 @@ func runLegacyRow(t gguf.TensorType, wr, p, q, ad, s []byte, l *lanes) {
 	}
 }
 
-// runQ8_0 adds Q8_0 blocks w times their packed activations p to l in
+// carefulQ8_0 adds Q8_0 blocks w times their packed activations p to l in
 // order, stopping before the lanes lane.. of the first block whose sums
 // need the reference; it returns that block's index (the number of blocks
 // when all are added) and lane.
@@ -180,7 +180,7 @@ func runLegacyRow(t gguf.TensorType, wr, p, q, ad, s []byte, l *lanes) {
 // The block's integer sums, the float accumulation and the tie checks
 // share registers in one loop body: split into calls, the lanes would go
 // through memory on every block.
-func runQ8_0(w, p []byte, l *lanes) (int, int) {
+func carefulQ8_0(w, p []byte, l *lanes) (int, int) {
 	a0, a1, a2, a3, a4, a5, a6, a7 := l.acc[0], l.acc[1], l.acc[2], l.acc[3], l.acc[4], l.acc[5], l.acc[6], l.acc[7]
 	sum, lim, emin, careful := l.sum, l.lim, l.emin, l.careful
 	k := 0
@@ -237,7 +237,7 @@ func runQ8_0(w, p []byte, l *lanes) (int, int) {
 	return k, 0
 }
 
-// runMin is runQ8_0 for the types with a min, Q4_1 and Q5_1: the weights
+// runMin is carefulQ8_0 for the types with a min, Q4_1 and Q5_1: the weights
 // of the block's eight groups are spread into one word each (see the
 // packed records above), with the fifth bit of Q5_1 moved in by a
 // multiplication, and the min term goes to lane 0 after the eight sums.
@@ -304,10 +304,10 @@ func runMin(t gguf.TensorType, w, p []byte, l *lanes) (int, int) {
 	return k, 0
 }
 
-// runQ5_0 is runQ8_0 for Q5_0: the weights of the block's eight groups
+// carefulQ5_0 is carefulQ8_0 for Q5_0: the weights of the block's eight groups
 // are spread into one word each (see the packed records above), with the
 // fifth bits moved in by spread4.
-func runQ5_0(w, p []byte, l *lanes) (int, int) {
+func carefulQ5_0(w, p []byte, l *lanes) (int, int) {
 	a0, a1, a2, a3, a4, a5, a6, a7 := l.acc[0], l.acc[1], l.acc[2], l.acc[3], l.acc[4], l.acc[5], l.acc[6], l.acc[7]
 	sum, lim, emin, careful := l.sum, l.lim, l.emin, l.careful
 	k := 0
@@ -362,8 +362,8 @@ func runQ5_0(w, p []byte, l *lanes) (int, int) {
 	return k, 0
 }
 
-// runQ4_0 is runQ5_0 for Q4_0, without fifth bits.
-func runQ4_0(w, p []byte, l *lanes) (int, int) {
+// carefulQ4_0 is carefulQ5_0 for Q4_0, without fifth bits.
+func carefulQ4_0(w, p []byte, l *lanes) (int, int) {
 	a0, a1, a2, a3, a4, a5, a6, a7 := l.acc[0], l.acc[1], l.acc[2], l.acc[3], l.acc[4], l.acc[5], l.acc[6], l.acc[7]
 	sum, lim, emin, careful := l.sum, l.lim, l.emin, l.careful
 	k := 0
