@@ -15,13 +15,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // binary is the tokenrouter executable built once for this package.
@@ -69,12 +73,14 @@ func startWith(t *testing.T, profile string, hb time.Duration, p string, set fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := func(i int) []string {
-		return []string{"--engine", "sim", "--profile", profile + "/" + preset.Models[i], "--max-wait", "50ms", "--log-level", "warn"}
+	models := make([]config.Model, 2)
+	for i, name := range []string{"slm", "llm"} {
+		models[i] = config.Model{Name: name, Engine: loader.KindSim, Profile: profile + "/" + preset.Models[i], Seed: uint64(i + 1)}
 	}
 	cfg := cluster.LocalConfig{
-		Binary: bin.path, Models: []string{"slm", "llm"}, ModelArgs: [][]string{args(0), args(1)},
-		Registry: builtin.Registry(), Algorithm: "r2r-random", Params: map[string]string{"p": p},
+		Binary: bin.path, Args: []string{"--log-level", "warn"},
+		Spec: system.Spec{Models: models, Registry: builtin.Registry(), Algorithm: "r2r-random", Params: map[string]string{"p": p},
+			Launch: sched.Launch{MaxWait: 50 * time.Millisecond}},
 		Heartbeat: hb, Output: out, JoinTimeout: 20 * time.Second,
 	}
 	if set != nil {

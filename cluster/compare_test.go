@@ -9,10 +9,13 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/cluster"
+	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 var (
@@ -44,9 +47,13 @@ func TestThroughputNATSvsMemory(t *testing.T) {
 			Launch: sched.Launch{MaxWait: 50 * time.Millisecond}})
 	}
 	procs := func() (bench.System, error) {
-		a := []string{"--engine", "sim", "--profile", "paper-r2r", "--thresholds", "1", "--max-wait", "50ms", "--log-level", "warn"}
-		return cluster.Start(context.Background(), cluster.LocalConfig{Binary: bin.path, Models: preset.Models,
-			ModelArgs: [][]string{a, a}, Registry: builtin.Registry(), Algorithm: "r2r-random", Params: params})
+		ms := make([]config.Model, len(preset.Models))
+		for i, name := range preset.Models {
+			ms[i] = config.Model{Name: name, Engine: loader.KindSim, Profile: "paper-r2r", Seed: uint64(i + 1)}
+		}
+		return cluster.Start(context.Background(), cluster.LocalConfig{Binary: bin.path, Args: []string{"--log-level", "warn"},
+			Spec: system.Spec{Models: ms, Registry: builtin.Registry(), Algorithm: "r2r-random", Params: params,
+				Launch: sched.Launch{MaxWait: 50 * time.Millisecond}}})
 	}
 	systems := []struct {
 		name string

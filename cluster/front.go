@@ -12,7 +12,6 @@ import (
 	gonats "github.com/nats-io/nats.go"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
-	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/route"
@@ -31,25 +30,21 @@ type FrontConfig struct {
 	// Prefix is the deployment's subject prefix (default
 	// bus/nats.DefaultPrefix).
 	Prefix string
-	// Models are the model names, in the algorithm's order; every one must
-	// join.
-	Models []string
-	// Registry, Algorithm and Params build the front end's algorithm
-	// instance; members must run the same algorithm.
-	Registry  *route.Registry
-	Algorithm string
-	Params    map[string]string
+	// Spec is the deployment: its models (by name, in the algorithm's
+	// order; every one must join), the algorithm (members must run the
+	// same) and the front end's options, with which system.Remote builds
+	// the front end's deployment. Its StallTimeout is the stall
+	// watchdog's timeout (subserver.Stalled, read from the members'
+	// heartbeats; 0: automatic, negative: none): a member found stalled
+	// is marked down as one that missed its heartbeats: Watch is told,
+	// and a supervisor kills and restarts it.
+	Spec system.Spec
 	// Heartbeat and Misses: see MemberConfig.
 	Heartbeat time.Duration
 	Misses    int
 	// JoinTimeout bounds the wait for every model to announce itself
 	// (default 30s); ctx can end it earlier.
 	JoinTimeout time.Duration
-	// StallTimeout is the stall watchdog's timeout (subserver.Stalled,
-	// read from the members' heartbeats; 0: automatic, negative: none).
-	// A member found stalled is marked down as one that missed its
-	// heartbeats: Watch is told, and a supervisor kills and restarts it.
-	StallTimeout time.Duration
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
 	// Watch, if set, is told when model i goes up (up) or down; missed
@@ -78,6 +73,7 @@ type Member struct {
 // liveness monitor that marks them down and up.
 type Front struct {
 	cfg    FrontConfig
+	models []string // cfg.Spec's model names
 	bus    *busnats.Bus
 	r      *deploy.Deployment
 	inc    uint64
@@ -96,7 +92,8 @@ type Front struct {
 // Join connects to NATS, waits until every model's member serves this
 // front end, and returns the running front end.
 func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
-	if len(cfg.Models) == 0 || cfg.Registry == nil {
+	models := cfg.Spec.Names()
+	if len(models) == 0 || cfg.Spec.Registry == nil {
 		return nil, errors.New("cluster: front end needs models and an algorithm registry")
 	}
 	if cfg.Prefix == "" {
@@ -126,10 +123,10 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	f := &Front{cfg: cfg, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost,
-		fresh: newFreshness(len(cfg.Models)), members: make([]Member, len(cfg.Models))}
+	f := &Front{cfg: cfg, models: models, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost,
+		fresh: newFreshness(len(models)), members: make([]Member, len(models))}
 	f.sub, err = b.Subscribe(cfg.Prefix+".hb.*", func(_ string, data []byte) {
-		if mb, err := decodeBeat(data); err == nil && mb.Index >= 0 && mb.Index < len(cfg.Models) {
+		if mb, err := decodeBeat(data); err == nil && mb.Index >= 0 && mb.Index < len(models) {
 			select {
 			case f.beats <- mb:
 			default: // beats are periodic: a dropped one is replaced
@@ -149,11 +146,7 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		f.shutdown()
 		return nil, err
 	}
-	spec := system.Spec{Models: make([]config.Model, len(cfg.Models)), Algorithm: cfg.Algorithm, Params: cfg.Params, Registry: cfg.Registry}
-	for i, name := range cfg.Models {
-		spec.Models[i].Name = name
-	}
-	f.r, err = system.Remote(spec, infos, b)
+	f.r, err = system.Remote(cfg.Spec, infos, b)
 	if err != nil {
 		f.shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -165,9 +158,9 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 
 // check says why a member's beat does not fit this deployment.
 func (f *Front) check(b Beat) error {
-	if !slices.Equal(b.Models, f.cfg.Models) || b.Algorithm != f.cfg.Algorithm {
+	if !slices.Equal(b.Models, f.models) || b.Algorithm != f.cfg.Spec.Algorithm {
 		return fmt.Errorf("cluster: model %d runs models %v with %q; this front end has %v with %q",
-			b.Index, b.Models, b.Algorithm, f.cfg.Models, f.cfg.Algorithm)
+			b.Index, b.Models, b.Algorithm, f.models, f.cfg.Spec.Algorithm)
 	}
 	return nil
 }
@@ -176,9 +169,9 @@ func (f *Front) check(b Beat) error {
 func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.JoinTimeout)
 	defer cancel()
-	infos := make([]engine.Info, len(f.cfg.Models))
-	joined := make([]bool, len(f.cfg.Models))
-	left := len(f.cfg.Models)
+	infos := make([]engine.Info, len(f.models))
+	joined := make([]bool, len(f.models))
+	left := len(f.models)
 	var last error
 	for left > 0 {
 		select {
@@ -186,7 +179,7 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 			var missing []string
 			for i, ok := range joined {
 				if !ok {
-					missing = append(missing, f.cfg.Models[i])
+					missing = append(missing, f.models[i])
 				}
 			}
 			return nil, fmt.Errorf("cluster: models %v did not join (%w; last problem: %v)", missing, ctx.Err(), last)
@@ -202,7 +195,7 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 			if b.Front == f.inc && !joined[b.Index] {
 				joined[b.Index], infos[b.Index] = true, b.Info
 				left--
-				f.cfg.OnEvent("model joined", "model", f.cfg.Models[b.Index], "index", b.Index)
+				f.cfg.OnEvent("model joined", "model", f.models[b.Index], "index", b.Index)
 				f.cfg.Watch(b.Index, true, false)
 			}
 		}
@@ -225,7 +218,7 @@ func (f *Front) note(b Beat, up bool) {
 // announce publishes the front end's heartbeats.
 func (f *Front) announce(ctx context.Context) {
 	defer f.wg.Done()
-	beat := Beat{Index: -1, Incarnation: f.inc, Models: f.cfg.Models, Algorithm: f.cfg.Algorithm}
+	beat := Beat{Index: -1, Incarnation: f.inc, Models: f.models, Algorithm: f.cfg.Spec.Algorithm}
 	subject := beatSubject(f.cfg.Prefix, -1)
 	tick := time.NewTicker(f.cfg.Heartbeat)
 	defer tick.Stop()
@@ -303,7 +296,7 @@ func (f *Front) monitor(ctx context.Context) {
 				case silent:
 					// Down already (the front end's connection was lost
 					// and restored), and silent since: hung or stopped.
-					f.cfg.OnEvent("model silent", "model", f.cfg.Models[i], "index", i, "for", now.Sub(m.quiet).Round(time.Millisecond))
+					f.cfg.OnEvent("model silent", "model", f.models[i], "index", i, "for", now.Sub(m.quiet).Round(time.Millisecond))
 					f.cfg.Watch(i, false, true)
 				}
 			}
@@ -316,10 +309,10 @@ func (f *Front) monitor(ctx context.Context) {
 // one that missed its heartbeats, and Watch is told again at each of its
 // beats until it is replaced.
 func (f *Front) stalled(b Beat, was bool) bool {
-	if f.cfg.StallTimeout < 0 {
+	if f.cfg.Spec.StallTimeout < 0 {
 		return false
 	}
-	err := subserver.Stalled(b.Stats, f.cfg.StallTimeout)
+	err := subserver.Stalled(b.Stats, f.cfg.Spec.StallTimeout)
 	if err == nil {
 		return false
 	}
@@ -339,14 +332,14 @@ func (f *Front) down(i int, cause error, missed bool) {
 	f.members[i].Up = false
 	f.mu.Unlock()
 	n := f.r.ModelDown(i, cause)
-	f.cfg.OnEvent("model down", "model", f.cfg.Models[i], "index", i, "ended", n, "cause", cause)
+	f.cfg.OnEvent("model down", "model", f.models[i], "index", i, "ended", n, "cause", cause)
 	f.cfg.Watch(i, false, missed)
 }
 
 func (f *Front) up(b Beat) {
 	f.note(b, true)
 	f.r.ModelUp(b.Index)
-	f.cfg.OnEvent("model up", "model", f.cfg.Models[b.Index], "index", b.Index)
+	f.cfg.OnEvent("model up", "model", f.models[b.Index], "index", b.Index)
 	f.cfg.Watch(b.Index, true, false)
 }
 

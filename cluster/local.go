@@ -1,14 +1,13 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // LocalConfig configures a deployment with one child process per model.
@@ -26,24 +26,21 @@ type LocalConfig struct {
 	// on a random loopback port, with credentials generated per run.
 	NATS string
 	// NATSAuth authenticates to the external server (NATS); the children
-	// receive it with the deployment's key on their standard input.
+	// receive it with the deployment's key in their ChildSpec.
 	NATSAuth busnats.Auth
 	// Prefix is the deployment's subject prefix (default: a fresh one per
 	// deployment, so several can share a server).
 	Prefix string
-	// Models are the model names, in the algorithm's order.
-	Models []string
-	// ModelArgs[i] are the subserver flags that describe model i and its
-	// launch policy: serve passes the model's description and its policy
-	// as one value each ("--model-config", YAML, "--policy", JSON); the
-	// hand-written flags ("--engine", "sim", "--profile",
-	// "paper-r2r/slm", ...) work too.
-	ModelArgs [][]string
-	// Registry, Algorithm and Params: see FrontConfig. Members build the
-	// algorithm from the binary's built-in registry.
-	Registry  *route.Registry
-	Algorithm string
-	Params    map[string]string
+	// Spec is the deployment. Child i runs model i of it: its ChildSpec
+	// (NewChildSpec) travels on the child's standard input, and the child
+	// builds its algorithm from the binary's built-in registry. The front
+	// end runs Spec's algorithm and options (FrontConfig.Spec). Automatic
+	// thresholds are refused: give the children tables.
+	Spec system.Spec
+	// Args are appended to every child's fixed command line (tokenrouter
+	// subserver --spec-on-stdin): the flags every tokenrouter command
+	// takes, such as "--log-level", "warn".
+	Args []string
 	// Heartbeat and Misses: see MemberConfig.
 	Heartbeat time.Duration
 	Misses    int
@@ -63,8 +60,8 @@ type LocalConfig struct {
 	// Output receives the children's stdout and stderr (default: this
 	// process's stderr).
 	Output io.Writer
-	// JoinTimeout and StallTimeout: see FrontConfig.
-	JoinTimeout, StallTimeout time.Duration
+	// JoinTimeout: see FrontConfig.
+	JoinTimeout time.Duration
 	// OnEvent, if set, is told about children and membership (for logs).
 	OnEvent func(msg string, args ...any)
 }
@@ -72,6 +69,8 @@ type LocalConfig struct {
 // Local is a running multi-process deployment.
 type Local struct {
 	cfg      LocalConfig
+	models   []string // the model names
+	specs    [][]byte // each child's encoded ChildSpec
 	srv      *busnats.Server
 	url      string
 	secrets  Secrets
@@ -96,52 +95,22 @@ type child struct {
 // Start starts the NATS server (unless external), one subserver process
 // per model, and the front end, and returns once every model has joined.
 func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
-	if len(cfg.ModelArgs) != len(cfg.Models) {
-		return nil, fmt.Errorf("cluster: %d model argument lists for %d models", len(cfg.ModelArgs), len(cfg.Models))
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
-	if cfg.Binary == "" {
-		if cfg.Binary, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = fmt.Sprintf("%s.%x", busnats.DefaultPrefix, incarnation())
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.Misses <= 0 {
-		cfg.Misses = DefaultMisses
-	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 5 * time.Second
-	}
-	if cfg.Output == nil {
-		cfg.Output = os.Stderr
-	}
-	if cfg.OnEvent == nil {
-		cfg.OnEvent = func(string, ...any) {}
-	}
-	if cfg.RestartDelay <= 0 {
-		cfg.RestartDelay = cfg.Heartbeat
-	}
-	if cfg.MaxRestartDelay <= 0 {
-		cfg.MaxRestartDelay = 30 * time.Second
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = cfg.JoinTimeout
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 30 * time.Second
-	}
-	l := &Local{cfg: cfg, url: cfg.NATS, stopping: make(chan struct{}), secrets: Secrets{Auth: cfg.NATSAuth, Key: busnats.NewKey()}}
+	l := &Local{cfg: cfg, models: cfg.Spec.Names(), url: cfg.NATS, stopping: make(chan struct{}),
+		secrets: Secrets{Auth: cfg.NATSAuth, Key: busnats.NewKey()}}
 	if l.url == "" {
 		if l.srv, err = busnats.StartServer(busnats.ServerOptions{}); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		l.url, l.secrets.Auth = l.srv.URL(), l.srv.ClientAuth()
 	}
-	for i := range cfg.Models {
+	if err := l.encodeSpecs(); err != nil {
+		l.stop()
+		return nil, err
+	}
+	for i := range l.models {
 		c := &child{wake: make(chan struct{}, 1)}
 		l.children = append(l.children, c)
 		if err := l.spawn(i, c); err != nil {
@@ -151,9 +120,8 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 		l.wg.Add(1)
 		go l.supervise(i, c)
 	}
-	l.front, err = Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Models: cfg.Models, Registry: cfg.Registry,
-		Algorithm: cfg.Algorithm, Params: cfg.Params, Heartbeat: cfg.Heartbeat, Misses: cfg.Misses,
-		JoinTimeout: cfg.JoinTimeout, StallTimeout: cfg.StallTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
+	l.front, err = Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Spec: cfg.Spec,
+		Heartbeat: cfg.Heartbeat, Misses: cfg.Misses, JoinTimeout: cfg.JoinTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
 	if err != nil {
 		l.stop()
 		return nil, err
@@ -161,21 +129,61 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 	return l, nil
 }
 
-// args are model i's subserver command line.
-func (l *Local) args(i int) []string {
-	c := l.cfg
-	a := []string{"subserver", "--nats", l.url, "--prefix", c.Prefix, "--index", strconv.Itoa(i),
-		"--models", strings.Join(c.Models, ","), "--algorithm", c.Algorithm,
-		"--heartbeat", c.Heartbeat.String(), "--misses", strconv.Itoa(c.Misses), "--exit-on-stdin-eof", "--secrets-on-stdin"}
-	for k, v := range c.Params {
-		a = append(a, "--param", k+"="+v)
+// defaults checks c and fills in its defaults.
+func (c *LocalConfig) defaults() (err error) {
+	if len(c.Spec.Models) == 0 || c.Spec.Registry == nil {
+		return errors.New("cluster: a deployment needs models and an algorithm registry")
 	}
-	return append(a, c.ModelArgs[i]...)
+	if c.Binary == "" {
+		if c.Binary, err = os.Executable(); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = fmt.Sprintf("%s.%x", busnats.DefaultPrefix, incarnation())
+	}
+	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), DefaultHeartbeat)
+	c.Misses = cmp.Or(max(c.Misses, 0), DefaultMisses)
+	c.StopTimeout = cmp.Or(max(c.StopTimeout, 0), 5*time.Second)
+	if c.Output == nil {
+		c.Output = os.Stderr
+	}
+	if c.OnEvent == nil {
+		c.OnEvent = func(string, ...any) {}
+	}
+	c.RestartDelay = cmp.Or(max(c.RestartDelay, 0), c.Heartbeat)
+	c.MaxRestartDelay = cmp.Or(max(c.MaxRestartDelay, 0), 30*time.Second)
+	c.StartTimeout = cmp.Or(max(c.StartTimeout, 0), max(c.JoinTimeout, 0), 30*time.Second)
+	return nil
+}
+
+// encodeSpecs encodes every child's ChildSpec, once: a restarted child
+// gets the same.
+func (l *Local) encodeSpecs() error {
+	b := BusSpec{NATS: l.url, Prefix: l.cfg.Prefix, Secrets: l.secrets, Heartbeat: l.cfg.Heartbeat, Misses: l.cfg.Misses}
+	l.specs = make([][]byte, len(l.models))
+	for i := range l.models {
+		c, err := NewChildSpec(l.cfg.Spec, i, b)
+		if err != nil {
+			return err
+		}
+		if l.specs[i], err = c.Encode(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// args are every child's command line: fixed, the rest of what it needs
+// is its ChildSpec.
+func (l *Local) args() []string {
+	return append([]string{"subserver", "--spec-on-stdin"}, l.cfg.Args...)
 }
 
 // spawn starts model i's process. Its stdin is a pipe this process holds:
-// the first line carries the deployment's secrets, and when this process
-// dies the child sees EOF and exits, so no child outlives its parent.
+// the first line carries its ChildSpec (the deployment's secrets among
+// them), and when this process dies the child sees EOF and exits, so no
+// child outlives its parent.
 // What else each platform does for its children (process groups, a
 // parent-death signal) is in the proc_*.go files.
 func (l *Local) spawn(i int, c *child) error {
@@ -186,7 +194,7 @@ func (l *Local) spawn(i int, c *child) error {
 		return errors.New("cluster: stopping")
 	default:
 	}
-	cmd := exec.Command(l.cfg.Binary, l.args(i)...)
+	cmd := exec.Command(l.cfg.Binary, l.args()...)
 	cmd.Stdout, cmd.Stderr = l.cfg.Output, l.cfg.Output
 	prepare(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -196,17 +204,20 @@ func (l *Local) spawn(i int, c *child) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("cluster: model %d: start %s: %w", i, l.cfg.Binary, err)
 	}
-	// One short line fits the pipe's buffer: the write does not wait for
-	// the child. A child that died at once fails it; its exit is handled
-	// as any other.
-	if err := WriteSecrets(stdin, l.secrets); err != nil {
-		l.cfg.OnEvent("sub-server process did not take its secrets", "model", l.cfg.Models[i], "err", err)
-	}
+	// The child reads its spec first thing; the write goes on while spawn
+	// returns, so that a spec longer than the pipe's buffer does not hold
+	// the lock. A child that died at once fails it (the pipe closes when
+	// the child exits); its exit is handled as any other.
+	go func(spec []byte) {
+		if _, err := stdin.Write(spec); err != nil {
+			l.cfg.OnEvent("sub-server process did not take its spec", "model", l.models[i], "err", err)
+		}
+	}(l.specs[i])
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // returns when the process exits; supervise receives it
 	c.cmd, c.stdin, c.exited, c.joined, c.missed = cmd, stdin, exited, false, false
 	c.runs++
-	l.cfg.OnEvent("sub-server process started", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
+	l.cfg.OnEvent("sub-server process started", "model", l.models[i], "pid", cmd.Process.Pid)
 	return nil
 }
 
@@ -240,7 +251,7 @@ func (l *Local) supervise(i int, c *child) {
 		c.mu.Lock()
 		joined := c.joined
 		c.mu.Unlock()
-		l.cfg.OnEvent("sub-server process exited", "model", l.cfg.Models[i], "pid", cmd.Process.Pid, "err", err)
+		l.cfg.OnEvent("sub-server process exited", "model", l.models[i], "pid", cmd.Process.Pid, "err", err)
 		if l.cfg.NoRestart {
 			return
 		}
@@ -256,7 +267,7 @@ func (l *Local) supervise(i int, c *child) {
 			select {
 			case <-l.stopping:
 			default:
-				l.cfg.OnEvent("sub-server restart failed", "model", l.cfg.Models[i], "err", err)
+				l.cfg.OnEvent("sub-server restart failed", "model", l.models[i], "err", err)
 			}
 			return
 		}
@@ -285,7 +296,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			missed := c.missed
 			c.mu.Unlock()
 			if missed {
-				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid)
+				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.models[i], "pid", cmd.Process.Pid)
 				_ = killGroup(cmd)
 			}
 		case <-start.C:
@@ -293,7 +304,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			joined := c.joined
 			c.mu.Unlock()
 			if !joined {
-				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.cfg.Models[i], "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
+				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.models[i], "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
 				_ = killGroup(cmd)
 			}
 		}

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
-	"github.com/tokenrouter/tokenrouter/constrain"
 	"github.com/tokenrouter/tokenrouter/engine"
-	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // MemberConfig configures one model's sub-server running on its own.
@@ -25,50 +23,27 @@ type MemberConfig struct {
 	// Prefix is the deployment's subject prefix (default
 	// bus/nats.DefaultPrefix).
 	Prefix string
-	// Index is this model's index in Models.
-	Index int
-	// Models are the deployment's model names, in the algorithm's order.
-	Models []string
-	// Engine runs the model; RunMember closes it when it returns.
-	Engine engine.Engine
-	// Registry, Algorithm and Params build this model's algorithm
-	// instance, as the front end builds its own.
-	Registry  *route.Registry
-	Algorithm string
-	Params    map[string]string
-	// Policy is the model's launch policy.
-	Policy sched.Policy
-	// MaxBatch bounds a step's batch (0: the sub-server default).
-	MaxBatch int
-	// Vocab returns the model's vocabulary for structured output
-	// (subserver.Config.Vocab; nil refuses requests with a schema).
-	Vocab func() *constrain.Vocab
+	// Member is the model, opened, that builds the sub-server
+	// (system.OpenMember): its index, the deployment's model names and
+	// algorithm, its launch policy and the rest of its Spec. RunMember
+	// closes its engine (or the one that replaced it) when it returns.
+	Member *system.Member
 	// Heartbeat is the heartbeat interval (default DefaultHeartbeat) and
 	// Misses the number of missed front-end heartbeats after which the
 	// member drops every request (default DefaultMisses). Front end and
 	// members must agree on both.
 	Heartbeat time.Duration
 	Misses    int
-	// Speculate configures the sub-server's speculative continuation.
-	Speculate subserver.Speculation
-	// Reopen and OnPanic: see subserver.Config. Without Reopen, an engine
-	// that panicked ends RunMember with an error (a supervisor restarts
-	// the process).
-	Reopen  func(context.Context) (engine.Engine, error)
-	OnPanic func(*subserver.Panic)
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
 }
 
 func (c *MemberConfig) defaults() error {
-	if c.Engine == nil || c.Registry == nil {
-		return errors.New("cluster: member needs an engine and an algorithm registry")
+	if c.Member == nil {
+		return errors.New("cluster: member needs its model (system.OpenMember)")
 	}
 	if len(c.Secrets.Key) < busnats.MinKeySize {
 		return fmt.Errorf("cluster: member needs the deployment's message key (at least %d bytes)", busnats.MinKeySize)
-	}
-	if c.Index < 0 || c.Index >= len(c.Models) {
-		return fmt.Errorf("cluster: model index %d of %d models", c.Index, len(c.Models))
 	}
 	if c.Prefix == "" {
 		c.Prefix = busnats.DefaultPrefix
@@ -94,21 +69,25 @@ func (c *MemberConfig) defaults() error {
 // front end's next heartbeat.
 func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 	if err := cfg.defaults(); err != nil {
+		if cfg.Member != nil {
+			err = errors.Join(err, cfg.Member.Engine().Close())
+		}
 		return err
 	}
-	m := &member{cfg: cfg, eng: cfg.Engine, inc: incarnation()}
+	spec := cfg.Member.Spec()
+	m := &member{cfg: cfg, index: cfg.Member.Index(), models: spec.Names(), algorithm: spec.Algorithm, eng: cfg.Member.Engine(), inc: incarnation()}
 	defer func() { err = errors.Join(err, m.eng.Close()) }()
 	lost := make(chan struct{}, 1)
-	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", cfg.Index),
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", m.index),
 		Auth: cfg.Secrets.Auth, Key: cfg.Secrets.Key, OnReconnect: func() { signal(lost) }})
 	if err != nil {
-		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+		return fmt.Errorf("cluster: model %d: %w", m.index, err)
 	}
 	defer b.Close()
 	fronts := make(chan Beat, 64)
 	unsubscribe, err := subscribeFronts(b, cfg.Prefix, fronts)
 	if err != nil {
-		return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+		return fmt.Errorf("cluster: model %d: %w", m.index, err)
 	}
 	defer unsubscribe()
 
@@ -161,9 +140,9 @@ func (m *member) serve(ctx context.Context, lost <-chan struct{}, fronts <-chan 
 		case err := <-m.done:
 			m.cancel()
 			m.eng, m.s = m.s.Engine(), nil
-			return fmt.Errorf("cluster: model %d: %w", cfg.Index, err)
+			return fmt.Errorf("cluster: model %d: %w", m.index, err)
 		case <-lost:
-			cfg.OnEvent("NATS connection restored: dropping every request", "model", cfg.Index)
+			cfg.OnEvent("NATS connection restored: dropping every request", "model", m.index)
 			err = m.restart()
 			f.inc = 0
 			if err == nil {
@@ -191,12 +170,12 @@ func (m *member) frontBeat(f *frontEnd, fb Beat) error {
 		return nil
 	}
 	if f.inc != 0 {
-		m.cfg.OnEvent("new front end: dropping every request", "model", m.cfg.Index)
+		m.cfg.OnEvent("new front end: dropping every request", "model", m.index)
 		if err := m.restart(); err != nil {
 			return err
 		}
 	} else {
-		m.cfg.OnEvent("serving front end", "model", m.cfg.Index)
+		m.cfg.OnEvent("serving front end", "model", m.index)
 	}
 	f.inc = fb.Incarnation
 	m.beat(f.inc)
@@ -207,7 +186,7 @@ func (m *member) frontBeat(f *frontEnd, fb Beat) error {
 // too many heartbeats.
 func (m *member) tick(f *frontEnd) error {
 	if f.inc != 0 && time.Since(f.last) > time.Duration(m.cfg.Misses)*m.cfg.Heartbeat {
-		m.cfg.OnEvent("front end lost: dropping every request", "model", m.cfg.Index)
+		m.cfg.OnEvent("front end lost: dropping every request", "model", m.index)
 		if err := m.restart(); err != nil {
 			return err
 		}
@@ -219,28 +198,24 @@ func (m *member) tick(f *frontEnd) error {
 
 // member is RunMember's running state.
 type member struct {
-	cfg    MemberConfig
-	bus    *busnats.Bus
-	eng    engine.Engine // the engine now (a reopened one after a panic)
-	inc    uint64
-	seq    uint64
-	s      *subserver.Server
-	cancel context.CancelFunc
-	done   chan error
+	cfg       MemberConfig
+	index     int      // the model's index
+	models    []string // the deployment's model names
+	algorithm string
+	bus       *busnats.Bus
+	eng       engine.Engine // the engine now (a reopened one after a panic)
+	inc       uint64
+	seq       uint64
+	s         *subserver.Server
+	cancel    context.CancelFunc
+	done      chan error
 }
 
 // start builds a fresh algorithm instance and sub-server and runs it.
 func (m *member) start() error {
-	c := m.cfg
-	alg, err := c.Registry.New(c.Algorithm, route.Spec{Model: c.Index, Models: c.Models, Params: c.Params})
+	s, err := m.cfg.Member.SubServer(m.eng, m.bus)
 	if err != nil {
-		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
-	}
-	s, err := subserver.New(subserver.Config{Index: c.Index, Models: len(c.Models), Name: c.Models[c.Index], Engine: m.eng,
-		Algorithm: alg, Policy: c.Policy, Bus: m.bus, MaxBatch: c.MaxBatch, Vocab: c.Vocab, Speculate: c.Speculate,
-		Reopen: c.Reopen, OnPanic: c.OnPanic})
-	if err != nil {
-		return fmt.Errorf("cluster: model %d: %w", c.Index, err)
+		return fmt.Errorf("cluster: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.s, m.cancel, m.done = s, cancel, make(chan error, 1)
@@ -267,10 +242,10 @@ func (m *member) restart() error {
 // beat publishes a heartbeat.
 func (m *member) beat(front uint64) {
 	m.seq++
-	b := Beat{Index: m.cfg.Index, Models: m.cfg.Models, Algorithm: m.cfg.Algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
+	b := Beat{Index: m.index, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
 		Info: m.eng.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine(),
 		BusDropped: m.bus.Dropped()}
-	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.cfg.Index), b.encode()) // a lost beat is replaced by the next
+	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.index), b.encode()) // a lost beat is replaced by the next
 }
 
 // signal wakes the receiver of ch (capacity 1) without blocking.

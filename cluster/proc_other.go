@@ -11,7 +11,7 @@ import (
 // Child processes elsewhere (Plan 9, WebAssembly hosts that can start
 // processes at all): no process groups and no signals beyond a kill. Stop
 // closes the child's standard input, which it treats as a request to stop
-// (it runs with --exit-on-stdin-eof), and after StopTimeout kills the
+// (it runs with --spec-on-stdin), and after StopTimeout kills the
 // process. A child also exits when this process dies, since its standard
 // input, a pipe only this process holds, closes then.
 

@@ -11,7 +11,7 @@ import (
 // so the console's Ctrl-C reaches only this process, which then stops the
 // children in order. Windows has no SIGTERM: stop closes the child's
 // standard input, which it treats as a request to stop (it runs with
-// --exit-on-stdin-eof), and after StopTimeout terminates the process. A
+// --spec-on-stdin), and after StopTimeout terminates the process. A
 // child also exits when this process dies, since its standard input, a
 // pipe only this process holds, closes then. Only the child itself is
 // terminated, not processes it started (a job object would cover those;

@@ -137,19 +137,13 @@ func (d *deployment) start(ctx context.Context, stall time.Duration, p config.Pr
 		d.r, texts, err = system.Open(ctx, spec)
 		return texts, err
 	}
-	rc := deploy.Config{Algorithm: p.Algorithm, Params: p.Params, Registry: spec.Faults.Registry(spec.Registry), MaxBatch: p.MaxBatch,
-		Observer: d.obs, Launch: spec.Launch, Speculate: spec.Speculate, StallTimeout: stall, OnPanic: spec.OnPanic, OnEvent: spec.OnEvent}
-	rc.Models = make([]deploy.Model, len(mcs))
-	for i := range mcs {
-		rc.Models[i].Name = p.Models[i]
-	}
 	if spec.Launch.Auto {
 		// Sub-servers elsewhere get their tables up front.
-		if rc.Launch, err = autoLaunch(ctx, p, spec.Launch, opts, mcs); err != nil {
+		if spec.Launch, err = autoLaunch(ctx, p, spec.Launch, opts, mcs); err != nil {
 			return nil, err
 		}
 	}
-	if d.r, d.closer, err = opts.Deploy(ctx, p.Name, rc, mcs); err != nil {
+	if d.r, d.closer, err = opts.Deploy(ctx, p.Name, spec); err != nil {
 		return nil, err
 	}
 	texts := make([]loader.Text, len(mcs))

@@ -45,6 +45,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // Options configure a Server beyond its configuration.
@@ -73,17 +74,18 @@ type Options struct {
 }
 
 // Deployer runs one preset's models elsewhere and returns a deployment over
-// them, for Options.Deploy. preset is the preset's name; rc is the deployment
-// configuration the server would start in process, without engines: the
-// models' names, the launch policy (static tables by now: automatic
-// thresholds are computed up front; model i runs rc.Launch.Policy(i)), the
-// algorithm, its parameters and registry, MaxBatch and the metrics
-// Observer; models are
-// the models' definitions in the same order. The returned deployment's models
-// must announce their engine facts (deploy.Model.Remote). The server
-// closes the deployment, then closer (which may be nil), on Close. ctx bounds
-// the start-up.
-type Deployer func(ctx context.Context, preset string, rc deploy.Config, models []config.Model) (r *deploy.Deployment, closer io.Closer, err error)
+// them, for Options.Deploy. preset is the preset's name; s is the system
+// specification the server would open in process (system.Open), the
+// same value, so that every option of it reaches sub-servers elsewhere by
+// one path (system.Spec.Member, system.Remote): the models' definitions
+// (unplaced), the algorithm, its parameters and registry, the launch
+// policy (static tables by now: automatic thresholds are computed up
+// front; model i runs s.Launch.Policy(i)), MaxBatch, speculation, the
+// stall timeout, the metrics Observer and the hooks. The returned
+// deployment's models must announce their engine facts
+// (deploy.Model.Remote). The server closes the deployment, then closer
+// (which may be nil), on Close. ctx bounds the start-up.
+type Deployer func(ctx context.Context, preset string, s system.Spec) (r *deploy.Deployment, closer io.Closer, err error)
 
 // RemoteStatser is an optional capability of the closer a Deployer
 // returns: the counters its sub-servers last reported, in model order.

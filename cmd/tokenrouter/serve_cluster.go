@@ -2,21 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
-	"strconv"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/tokenrouter/tokenrouter/cluster"
-	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // clusterDeploy runs serve's presets outside the serving process: with
@@ -40,42 +34,31 @@ type clusterDeploy struct {
 }
 
 // deploy implements server.Deployer.
-func (c clusterDeploy) deploy(ctx context.Context, preset string, rc deploy.Config, models []config.Model) (*deploy.Deployment, io.Closer, error) {
-	names := make([]string, len(rc.Models))
-	for i, m := range rc.Models {
-		names[i] = m.Name
-	}
+func (c clusterDeploy) deploy(ctx context.Context, preset string, s system.Spec) (*deploy.Deployment, io.Closer, error) {
 	onEvent := func(msg string, args ...any) { c.log.Info(msg, append([]any{"preset", preset}, args...)...) }
 	if !c.processes {
 		c.log.Info("joining sub-servers started elsewhere; they own their thresholds and max-wait",
-			"preset", preset, "nats", c.nats, "prefix", c.prefix, "models", names)
-		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Secrets: c.secrets, Prefix: c.prefix, Models: names, Registry: rc.Registry,
-			Algorithm: rc.Algorithm, Params: rc.Params, JoinTimeout: c.joinTimeout, StallTimeout: rc.StallTimeout, OnEvent: onEvent})
+			"preset", preset, "nats", c.nats, "prefix", c.prefix, "models", s.Names())
+		f, err := cluster.Join(ctx, cluster.FrontConfig{URL: c.nats, Secrets: c.secrets, Prefix: c.prefix, Spec: s,
+			JoinTimeout: c.joinTimeout, OnEvent: onEvent})
 		if err != nil {
 			return nil, nil, err
 		}
 		return f.Deployment(), remoteCloser{Closer: f, front: f}, nil
 	}
-	args := make([][]string, len(models))
-	pols := make([]sched.Policy, len(models))
-	for i, m := range models {
-		pols[i] = rc.Launch.Policy(i)
-		a, err := subserverArgs(m, pols[i], rc.MaxBatch)
-		if err != nil {
-			return nil, nil, err
-		}
-		a = append(a, speculateArgs(rc.Speculate)...)
-		if c.logLevel != "" {
-			a = append(a, "--log-level", c.logLevel)
-		}
-		if c.logFormat != "" {
-			a = append(a, "--log-format", c.logFormat)
-		}
-		args[i] = a
+	pols := make([]sched.Policy, len(s.Models))
+	for i := range s.Models {
+		pols[i] = s.Launch.Policy(i)
 	}
-	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, NATSAuth: c.secrets.Auth, Models: names, ModelArgs: args,
-		Registry: rc.Registry, Algorithm: rc.Algorithm, Params: rc.Params, Output: c.output,
-		JoinTimeout: c.joinTimeout, StallTimeout: rc.StallTimeout, OnEvent: onEvent})
+	var args []string
+	if c.logLevel != "" {
+		args = append(args, "--log-level", c.logLevel)
+	}
+	if c.logFormat != "" {
+		args = append(args, "--log-format", c.logFormat)
+	}
+	l, err := cluster.Start(ctx, cluster.LocalConfig{Binary: c.binary, NATS: c.nats, NATSAuth: c.secrets.Auth, Spec: s, Args: args,
+		Output: c.output, JoinTimeout: c.joinTimeout, OnEvent: onEvent})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,36 +89,4 @@ func (r remoteCloser) RemoteStats() []server.RemoteStat {
 		}
 	}
 	return out
-}
-
-// subserverArgs are the subserver flags that run model m with policy pol:
-// the model's description as one YAML value and the policy as one JSON
-// value.
-func subserverArgs(m config.Model, pol sched.Policy, maxBatch int) ([]string, error) {
-	paths := []*string{&m.Path, &m.Tokenizer}
-	if config.IsTemplateFile(m.ChatTemplate) {
-		paths = append(paths, &m.ChatTemplate)
-	}
-	for _, p := range paths {
-		if *p != "" {
-			abs, err := filepath.Abs(*p)
-			if err != nil {
-				return nil, fmt.Errorf("model %s: %w", m.Name, err)
-			}
-			*p = abs
-		}
-	}
-	desc, err := yaml.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", m.Name, err)
-	}
-	policy, err := json.Marshal(pol)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", m.Name, err)
-	}
-	a := []string{"--model-config", string(desc), "--policy", string(policy)}
-	if maxBatch > 0 {
-		a = append(a, "--max-batch", strconv.Itoa(maxBatch))
-	}
-	return a, nil
 }

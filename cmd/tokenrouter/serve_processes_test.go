@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,15 +22,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"go.yaml.in/yaml/v3"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/console"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
-	"github.com/tokenrouter/tokenrouter/loader"
-	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
 )
 
@@ -493,29 +489,6 @@ func TestServeProcessesSIGTERM(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("child %d still running after serve exited", pid)
 		}
-	}
-}
-
-func TestSubserverArgs(t *testing.T) {
-	pol := sched.Policy{B: sched.Table{1, 2, 3}, MaxWait: 0}
-	m := config.Model{Name: "x", Engine: loader.KindSim, Seed: 3, Latency: &config.Latency{Base: time.Millisecond, PerSeq: 2 * time.Microsecond}}
-	a, err := subserverArgs(m, pol, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Join(a, " ")
-	for _, want := range []string{`--policy {"b":[1,2,3],"max_wait":"0s"}`, "--max-batch 8"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("%q lacks %q", got, want)
-		}
-	}
-	var back config.Model
-	if a[0] != "--model-config" || yaml.Unmarshal([]byte(a[1]), &back) != nil || !reflect.DeepEqual(back, m) {
-		t.Errorf("the description does not travel as one value: %q", a)
-	}
-	a, err = subserverArgs(config.Model{Name: "m", Engine: loader.KindCPU, Path: "m.gguf", Threads: 2}, pol, 0)
-	if err != nil || yaml.Unmarshal([]byte(a[1]), &back) != nil || !filepath.IsAbs(back.Path) || back.Threads != 2 {
-		t.Errorf("cpu: %q, %v", a, err)
 	}
 }
 

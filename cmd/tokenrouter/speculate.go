@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/pflag"
 
@@ -30,9 +29,4 @@ func (f speculateFlags) parse() (subserver.Speculation, error) {
 		return s, fmt.Errorf("--speculate: %w", err)
 	}
 	return s, nil
-}
-
-// speculateArgs are the subserver flags that give a sub-server s.
-func speculateArgs(s subserver.Speculation) []string {
-	return []string{"--speculate", s.Mode.String(), "--speculate-depth", strconv.Itoa(s.Depth)}
 }

@@ -13,18 +13,19 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
-	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/internal/faults"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/route/builtin"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
 	"github.com/tokenrouter/tokenrouter/subserver"
+	"github.com/tokenrouter/tokenrouter/system"
 )
 
 // subserverFlags are the subserver command's flags.
@@ -35,7 +36,7 @@ type subserverFlags struct {
 	desc                                                           config.Model
 	maxWait, heartbeat                                             time.Duration
 	latency                                                        config.Latency
-	stdinEOF, stdinSecrets                                         bool
+	specOnStdin                                                    bool
 	auth                                                           natsAuthFlags
 	speculate                                                      speculateFlags
 }
@@ -48,9 +49,10 @@ which starts these processes itself) admits requests and streams their tokens.
   tokenrouter subserver --nats nats://10.0.0.1:4222 --index 1 --models slm,llm \
     --engine sim --profile paper-r2r/llm --algorithm r2r-random --param p=0.35
 
-The model is described by --engine and its fields (--profile, --path, ...) or,
-as serve --processes passes it, by --model-config: one YAML mapping with the
-fields of a configuration file's models entry.
+The model is described by --engine and its fields (--profile, --path, ...) or
+by --model-config: one YAML mapping with the fields of a configuration file's
+models entry. serve --processes gives its children everything, flags included,
+as one versioned JSON value on their standard input (--spec-on-stdin).
 
 Every member and the front end must agree on --models, --algorithm, --prefix,
 --heartbeat and --misses.
@@ -66,7 +68,12 @@ func newSubserverCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runSubserver(cmd, f) },
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register adds the flags to fl.
+func (f *subserverFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.url, "nats", "", "NATS server URL (required), nats://HOST:PORT")
 	fl.StringVar(&f.prefix, "prefix", busnats.DefaultPrefix, "the deployment's NATS subject prefix")
 	fl.IntVar(&f.index, "index", 0, "this model's index (0: the small model)")
@@ -93,91 +100,102 @@ func newSubserverCmd() *cobra.Command {
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "largest step batch (0: default)")
 	fl.DurationVar(&f.heartbeat, "heartbeat", cluster.DefaultHeartbeat, "heartbeat interval")
 	fl.IntVar(&f.misses, "misses", cluster.DefaultMisses, "missed front-end heartbeats before dropping every request")
-	fl.BoolVar(&f.stdinEOF, "exit-on-stdin-eof", false, "exit when stdin closes (set by a parent process)")
-	_ = fl.MarkHidden("exit-on-stdin-eof")
-	fl.BoolVar(&f.stdinSecrets, "secrets-on-stdin", false, "read the bus secrets from the first line of stdin (set by a parent process)")
-	_ = fl.MarkHidden("secrets-on-stdin")
+	fl.BoolVar(&f.specOnStdin, "spec-on-stdin", false, "read everything from one JSON line on stdin (replaces every other flag), and exit when stdin closes (set by a parent process)")
+	_ = fl.MarkHidden("spec-on-stdin")
 	f.auth.register(fl)
 	addSpeculateFlags(fl, &f.speculate)
-	return cmd
 }
 
 func runSubserver(cmd *cobra.Command, f subserverFlags) error {
-	if f.url == "" {
-		return errors.New("--nats is required")
-	}
-	params, err := parseParams(f.params)
-	if err != nil {
-		return err
-	}
-	pol, err := subserverPolicy(cmd, f)
-	if err != nil {
-		return err
-	}
-	spec, err := f.speculate.parse()
-	if err != nil {
-		return err
-	}
-	desc, err := subserverModel(cmd, f)
-	if err != nil {
-		return err
-	}
 	stdin := bufio.NewReader(os.Stdin)
-	secrets, err := subserverSecrets(f, stdin)
+	spec, err := subserverSpec(cmd, f, stdin)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	inject, err := faults.Parse(os.Getenv(faults.Env))
-	if err != nil {
-		return err
-	}
-	opened, err := loader.Builtin().Open(ctx, desc)
-	if err != nil {
-		return err
-	}
-	eng := inject.Engine(opened.Engine)
-	if f.stdinEOF {
+	if f.specOnStdin {
 		var cancel context.CancelFunc
 		ctx, cancel = cancelOnEOF(ctx, stdin)
 		defer cancel()
 	}
-	log := slog.Default().With("model", desc.Name, "index", f.index)
-	log.Info("sub-server starting", "nats", f.url, "prefix", f.prefix, "engine", desc.Engine)
+	return runChild(ctx, spec)
+}
+
+// runChild runs the member spec describes (cluster.RunChild) with this
+// binary's algorithms and the faults $TOKENROUTER_FAULTS asks for: the one
+// way the subserver command runs, whether its spec came from a parent or
+// from flags.
+func runChild(ctx context.Context, spec cluster.ChildSpec) error {
+	inject, err := faults.Parse(os.Getenv(faults.Env))
+	if err != nil {
+		return err
+	}
+	m := spec.Member
+	log := slog.Default().With("model", m.Model.Name, "index", m.Index)
+	log.Info("sub-server starting", "nats", spec.Bus.NATS, "prefix", spec.Bus.Prefix, "engine", m.Model.Engine)
 	if inject.Active() {
 		log.Warn("faults injected", "faults", inject.String())
 	}
-	err = cluster.RunMember(ctx, cluster.MemberConfig{
-		URL: f.url, Secrets: secrets, Prefix: f.prefix, Index: f.index, Models: f.models, Engine: eng,
-		Registry: inject.Registry(builtin.Registry()), Algorithm: f.algorithm, Params: params,
-		Reopen: reopener(desc, inject), OnPanic: logPanic(log),
-		Policy: pol, MaxBatch: f.maxBatch, Vocab: server.OutputVocab(opened.Text, eng.Info().VocabSize),
-		Heartbeat: f.heartbeat, Misses: f.misses, Speculate: spec,
-		OnEvent: func(msg string, args ...any) { log.Info(msg, args...) },
-	})
+	err = cluster.RunChild(ctx, spec, system.Spec{Registry: builtin.Registry(), Faults: inject, Vocab: server.OutputVocab,
+		OnPanic: logPanic(log), OnEvent: func(msg string, args ...any) { log.Info(msg, args...) }})
 	log.Info("sub-server stopped")
 	return err
 }
 
-// reopener opens the model's engine anew (with the injected faults), for
-// the sub-server to replace one that panicked.
-func reopener(desc config.Model, inject *faults.Faults) func(context.Context) (engine.Engine, error) {
-	return func(ctx context.Context) (engine.Engine, error) {
-		o, err := loader.Builtin().Open(ctx, desc)
-		if err != nil {
-			return nil, err
-		}
-		return inject.Engine(o.Engine), nil
+// subserverSpec is the member's ChildSpec: read from stdin
+// (--spec-on-stdin, which no other subserver flag goes with), or built
+// from the flags.
+func subserverSpec(cmd *cobra.Command, f subserverFlags, stdin *bufio.Reader) (cluster.ChildSpec, error) {
+	if !f.specOnStdin {
+		return flagSpec(cmd, f)
 	}
+	var set []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed && fl.Name != "spec-on-stdin" {
+			set = append(set, "--"+fl.Name)
+		}
+	})
+	if len(set) > 0 {
+		return cluster.ChildSpec{}, fmt.Errorf("--spec-on-stdin: the spec replaces %s", strings.Join(set, ", "))
+	}
+	return cluster.ReadChildSpec(stdin)
 }
 
-// subserverSecrets reads the bus secrets from stdin (--stdin-secrets) or
-// from the auth flags and environment.
-func subserverSecrets(f subserverFlags, stdin *bufio.Reader) (cluster.Secrets, error) {
-	if f.stdinSecrets {
-		return cluster.ReadSecrets(stdin)
+// flagSpec is the ChildSpec the flags describe, derived as a parent
+// derives its children's (cluster.NewChildSpec).
+func flagSpec(cmd *cobra.Command, f subserverFlags) (cluster.ChildSpec, error) {
+	var c cluster.ChildSpec
+	if f.url == "" {
+		return c, errors.New("--nats is required")
 	}
-	return f.auth.secrets(os.Getenv)
+	params, err := parseParams(f.params)
+	if err != nil {
+		return c, err
+	}
+	desc, err := subserverModel(cmd, f)
+	if err != nil {
+		return c, err
+	}
+	launch, err := subserverLaunch(cmd, f)
+	if err != nil {
+		return c, err
+	}
+	sp, err := f.speculate.parse()
+	if err != nil {
+		return c, err
+	}
+	secrets, err := f.auth.secrets(os.Getenv)
+	if err != nil {
+		return c, err
+	}
+	models := make([]config.Model, len(f.models))
+	for i, name := range f.models {
+		models[i].Name = name
+	}
+	models[f.index] = desc
+	s := system.Spec{Models: models, Algorithm: f.algorithm, Params: params, Launch: launch, MaxBatch: f.maxBatch, Speculate: sp}
+	return cluster.NewChildSpec(s, f.index, cluster.BusSpec{NATS: f.url, Prefix: f.prefix, Secrets: secrets,
+		Heartbeat: f.heartbeat, Misses: f.misses})
 }
 
 // cancelOnEOF returns a context that ends when stdin does: when the parent
@@ -230,30 +248,32 @@ func subserverModel(cmd *cobra.Command, f subserverFlags) (config.Model, error) 
 	return desc, nil
 }
 
-// subserverPolicy is this model's launch policy: --policy, or what
-// --thresholds and --max-wait say for model --index.
-func subserverPolicy(cmd *cobra.Command, f subserverFlags) (sched.Policy, error) {
-	var p sched.Policy
+// subserverLaunch is the launch that gives model --index the policy
+// --policy says, or what --thresholds and --max-wait say.
+func subserverLaunch(cmd *cobra.Command, f subserverFlags) (sched.Launch, error) {
 	if f.maxWait < 0 {
-		return p, fmt.Errorf("--max-wait %v is negative: give a wait, or 0 to launch only at the thresholds", f.maxWait)
+		return sched.Launch{}, fmt.Errorf("--max-wait %v is negative: give a wait, or 0 to launch only at the thresholds", f.maxWait)
 	}
 	if f.policy == "" {
 		l, err := config.ParseLaunch(f.thresholds, len(f.models), f.maxWait)
 		if err != nil {
-			return p, fmt.Errorf("--thresholds: %w", err)
+			return l, fmt.Errorf("--thresholds: %w", err)
 		}
 		if l.Auto {
-			return p, errors.New(`--thresholds auto: a sub-server on its own cannot tune; give B values or @plan.json`)
+			return l, errors.New(`--thresholds auto: a sub-server on its own cannot tune; give B values or @plan.json`)
 		}
-		return l.Policy(f.index), nil
+		return l, nil
 	}
 	if cmd.Flags().Changed("thresholds") || cmd.Flags().Changed("max-wait") {
-		return p, errors.New("--policy replaces --thresholds and --max-wait")
+		return sched.Launch{}, errors.New("--policy replaces --thresholds and --max-wait")
 	}
+	var p sched.Policy
 	if err := json.Unmarshal([]byte(f.policy), &p); err != nil {
-		return p, fmt.Errorf("--policy: %w", err)
+		return sched.Launch{}, fmt.Errorf("--policy: %w", err)
 	}
-	return p, nil
+	tables := make([]sched.Table, len(f.models))
+	tables[f.index] = p.B
+	return sched.Launch{Tables: tables, MaxWait: p.MaxWait}, nil
 }
 
 // logPanic logs a recovered panic once, with its stack.
