@@ -100,7 +100,7 @@ type Options struct {
 	// Placement is how the sub-servers share the machine; time-shared
 	// placement plans with its launch rule (perfmodel.TimeSharedRule).
 	Placement perfmodel.Placement
-	// Prior, if set, holds calibrated step-time curves (bench --calibrate),
+	// Prior, if set, holds calibrated step-time curves (bench calibrate),
 	// one per model (a zero Curve: none): the tuner keeps such a model's
 	// curve shape and scales it to the steps it observes (the curve at
 	// context 0, the scale absorbing the contexts seen), instead of fitting

@@ -3,7 +3,9 @@
 // one request in flight and submit a new one the moment theirs finishes.
 // After a warm-up, tokens are counted by arrival time over a measured
 // window. Every serving system (the routed runtime and the baselines) is
-// measured the same way through the System interface.
+// measured the same way through the System interface. Measure and Prepare
+// build such runs from a command line's description (Spec); the lab that
+// checks the throughput model against these measurements is package lab.
 package bench
 
 import (

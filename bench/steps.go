@@ -117,29 +117,12 @@ func (t *StepTally) OverCurve(m perfmodel.Model) ([]float64, error) {
 	return out, nil
 }
 
-// atStepSpeed returns m with every model's step time (its curve, or its
-// constant latency) scaled by ratio (from OverCurve; a model with ratio 0
-// keeps its own).
-func atStepSpeed(m perfmodel.Model, ratio []float64) perfmodel.Model {
-	m.Steps, m.L = slices.Clone(m.Steps), slices.Clone(m.L)
-	for i, r := range ratio {
-		switch {
-		case r <= 0:
-		case i < len(m.Steps):
-			m.Steps[i] = m.Steps[i].Scale(r)
-		case i < len(m.L):
-			m.L[i] *= r
-		}
-	}
-	return m
-}
-
-// stepObservers forwards steps and hand-offs to every observer that is
+// Observers forwards steps and hand-offs to every observer that is
 // set.
-type stepObservers []subserver.Observer
+type Observers []subserver.Observer
 
 // Step forwards a step.
-func (o stepObservers) Step(model, batch, appended int, d time.Duration) {
+func (o Observers) Step(model, batch, appended int, d time.Duration) {
 	for _, x := range o {
 		if x != nil {
 			x.Step(model, batch, appended, d)
@@ -148,7 +131,7 @@ func (o stepObservers) Step(model, batch, appended int, d time.Duration) {
 }
 
 // Routed forwards hand-offs.
-func (o stepObservers) Routed(model int, moved []int) {
+func (o Observers) Routed(model int, moved []int) {
 	for _, x := range o {
 		if x != nil {
 			x.Routed(model, moved)

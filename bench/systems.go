@@ -153,7 +153,7 @@ func Compare(ctx context.Context, setup Setup, systems []string, concurrency []i
 				i := (round + j) % len(systems)
 				name := systems[i]
 				st := setup
-				st.Observer = stepObservers{setup.Observer, rows[base+i].Steps}
+				st.Observer = Observers{setup.Observer, rows[base+i].Steps}
 				sys, err := st.Build(ctx, name)
 				if err != nil {
 					return nil, err
@@ -241,10 +241,10 @@ type Summary struct {
 	// Placement is how the system's models shared the cores ("" for a
 	// server given by URL, or when not recorded).
 	Placement string `json:"placement,omitempty"`
-	// Predicted is the throughput model's prediction (Setup.AddPredictions;
+	// Predicted is the throughput model's prediction (lab.AddPredictions;
 	// 0: none), MeasuredOverPredicted TokensPerSecond over it. PredictedB
 	// holds the thresholds it assumed, PredictedMethod how it was computed
-	// (Prediction.Method), PredictedCI95 a simulated prediction's 95%
+	// (lab.Prediction.Method), PredictedCI95 a simulated prediction's 95%
 	// half-width.
 	Predicted             float64 `json:"predicted_tokens_per_second,omitempty"`
 	MeasuredOverPredicted float64 `json:"measured_over_predicted,omitempty"`
@@ -295,8 +295,8 @@ func Summarize(rows []Row, systems int) []Summary {
 	return out
 }
 
-// names returns the model names in order.
-func (s Setup) names() []string {
+// Names returns the model names in order.
+func (s Setup) Names() []string {
 	out := make([]string, len(s.Models))
 	for i, m := range s.Models {
 		out[i] = m.Name

@@ -154,7 +154,7 @@ type Model struct {
 	Engine string `yaml:"engine"`
 	// Profile (sim) is a latency preset and model, "paper-r2r/slm"; a bare
 	// preset name picks the preset's model of the same name. A preset may
-	// be a profile file ending in .json (bench --calibrate writes one).
+	// be a profile file ending in .json (bench calibrate writes one).
 	Profile string `yaml:"profile,omitempty"`
 	// Latency (sim) gives an explicit latency profile instead of Profile.
 	Latency *Latency `yaml:"latency,omitempty"`

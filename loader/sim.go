@@ -67,7 +67,7 @@ func simKind() Kind {
 // SimProfile resolves a simulated model's latency profile: its explicit
 // Latency, or its Profile "preset/model" (a bare preset name picks the
 // preset's model named like m). A preset is a built-in one or a profile
-// file ending in .json (as bench --calibrate writes).
+// file ending in .json (as bench calibrate writes).
 func SimProfile(m config.Model) (sim.Profile, error) {
 	if m.Latency != nil {
 		if m.Profile != "" {

@@ -25,7 +25,7 @@
 // running batches lose that time; then the placement's launch rule runs.
 // Partitioned (the default): every idle model whose queue holds at least
 // B_i requests launches with all of them, and steps overlap; a model's
-// interference factor (Model.Interference, measured by bench --calibrate)
+// interference factor (Model.Interference, measured by bench calibrate)
 // above 5% multiplies its step times. Time-shared: one step at a time, by
 // TimeSharedRule; the state then also holds the queue of models waiting for
 // the turn. The launch decision is sched.Decide, the same function the

@@ -3,7 +3,7 @@
 // a model's step time: the simulated engine sleeps it (engine/sim), the
 // throughput model launches batches with it (perfmodel), the automatic
 // thresholds estimate it from observed steps (autotune), and calibration
-// fits it to steps measured on a real engine (bench --calibrate).
+// fits it to steps measured on a real engine (bench calibrate).
 //
 // A step over b sequences that append e tokens in total beyond one each
 // processes b + e rows (tokens); a row attends over c tokens of context on

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/lab"
 )
 
 // fastProfile writes a two-model sim profile with short steps.
@@ -32,7 +33,7 @@ func fastProfile(t *testing.T, dir string) string {
 
 func TestBenchSystemsSideBySide(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runCmd(t, "bench", "--profile", fastProfile(t, dir), "--systems", "tokenrouter,lockstep,slm-only",
+	out, err := runCmd(t, "bench", "compare", "--profile", fastProfile(t, dir), "--systems", "tokenrouter,lockstep,slm-only",
 		"--thresholds", "1,2", "--concurrency", "1,3", "--duration", "400ms", "--warmup", "50ms", "--rounds", "2",
 		"--max-tokens", "20", "--format", "json", "--csv", filepath.Join(dir, "rows.csv"), "--plot", dir)
 	if err != nil {
@@ -76,7 +77,7 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 	if _, err := png.Decode(img); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCmd(t, "bench", "--systems", "tokenrouter,nope"); err == nil || !strings.Contains(err.Error(), "unknown system") {
+	if _, err := runCmd(t, "bench", "compare", "--systems", "tokenrouter,nope"); err == nil || !strings.Contains(err.Error(), "unknown system") {
 		t.Fatalf("unknown system: %v", err)
 	}
 }
@@ -87,7 +88,7 @@ func TestBenchSystemsSideBySide(t *testing.T) {
 func TestCalibrateWritesALoadableProfile(t *testing.T) {
 	dir := t.TempDir()
 	model := filepath.Join(modelsDir(t), "stories260K.gguf")
-	out, err := runCmd(t, "bench", "--calibrate", "--model", "small="+model, "--model", "large="+model,
+	out, err := runCmd(t, "bench", "calibrate", "--model", "small="+model, "--model", "large="+model,
 		"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "2",
 		"--calibrate-prompt-batches", "1,4", "--prompt-len", "6",
 		"--calibrate-plan", "2-3", "--max-tokens", "64", "--out", filepath.Join(dir, "pair.json"))
@@ -118,7 +119,7 @@ func TestCalibrateWritesALoadableProfile(t *testing.T) {
 			t.Fatalf("plan on the calibrated profile: %v\n%s", err, out)
 		}
 	}
-	out, err = runCmd(t, "bench", "--profile", filepath.Join(dir, "pair.partitioned.json"), "--thresholds", "1,2", "--concurrency", "2",
+	out, err = runCmd(t, "bench", "run", "--profile", filepath.Join(dir, "pair.partitioned.json"), "--thresholds", "1,2", "--concurrency", "2",
 		"--duration", "200ms", "--warmup", "20ms", "--max-tokens", "16", "--format", "json")
 	if err != nil || !strings.Contains(out, `"tokens_per_second"`) {
 		t.Fatalf("bench on the calibrated profile: %v\n%s", err, out)
@@ -136,7 +137,7 @@ func TestCalibrateWritesALoadableProfile(t *testing.T) {
 func TestBenchSystemsPredict(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "pair.json")
-	if out, err := runBenchCmd(t, append(tinyPairArgs(t), "--calibrate", "--calibrate-placement", "partitioned", "--calibrate-cores", "2",
+	if out, err := runBenchCmd(t, "calibrate", append(tinyPairArgs(t), "--calibrate-placement", "partitioned", "--calibrate-cores", "2",
 		"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "2",
 		"--calibrate-plan", "", "--out", prof)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -144,7 +145,7 @@ func TestBenchSystemsPredict(t *testing.T) {
 	base := append(tinyPairArgs(t), "--placement", "partitioned", "--threads", "1", "--predict", prof, "--thresholds", "1,2", "--max-tokens", "20")
 	systems := []string{"tokenrouter-auto", "tokenrouter", "tokenrouter-b1", "lockstep", "std-serving", "slm-only", "llm-only"}
 	csvPath := filepath.Join(dir, "rows.csv")
-	out, err := runBenchCmd(t, slices.Concat(base, []string{"--systems", strings.Join(systems, ","), "--concurrency", "1,3", "--duration", "300ms",
+	out, err := runBenchCmd(t, "compare", slices.Concat(base, []string{"--systems", strings.Join(systems, ","), "--concurrency", "1,3", "--duration", "300ms",
 		"--warmup", "50ms", "--rounds", "1", "--format", "json", "--csv", csvPath})...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -188,26 +189,26 @@ func TestBenchSystemsPredict(t *testing.T) {
 	if err != nil || len(recs) != len(rows)+1 || col < 0 || len(recs[0]) != col+5 || recs[5][col] != "" || recs[4][col] == "" || recs[4][col+2] == "" {
 		t.Fatalf("csv: %v: %q", err, recs)
 	}
-	out, err = runBenchCmd(t, slices.Concat(base, []string{"--systems", "lockstep,std-serving", "--concurrency", "2", "--duration", "200ms", "--warmup", "20ms"})...)
+	out, err = runBenchCmd(t, "compare", slices.Concat(base, []string{"--systems", "lockstep,std-serving", "--concurrency", "2", "--duration", "200ms", "--warmup", "20ms"})...)
 	t.Log(out)
 	if err != nil || !strings.Contains(out, "predicted") || !strings.Contains(out, "meas/pred") {
 		t.Fatalf("table: %v\n%s", err, out)
 	}
 	// The simulated engine stepping the calibrated curves takes the same
 	// prediction.
-	out, err = runBenchCmd(t, "--profile", prof, "--predict", prof, "--systems", "lockstep,slm-only", "--concurrency", "2", "--duration", "200ms",
+	out, err = runBenchCmd(t, "compare", "--profile", prof, "--predict", prof, "--systems", "lockstep,slm-only", "--concurrency", "2", "--duration", "200ms",
 		"--warmup", "20ms", "--max-tokens", "20", "--format", "json")
 	if err != nil || strings.Count(out, `"predicted_tokens_per_second"`) != 2 {
 		t.Fatalf("sim engine: %v\n%s", err, out)
 	}
-	if _, err := runBenchCmd(t, "--predict", prof, "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "beside --systems") {
-		t.Errorf("--predict without --systems: %v", err)
+	if _, err := runBenchCmd(t, "run", "--predict", prof, "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "unknown flag: --predict") {
+		t.Errorf("bench run --predict: %v", err)
 	}
 	for _, c := range []struct{ placement, threads, want string }{
 		{"time-shared", "1", "calibrated under partitioned placement but the run is time-shared"},
 		{"partitioned", "2", "on 1 threads but the run gives it 2"},
 	} {
-		_, err := runBenchCmd(t, append(tinyPairArgs(t), "--placement", c.placement, "--threads", c.threads, "--predict", prof,
+		_, err := runBenchCmd(t, "compare", append(tinyPairArgs(t), "--placement", c.placement, "--threads", c.threads, "--predict", prof,
 			"--systems", "lockstep", "--concurrency", "2", "--duration", "10ms", "--max-tokens", "20")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s placement, %s threads: %v, want %q", c.placement, c.threads, err, c.want)
@@ -225,7 +226,7 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 	var out, log bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&log)
-	cmd.SetArgs(append(args, "--format", "json"))
+	cmd.SetArgs(slices.Concat([]string{"compare"}, args, []string{"--format", "json"}))
 	cmd.SetContext(context.Background())
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -247,7 +248,7 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 			t.Errorf("want one %q in the log:\n%s", n, log.String())
 		}
 	}
-	table, err := runBenchCmd(t, args...)
+	table, err := runBenchCmd(t, "compare", args...)
 	if err != nil || !strings.Contains(table, "calibrations taken just before and just after each concurrency's rounds") || !strings.Contains(table, "steps/curve") {
 		t.Fatalf("table: %v\n%s", err, table)
 	}
@@ -256,7 +257,7 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 	cmd = newBenchCmd()
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(&log)
-	cmd.SetArgs(append(slices.Clone(args[:len(args)-8]), "--concurrency", "1", "--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--recalibrate-every", "round"))
+	cmd.SetArgs(append(slices.Concat([]string{"compare"}, args[:len(args)-8]), "--concurrency", "1", "--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--recalibrate-every", "round"))
 	cmd.SetContext(context.Background())
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -266,28 +267,28 @@ func TestBenchSystemsRecalibrate(t *testing.T) {
 			t.Errorf("--recalibrate-every round: want one %q in the log:\n%s", n, log.String())
 		}
 	}
-	if _, err := runBenchCmd(t, append(args, "--predict", "x.json")...); err == nil || !strings.Contains(err.Error(), "drop --predict") {
+	if _, err := runBenchCmd(t, "compare", append(args, "--predict", "x.json")...); err == nil || !strings.Contains(err.Error(), "drop --predict") {
 		t.Errorf("--recalibrate with --predict: %v", err)
 	}
-	if _, err := runBenchCmd(t, "--recalibrate", "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "beside --systems") {
-		t.Errorf("--recalibrate without --systems: %v", err)
+	if _, err := runBenchCmd(t, "run", "--recalibrate", "--duration", "10ms"); err == nil || !strings.Contains(err.Error(), "unknown flag: --recalibrate") {
+		t.Errorf("bench run --recalibrate: %v", err)
 	}
 }
 
-// validateReport runs bench with args and --format json and returns the
-// validation report and the log.
-func validateReport(t *testing.T, args ...string) (validateOutput, string) {
+// validateReport runs bench validate with args and --format json and
+// returns the validation report and the log.
+func validateReport(t *testing.T, args ...string) (lab.ValidateOutput, string) {
 	t.Helper()
 	cmd := newBenchCmd()
 	var out, log bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&log)
-	cmd.SetArgs(append(args, "--format", "json"))
+	cmd.SetArgs(slices.Concat([]string{"validate"}, args, []string{"--format", "json"}))
 	cmd.SetContext(context.Background())
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	var rep validateOutput
+	var rep lab.ValidateOutput
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -301,11 +302,11 @@ func TestValidateRecalibrates(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "pair.json")
 	grid := []string{"--calibrate-batches", "1,2,4", "--calibrate-tokens", "1,2", "--calibrate-contexts", "8,24", "--calibrate-repeats", "1"}
-	if out, err := runBenchCmd(t, slices.Concat(tinyPairArgs(t), []string{"--calibrate", "--calibrate-placement", "partitioned", "--calibrate-cores", "2",
+	if out, err := runBenchCmd(t, "calibrate", slices.Concat(tinyPairArgs(t), []string{"--calibrate-placement", "partitioned", "--calibrate-cores", "2",
 		"--calibrate-plan", "", "--out", prof}, grid)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	rep, log := validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--concurrency", "2,3",
+	rep, log := validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--profile", prof, "--recalibrate", "--concurrency", "2,3",
 		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20"}, grid)...)
 	if n := strings.Count(log, "validate: calibrated "); n != 3 || len(rep.PerConcurrency) != 2 || len(rep.Points) == 0 {
 		t.Fatalf("%d calibrations, report %+v\n%s", n, rep, log)
@@ -325,13 +326,13 @@ func TestValidateRecalibrates(t *testing.T) {
 			t.Errorf("point %+v", pt)
 		}
 	}
-	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--concurrency", "2", "--duration", "100ms"); err == nil || !strings.Contains(err.Error(), "--model files") {
+	if _, err := runBenchCmd(t, "validate", "--recalibrate", "--concurrency", "2", "--duration", "100ms"); err == nil || !strings.Contains(err.Error(), "--model files") {
 		t.Errorf("--recalibrate on a simulated profile: %v", err)
 	}
 
 	// --recalibrate-every round: a calibration after each of N=2's two
 	// rounds, and N=2 priced on all three.
-	rep, log = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--recalibrate-every", "round", "--concurrency", "2",
+	rep, log = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--profile", prof, "--recalibrate", "--recalibrate-every", "round", "--concurrency", "2",
 		"--duration", "400ms", "--warmup", "50ms", "--rounds", "2", "--retries", "0", "--max-tokens", "20"}, grid)...)
 	for _, want := range []string{"calibrated before N=2 ", "calibrated after N=2 round 1 ", "calibrated after N=2 round 2 "} {
 		if strings.Count(log, want) != 1 {
@@ -343,17 +344,17 @@ func TestValidateRecalibrates(t *testing.T) {
 	}
 	// --placement time-shared runs and calibrates the models time-shared;
 	// without --recalibrate, the profile's placement must match.
-	rep, _ = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--recalibrate", "--placement", "time-shared", "--concurrency", "2",
+	rep, _ = validateReport(t, slices.Concat(tinyPairArgs(t), []string{"--profile", prof, "--recalibrate", "--placement", "time-shared", "--concurrency", "2",
 		"--duration", "300ms", "--warmup", "50ms", "--rounds", "1", "--retries", "0", "--max-tokens", "20"}, grid)...)
 	if rep.Placement != "time-shared" || len(rep.PerConcurrency) != 1 || len(rep.PerConcurrency[0].Calibrations) != 2 ||
 		rep.PerConcurrency[0].Calibrations[0].Placement != "time-shared" {
 		t.Fatalf("--placement time-shared: placement %q, calibrations %+v", rep.Placement, rep.PerConcurrency)
 	}
-	if _, err := runBenchCmd(t, slices.Concat(tinyPairArgs(t), []string{"--validate", "--profile", prof, "--placement", "time-shared", "--concurrency", "2",
+	if _, err := runBenchCmd(t, "validate", slices.Concat(tinyPairArgs(t), []string{"--profile", prof, "--placement", "time-shared", "--concurrency", "2",
 		"--duration", "100ms"})...); err == nil || !strings.Contains(err.Error(), "was calibrated for partitioned placement") {
 		t.Errorf("--placement time-shared on a partitioned profile: %v", err)
 	}
-	if _, err := runBenchCmd(t, "--validate", "--recalibrate", "--recalibrate-every", "slice"); err == nil || !strings.Contains(err.Error(), "want concurrency or round") {
+	if _, err := runBenchCmd(t, "validate", "--recalibrate", "--recalibrate-every", "slice"); err == nil || !strings.Contains(err.Error(), "want concurrency or round") {
 		t.Errorf("--recalibrate-every slice: %v", err)
 	}
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -18,18 +18,19 @@ import (
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
-	"github.com/tokenrouter/tokenrouter/loader"
+	"github.com/tokenrouter/tokenrouter/lab"
 	"github.com/tokenrouter/tokenrouter/server"
 )
 
-// runBenchCmd runs bench with args and returns its standard output.
-func runBenchCmd(t *testing.T, args ...string) (string, error) {
+// runBenchCmd runs the bench subcommand sub with args and returns its
+// standard output.
+func runBenchCmd(t *testing.T, sub string, args ...string) (string, error) {
 	t.Helper()
 	cmd := newBenchCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{sub}, args...))
 	cmd.SetContext(context.Background())
 	err := cmd.Execute()
 	return out.String(), err
@@ -44,27 +45,36 @@ func tinyPairArgs(t *testing.T) []string {
 
 func TestBenchModelFlagErrors(t *testing.T) {
 	tiny := tinyPairArgs(t)
-	for _, c := range []struct {
+	type benchCase struct {
 		args []string
 		want string
-	}{
-		{[]string{"--engine", "cpu"}, "--engine cpu needs --model"},
-		{[]string{"--engine", "gpu"}, `--engine "gpu": want sim or cpu`},
-		{append([]string{"--profile", "paper-r2r"}, tiny...), "--model runs on the cpu engine"},
-		{append([]string{"--placement", "spread"}, tiny...), `--placement: placement "spread": want partitioned, time-shared or auto`},
-		{append([]string{"--threads", "0"}, tiny...), `--threads "0": want a positive thread count`},
-		{append([]string{"--threads", "xl=2"}, tiny...), `--threads "xl=2": no model "xl" (have slm, llm)`},
-		{append([]string{"--cpus", "llm=1-0"}, tiny...), `--cpus "llm=1-0": cpus "1-0": want CPU numbers`},
-		{[]string{"--cpus", "0"}, "not to sim"},
-		{append([]string{"--config", "x.yaml"}, tiny...), "--model: the models come from --config"},
-		{append([]string{"--range-ratio", "1"}, tiny...), "--range-ratio 1: want 0 ≤ r < 1"},
-		{append([]string{"--kv-reserve-mb", "-1"}, tiny...), "--kv-reserve-mb -1: want 0 or more"},
-		{append([]string{"--client-procs", "-1"}, tiny...), "--client-procs -1: want 0 (all) or more"},
-		{append([]string{"--max-tokens", "600"}, tiny...), "exceeds the models' context"},
-		{[]string{"--prompts", "p.txt"}, "--prompts: the models have no tokenizer"},
-		{[]string{"--systems", "tokenrouter,ftp://x"}, `unknown system "ftp://x"`},
+		sub  string // "run" when empty
+	}
+	for _, c := range []benchCase{
+		{[]string{"--engine", "cpu"}, "--engine cpu needs --model", ""},
+		{[]string{"--engine", "gpu"}, `--engine "gpu": want sim or cpu`, ""},
+		{append([]string{"--profile", "paper-r2r"}, tiny...), "--model runs on the cpu engine", ""},
+		{append([]string{"--placement", "spread"}, tiny...), `--placement: placement "spread": want partitioned, time-shared or auto`, ""},
+		{append([]string{"--threads", "0"}, tiny...), `--threads "0": want a positive thread count`, ""},
+		{append([]string{"--threads", "xl=2"}, tiny...), `--threads "xl=2": no model "xl" (have slm, llm)`, ""},
+		{append([]string{"--cpus", "llm=1-0"}, tiny...), `--cpus "llm=1-0": cpus "1-0": want CPU numbers`, ""},
+		{[]string{"--cpus", "0"}, "not to sim", ""},
+		{append([]string{"--config", "x.yaml"}, tiny...), "--model: the models come from --config", ""},
+		{append([]string{"--range-ratio", "1"}, tiny...), "--range-ratio 1: want 0 ≤ r < 1", ""},
+		{append([]string{"--kv-reserve-mb", "-1"}, tiny...), "--kv-reserve-mb -1: want 0 or more", ""},
+		{append([]string{"--client-procs", "-1"}, tiny...), "--client-procs -1: want 0 (all) or more", "compare"},
+		{append([]string{"--max-tokens", "600"}, tiny...), "exceeds the models' context", ""},
+		{[]string{"--prompts", "p.txt"}, "--prompts: the models have no tokenizer", ""},
+		{[]string{"--systems", "tokenrouter,ftp://x"}, `unknown system "ftp://x"`, "compare"},
+		{[]string{"--cpus", "0"}, "not to sim", "interference"},
+		{append([]string{"--threads", "xl=2"}, tiny...), `--threads "xl=2": no model "xl" (have slm, llm)`, "interference"},
 	} {
-		if _, err := runBenchCmd(t, append(c.args, "--duration", "10ms")...); err == nil || !strings.Contains(err.Error(), c.want) {
+		sub := cmp.Or(c.sub, "run")
+		args := c.args
+		if sub != "interference" {
+			args = append(args, "--duration", "10ms")
+		}
+		if _, err := runBenchCmd(t, sub, args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}
@@ -101,13 +111,13 @@ func TestServePlacementFlags(t *testing.T) {
 // TestBenchCPU runs one system on the real tiny pair, time-shared, with
 // prompts from a file, and checks the row says how it was placed.
 func TestBenchCPU(t *testing.T) {
-	out, err := runBenchCmd(t, append(tinyPairArgs(t), "--system", "tokenrouter", "--concurrency", "2", "--duration", "300ms", "--warmup", "50ms",
+	out, err := runBenchCmd(t, "run", append(tinyPairArgs(t), "--system", "tokenrouter", "--concurrency", "2", "--duration", "300ms", "--warmup", "50ms",
 		"--max-tokens", "20", "--placement", "time-shared", "--threads", "slm=1", "--prompts", filepath.Join("..", "..", "testdata", "eval", "stories.jsonl"),
 		"--format", "json")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var row benchRow
+	var row bench.MeasureRow
 	if err := json.Unmarshal([]byte(out), &row); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -128,7 +138,7 @@ func TestBenchURL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	url := "http://" + testkit.Serve(t, func(ctx context.Context, ln net.Listener) error { return srv.Serve(ctx, ln) })
-	out, err := runBenchCmd(t, "--systems", "tokenrouter", "--url", "served="+url, "--concurrency", "4", "--duration", "2s", "--warmup", "300ms",
+	out, err := runBenchCmd(t, "compare", "--systems", "tokenrouter", "--url", "served="+url, "--concurrency", "4", "--duration", "2s", "--warmup", "300ms",
 		"--rounds", "2", "--max-tokens", "64", "--format", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -154,43 +164,15 @@ func TestBenchURL(t *testing.T) {
 }
 
 func TestBenchInterference(t *testing.T) {
-	out, err := runBenchCmd(t, append(tinyPairArgs(t), "--interference", "--interference-batches", "2", "--format", "json")...)
+	out, err := runBenchCmd(t, "interference", append(tinyPairArgs(t), "--interference-batches", "2", "--format", "json")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []interferenceRow
+	var rows []lab.InterferenceRow
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if len(rows) < 2 || rows[0].Model != "slm" || rows[0].Threads != 1 || rows[0].Batch != 2 || rows[0].AloneMS <= 0 || rows[1].TogetherMS <= 0 {
 		t.Fatalf("%+v", rows)
-	}
-}
-
-func TestKVWarmBytes(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "m.gguf")
-	if err := os.WriteFile(path, make([]byte, 3<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ms := []config.Model{{Name: "a", Engine: loader.KindCPU, Path: path}, {Name: "b", Engine: loader.KindCPU, Path: path},
-		{Name: "s", Engine: loader.KindSim, Path: path}}
-	for _, c := range []struct {
-		mb        int
-		stepsHere bool
-		want      int64
-	}{
-		{1024, true, 12 << 20}, // twice the cpu files (3 + 3 MB), the sim model's not counted
-		{8, true, 8 << 20},
-		{0, true, 0},
-		{1024, false, 0}, // only servers given by URL: nothing steps here
-	} {
-		got, err := kvWarmBytes(c.mb, ms, c.stepsHere)
-		if err != nil || got != c.want {
-			t.Errorf("kvWarmBytes(%d, stepsHere %v) = %d, %v; want %d", c.mb, c.stepsHere, got, err, c.want)
-		}
-	}
-	if _, err := kvWarmBytes(-1, ms, false); err == nil {
-		t.Error("kvWarmBytes(-1): no error")
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/lab"
 )
 
 // TestValidateJSON runs a tiny validation and checks the report's shape
@@ -47,9 +50,10 @@ func TestValidateBatchDependent(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	for _, args := range [][]string{
-		{"--validate", "--algorithm", "single"},
-		{"--validate", "--param", "p-after=0.1", "--param", "switch-at=1s"},
-		{"--validate", "--system", "lockstep"},
+		{"validate", "--algorithm", "single"},
+		{"validate", "--param", "p-after=0.1", "--param", "switch-at=1s"},
+		{"validate", "--system", "lockstep"}, // validation runs tokenrouter: no such flag
+		{"validate", "--format", "yaml"},
 	} {
 		cmd := newBenchCmd()
 		cmd.SetOut(io.Discard)
@@ -85,8 +89,27 @@ func TestValidateResolve(t *testing.T) {
 
 // validateJSON runs a one-round validation at N = 2 with extra flags and
 // returns its JSON report.
-func validateJSON(t *testing.T, extra ...string) validateOutput {
+func validateJSON(t *testing.T, extra ...string) lab.ValidateOutput {
 	t.Helper()
-	rep, _ := validateReport(t, append([]string{"--validate", "--concurrency", "2", "--warmup", "50ms", "--rounds", "1", "--retries", "0"}, extra...)...)
+	rep, _ := validateReport(t, append([]string{"--concurrency", "2", "--warmup", "50ms", "--rounds", "1", "--retries", "0"}, extra...)...)
 	return rep
+}
+
+// TestBenchHelp checks that bench alone prints its help, listing every
+// subcommand, and that the old mode flags are gone.
+func TestBenchHelp(t *testing.T) {
+	out, err := runCmd(t, "bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"run", "compare", "validate", "calibrate", "interference", "engine"} {
+		if !strings.Contains(out, "\n  "+sub+" ") {
+			t.Errorf("help lacks %q:\n%s", sub, out)
+		}
+	}
+	for _, old := range []string{"--validate", "--calibrate", "--interference", "--systems"} {
+		if _, err := runCmd(t, "bench", old); err == nil {
+			t.Errorf("bench %s: no error", old)
+		}
+	}
 }

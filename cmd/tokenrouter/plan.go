@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tokenrouter/tokenrouter/engine/sim"
+	"github.com/tokenrouter/tokenrouter/lab"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -41,7 +42,7 @@ func newPlanCmd() *cobra.Command {
 			"listed but not evaluated. Each value says whether it is exact (Markov chain) or simulated.\n" +
 			"serve and bench take the JSON output as their thresholds: --thresholds @plan.json.\n\n" +
 			"Step times are batch-independent (--latency-ms) or, from a profile file (--profile, as\n" +
-			"bench --calibrate writes), curves of the batch, the tokens extended and the context held\n" +
+			"bench calibrate writes), curves of the batch, the tokens extended and the context held\n" +
 			"(DESIGN §6a); --prompt-len and --output-len set the requests' context and prompt share.\n" +
 			"--placement partitioned lets the models' steps overlap (with the profile's interference\n" +
 			"folded in above 5%); time-shared runs one step at a time: " + perfmodel.TimeSharedRule + ".\n\n" +
@@ -62,7 +63,7 @@ func newPlanCmd() *cobra.Command {
 	fl.Float64Var(&f.deltaMS, "delta-ms", 0, "time quantum in milliseconds, latencies are rounded to it (0: 0.1 for batch-independent steps, about a fortieth of the shortest step otherwise)")
 	fl.IntVar(&f.maxStates, "max-states", perfmodel.DefaultMaxStates, "exact-chain state limit; larger chains are simulated")
 	fl.Uint64Var(&f.seed, "seed", 1, "simulation seed")
-	fl.StringVar(&f.profile, "profile", "", "step-time curves from a profile file (bench --calibrate) or a built-in sim profile, instead of --latency-ms")
+	fl.StringVar(&f.profile, "profile", "", "step-time curves from a profile file (bench calibrate) or a built-in sim profile, instead of --latency-ms")
 	fl.StringVar(&f.placement, "placement", "", "partitioned or time-shared (default: the profile's, else partitioned)")
 	fl.IntVar(&f.promptLen, "prompt-len", 0, "with --profile: prompt tokens per request")
 	fl.IntVar(&f.outputLen, "output-len", 0, "with --profile: output tokens per request (0: long outputs, contexts not modelled)")
@@ -82,7 +83,7 @@ func planModel(f planFlags) (perfmodel.Model, error) {
 		if err != nil {
 			return m, err
 		}
-		if m, err = withProfile(m, preset, f.placement, perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.outputLen}); err != nil {
+		if m, err = lab.WithProfile(m, preset, f.placement, perfmodel.Workload{PromptLen: f.promptLen, OutputLen: f.outputLen}); err != nil {
 			return m, err
 		}
 		if f.deltaMS == 0 {
@@ -94,7 +95,7 @@ func planModel(f planFlags) (perfmodel.Model, error) {
 	if err != nil {
 		return m, err
 	}
-	if m.Placement, err = parsePlacement(f.placement, ""); err != nil {
+	if m.Placement, err = lab.ParsePlacement(f.placement, ""); err != nil {
 		return m, err
 	}
 	return m, m.Validate()
@@ -125,43 +126,6 @@ func planRouting(f planFlags, latencies []float64) (perfmodel.Model, error) {
 		return m, fmt.Errorf("plan: %w", err)
 	}
 	return m, nil
-}
-
-// withProfile gives m the step-time curves and interference of a profile
-// (one per model, in order) under placement (default: the profile's, else
-// partitioned) and the workload w.
-func withProfile(m perfmodel.Model, p sim.Preset, placement string, w perfmodel.Workload) (perfmodel.Model, error) {
-	if len(p.Profiles) != m.M() {
-		return m, fmt.Errorf("profile %s has %d models; the algorithm routes over %d", p.Name, len(p.Profiles), m.M())
-	}
-	pl, err := parsePlacement(placement, p.Placement)
-	if err != nil {
-		return m, err
-	}
-	if p.Placement != "" && string(pl) != p.Placement {
-		return m, fmt.Errorf("profile %s was measured under %s placement, not %s (calibrate that placement: bench --calibrate --calibrate-placement %s)", p.Name, p.Placement, pl, pl)
-	}
-	m.L = nil
-	m.Steps, m.Interference = p.Curves()
-	m.Placement, m.Workload = pl, w
-	if err := m.Validate(); err != nil {
-		return m, fmt.Errorf("profile %s: %w", p.Name, err)
-	}
-	return m, nil
-}
-
-// parsePlacement reads a placement flag; "" takes def, else partitioned.
-func parsePlacement(s, def string) (perfmodel.Placement, error) {
-	if s == "" {
-		s = def
-	}
-	switch perfmodel.Placement(s) {
-	case "", perfmodel.Partitioned:
-		return perfmodel.Partitioned, nil
-	case perfmodel.TimeShared:
-		return perfmodel.TimeShared, nil
-	}
-	return "", fmt.Errorf("placement %q: want %s or %s", s, perfmodel.Partitioned, perfmodel.TimeShared)
 }
 
 func runPlan(cmd *cobra.Command, f planFlags) error {

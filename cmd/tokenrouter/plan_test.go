@@ -99,12 +99,12 @@ func TestPlanFeedsServeAndBench(t *testing.T) {
 	if err != nil || l.Auto || !slices.Equal(l.Tables[1], sched.Table{2, 2, 2, 2, 3}) || !slices.Equal(l.Tables[0], sched.Table{1, 1, 1, 1, 1}) {
 		t.Fatalf("serve --thresholds @plan.json: %+v, %v", l, err)
 	}
-	out, err = runCmd(t, "bench", "--thresholds", "@"+path, "--concurrency", "4", "--profile", "zero", "--algorithm", "single",
+	out, err = runCmd(t, "bench", "run", "--thresholds", "@"+path, "--concurrency", "4", "--profile", "zero", "--algorithm", "single",
 		"--duration", "100ms", "--warmup", "10ms", "--max-tokens", "16", "--format", "json")
 	if err == nil {
 		t.Fatalf("a two-model plan accepted for the three-model profile zero: %s", out)
 	}
-	out, err = runCmd(t, "bench", "--thresholds", "@"+path, "--concurrency", "4", "--duration", "300ms", "--warmup", "50ms",
+	out, err = runCmd(t, "bench", "run", "--thresholds", "@"+path, "--concurrency", "4", "--duration", "300ms", "--warmup", "50ms",
 		"--max-tokens", "64", "--format", "json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -114,6 +114,6 @@ func TestPlanFeedsServeAndBench(t *testing.T) {
 		TPS        float64 `json:"tokens_per_second"`
 	}
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &row); err != nil || !slices.Equal(row.Thresholds, []int{1, 3}) || row.TPS <= 0 {
-		t.Fatalf("bench --thresholds @plan.json at N=4: %+v, %v\n%s", row, err, out)
+		t.Fatalf("bench run --thresholds @plan.json at N=4: %+v, %v\n%s", row, err, out)
 	}
 }

@@ -688,7 +688,7 @@ func (m modelEntry) curve() (steptime.Curve, error) {
 
 // LoadPreset returns the built-in preset called name or, when name is a
 // path ending in .json, the preset stored there (as written by
-// `tokenrouter bench --calibrate`).
+// `tokenrouter bench calibrate`).
 func LoadPreset(name string) (Preset, error) {
 	if !strings.HasSuffix(name, ".json") {
 		return LookupPreset(name)

@@ -27,8 +27,10 @@ func Level(pkg string) (int, bool) {
 		// The runtime of one deployment, its tuner, its baselines, the
 		// composition root.
 		"autotune": 3, "deploy": 3, "baseline": 3, "loader": 3, "system": 3,
-		// What drives the runtime, and the web console that shows it.
-		"cluster": 4, "bench": 4, "eval": 4, "server": 4, "console": 4,
+		// What drives the runtime (bench; lab, which checks the throughput
+		// model against what bench measures), and the web console that
+		// shows it.
+		"cluster": 4, "bench": 4, "lab": 4, "eval": 4, "server": 4, "console": 4,
 		// The binary.
 		"cmd": 5,
 	}

@@ -1,4 +1,4 @@
-package bench
+package lab
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 )
 
@@ -26,7 +27,7 @@ type Prediction struct {
 }
 
 // Predict returns the throughput model's prediction for the system name at
-// concurrency n, as Build runs it; ok is false for a system without one
+// concurrency n, as s.Build runs it; ok is false for a system without one
 // (std-serving, query-level, a server given by URL) or with thresholds
 // that cannot run at n. m is the deployment's model: its routing (the
 // algorithm's P and C), step curves, placement and workload.
@@ -40,7 +41,7 @@ type Prediction struct {
 //     same prediction).
 //   - lockstep: perfmodel.Lockstep.
 //   - slm-only, llm-only: perfmodel.Alone of the first and the last model.
-func (s Setup) Predict(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, name string, n int) (Prediction, bool, error) {
+func Predict(ctx context.Context, s bench.Setup, pl *perfmodel.Planner, m perfmodel.Model, name string, n int) (Prediction, bool, error) {
 	var b []int
 	switch name {
 	case "lockstep":
@@ -78,17 +79,17 @@ func (s Setup) Predict(ctx context.Context, pl *perfmodel.Planner, m perfmodel.M
 }
 
 // AddPredictions sets the prediction of every summary whose system has
-// one (Setup.Predict) and its measured/predicted ratio; the others are
-// left without. rows are the summaries' rows (Summarize's input, same
+// one (Predict) and its measured/predicted ratio; the others are
+// left without. rows are the summaries' rows (bench.Summarize's input, same
 // order; nil: no step tallies): where a row tallied its steps, the summary
 // also gets the steps' measured time over m's curves (StepOverCurve) and
 // the prediction again with every curve scaled by that ratio
 // (PredictedAtStepSpeed): the model's prediction for the engines as fast
 // as they stepped during the run, which separates the throughput model's
 // error from the machine running slower or faster than at calibration.
-func (s Setup) AddPredictions(ctx context.Context, pl *perfmodel.Planner, m perfmodel.Model, rows []Row, out []Summary) error {
+func AddPredictions(ctx context.Context, s bench.Setup, pl *perfmodel.Planner, m perfmodel.Model, rows []bench.Row, out []bench.Summary) error {
 	for i := range out {
-		p, ok, err := s.Predict(ctx, pl, m, out[i].System, out[i].Concurrency)
+		p, ok, err := Predict(ctx, s, pl, m, out[i].System, out[i].Concurrency)
 		if err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func (s Setup) AddPredictions(ctx context.Context, pl *perfmodel.Planner, m perf
 		if !slices.ContainsFunc(ratio, func(x float64) bool { return x > 0 }) {
 			continue
 		}
-		at, ok, err := s.Predict(ctx, pl, atStepSpeed(m, ratio), r.System, r.Concurrency)
+		at, ok, err := Predict(ctx, s, pl, atStepSpeed(m, ratio), r.System, r.Concurrency)
 		if err != nil {
 			return err
 		}

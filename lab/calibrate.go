@@ -1,4 +1,4 @@
-package bench
+package lab
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
@@ -141,7 +142,7 @@ func Calibrate(ctx context.Context, ks loader.Kinds, ms []config.Model, o Calibr
 
 // CalibratePlaced calibrates models as a deployment placed them: under
 // placement, each on its own Threads (and CPUs) rather than the shares
-// Calibrate gives (o.Placements and o.Cores are ignored). bench
+// Calibrate gives (o.Placements and o.Cores are ignored). bench compare
 // --recalibrate prices a run on it.
 func CalibratePlaced(ctx context.Context, ks loader.Kinds, ms []config.Model, placement string, o CalibrateOptions) (sim.Preset, error) {
 	o.Placements, o.ownThreads = []string{placement}, true
@@ -332,7 +333,7 @@ func (o CalibrateOptions) maxTokens() int { return max(slices.Max(o.Tokens), o.P
 // calibration, with the median, had fit errors up to 70% at one thread.)
 // The slow repeats still count, pooled over the whole grid: gridPoints
 // scales every median by the grid's mean over median.
-func stepTime(ds []time.Duration) time.Duration { return Samples(ds).Quantile(0.5) }
+func stepTime(ds []time.Duration) time.Duration { return bench.Samples(ds).Quantile(0.5) }
 
 // maxSpread caps one repeat's time over its point's median in
 // meanOverMedian, so that one stall of the machine (a step 10x its median)

@@ -1,4 +1,4 @@
-package bench
+package lab
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 )
@@ -14,10 +15,10 @@ import (
 // R2R pair against the figures of docs/results/routing-throughput.md and the closed forms.
 func TestPredictEachSystem(t *testing.T) {
 	ctx := context.Background()
-	setup := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
+	setup := bench.Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
 	m := perfmodel.R2R(0.35, 6.0, 27.9)
 	pl := perfmodel.NewPlanner(perfmodel.Options{})
-	out := []Summary{
+	out := []bench.Summary{
 		{System: "tokenrouter", Concurrency: 4, TokensPerSecond: 200},
 		{System: "tokenrouter-auto", Concurrency: 8},
 		{System: "tokenrouter-b1", Concurrency: 4},
@@ -29,7 +30,7 @@ func TestPredictEachSystem(t *testing.T) {
 		{System: "served=http://127.0.0.1:1", Concurrency: 4},
 		{System: "tokenrouter", Concurrency: 2}, // the runtime clamps B to N: (1,2)
 	}
-	if err := setup.AddPredictions(ctx, pl, m, nil, out); err != nil {
+	if err := AddPredictions(ctx, setup, pl, m, nil, out); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range []struct {
@@ -45,13 +46,13 @@ func TestPredictEachSystem(t *testing.T) {
 		t.Errorf("ratio %v, method %q", r.MeasuredOverPredicted, r.PredictedMethod)
 	}
 	// Thresholds that can deadlock have no prediction.
-	stuck := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(2), sched.Static(2)}}}
-	if p, ok, err := stuck.Predict(ctx, pl, m, "tokenrouter", 2); err != nil || ok {
+	stuck := bench.Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(2), sched.Static(2)}}}
+	if p, ok, err := Predict(ctx, stuck, pl, m, "tokenrouter", 2); err != nil || ok {
 		t.Errorf("(2,2) at N=2: %+v %v %v", p, ok, err)
 	}
 	// Automatic thresholds in tokenrouter's launch predict B*.
-	auto := Setup{Launch: sched.Launch{Auto: true}}
-	if p, ok, err := auto.Predict(ctx, pl, m, "tokenrouter", 16); err != nil || !ok || p.B[1] != 10 || math.Abs(p.TokensPerSecond-778.0) > 0.05 {
+	auto := bench.Setup{Launch: sched.Launch{Auto: true}}
+	if p, ok, err := Predict(ctx, auto, pl, m, "tokenrouter", 16); err != nil || !ok || p.B[1] != 10 || math.Abs(p.TokensPerSecond-778.0) > 0.05 {
 		t.Errorf("tokenrouter with auto thresholds at N=16: %+v %v %v; docs/results/routing-throughput.md has (1,10) at 778.0", p, ok, err)
 	}
 }
@@ -61,25 +62,25 @@ func TestPredictEachSystem(t *testing.T) {
 // stepped at twice its 6.0 ms is predicted as the pair (12.0, 27.9).
 func TestPredictionAtStepSpeed(t *testing.T) {
 	ctx := context.Background()
-	setup := Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
+	setup := bench.Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}}
 	pl := perfmodel.NewPlanner(perfmodel.Options{})
-	steps := &StepTally{}
+	steps := &bench.StepTally{}
 	for range 10 {
 		steps.Step(0, 4, 4, 12*time.Millisecond)
 		steps.Step(1, 2, 5, 27900*time.Microsecond)
 	}
-	round := &StepTally{}
+	round := &bench.StepTally{}
 	round.Add(steps)
 	round.Add(steps)
 	if round.Steps(0) != 20 || round.Steps(1) != 20 || round.Steps(2) != 0 {
 		t.Fatalf("merged tally: %d, %d, %d steps", round.Steps(0), round.Steps(1), round.Steps(2))
 	}
-	rows := []Row{{System: "tokenrouter", Concurrency: 4, Steps: round}, {System: "std-serving", Concurrency: 4, Steps: round}}
-	out := []Summary{{System: "tokenrouter", Concurrency: 4, TokensPerSecond: 150}, {System: "std-serving", Concurrency: 4}}
-	if err := setup.AddPredictions(ctx, pl, perfmodel.R2R(0.35, 6.0, 27.9), rows, out); err != nil {
+	rows := []bench.Row{{System: "tokenrouter", Concurrency: 4, Steps: round}, {System: "std-serving", Concurrency: 4, Steps: round}}
+	out := []bench.Summary{{System: "tokenrouter", Concurrency: 4, TokensPerSecond: 150}, {System: "std-serving", Concurrency: 4}}
+	if err := AddPredictions(ctx, setup, pl, perfmodel.R2R(0.35, 6.0, 27.9), rows, out); err != nil {
 		t.Fatal(err)
 	}
-	want, _, err := setup.Predict(ctx, pl, perfmodel.R2R(0.35, 12.0, 27.9), "tokenrouter", 4)
+	want, _, err := Predict(ctx, setup, pl, perfmodel.R2R(0.35, 12.0, 27.9), "tokenrouter", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +103,14 @@ func TestPredictionAtStepSpeed(t *testing.T) {
 func TestOverCurveAlone(t *testing.T) {
 	m := perfmodel.R2R(0.35, 6.0, 27.9)
 	m.Interference = []float64{1.5, 1.5}
-	alone, both := &StepTally{}, &StepTally{}
+	alone, both := &bench.StepTally{}, &bench.StepTally{}
 	for range 5 {
 		alone.Step(1, 1, 1, 27900*time.Microsecond)
 		both.Step(0, 1, 1, 6*time.Millisecond)
 		both.Step(1, 1, 1, 27900*time.Microsecond)
 	}
 	for _, c := range []struct {
-		tally *StepTally
+		tally *bench.StepTally
 		want  []float64
 	}{{alone, []float64{0, 1}}, {both, []float64{1 / 1.5, 1 / 1.5}}} {
 		r, err := c.tally.OverCurve(m)
@@ -128,14 +129,14 @@ func TestPredictSpeculation(t *testing.T) {
 	pl := perfmodel.NewPlanner(perfmodel.Options{})
 	m := perfmodel.R2R(0.35, 6.0, 27.9)
 	for _, c := range []struct {
-		setup Setup
+		setup bench.Setup
 		n     int
 		want  float64
 	}{
-		{Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}, Speculation: perfmodel.Speculation{Agree: 1, Depth: 20}}, 4, 4000 / 6.0},
-		{Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(1)}}, BusDelay: 20 * time.Millisecond}, 1, 1000 / (6.0 + 0.35*(27.9+40))},
+		{bench.Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(3)}}, Speculation: perfmodel.Speculation{Agree: 1, Depth: 20}}, 4, 4000 / 6.0},
+		{bench.Setup{Launch: sched.Launch{Tables: []sched.Table{sched.Static(1), sched.Static(1)}}, BusDelay: 20 * time.Millisecond}, 1, 1000 / (6.0 + 0.35*(27.9+40))},
 	} {
-		p, ok, err := c.setup.Predict(ctx, pl, m, "tokenrouter", c.n)
+		p, ok, err := Predict(ctx, c.setup, pl, m, "tokenrouter", c.n)
 		if err != nil || !ok || p.Method != string(perfmodel.MethodSimulation) || math.Abs(p.TokensPerSecond-c.want) > max(3*p.CIHalfWidth, 1e-6*c.want) {
 			t.Errorf("N=%d: %+v %v %v, want %.2f simulated", c.n, p, ok, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package bench
+package lab
 
 import (
 	"context"
@@ -12,9 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
-
+	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/loader"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
@@ -31,7 +29,7 @@ type ValidateConfig struct {
 	// guard (Launch.MaxWait; 0 matches the model). Its launch tables and
 	// Observer are set per point. It must run the models as Placement
 	// says.
-	Setup Setup
+	Setup bench.Setup
 	// Steps are the models' step-time curves the prediction uses (a
 	// calibrated profile's, for real engines); nil takes them from the
 	// Setup's simulated models (config.Model.Latency or Profile), and
@@ -136,8 +134,8 @@ type ValidatePoint struct {
 	Slices int `json:"slices"`
 
 	routed  float64
-	byRound map[int]float64 // tok/s of the slice measured in each round
-	steps   *StepTally      // the steps of every slice
+	byRound map[int]float64  // tok/s of the slice measured in each round
+	steps   *bench.StepTally // the steps of every slice
 }
 
 // ValidateN summarises one concurrency.
@@ -391,7 +389,7 @@ func (v *validator) slice() time.Duration { return v.c.Duration / time.Duration(
 // process returns the routing process of the algorithm with params.
 func (v *validator) process(params map[string]string) (p, c [][]float64, err error) {
 	s := v.c.Setup
-	a, err := s.Registry.New(s.Algorithm, route.Spec{Model: -1, Models: s.names(), Params: params})
+	a, err := s.Registry.New(s.Algorithm, route.Spec{Model: -1, Models: s.Names(), Params: params})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: validate: %w", err)
 	}
@@ -532,7 +530,7 @@ func (v *validator) run(ctx context.Context, round int, idx []int) error {
 		pt.Tokens += res.Tokens
 		pt.Seconds += res.Seconds
 		if pt.steps == nil {
-			pt.steps = &StepTally{}
+			pt.steps = &bench.StepTally{}
 		}
 		pt.steps.Add(steps)
 		pt.routed += res.RoutedFraction * float64(res.Tokens)
@@ -549,12 +547,12 @@ func (v *validator) run(ctx context.Context, round int, idx []int) error {
 
 // measureHealthy measures one slice of pt, again while the machine
 // starved it (up to Retries times).
-func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed uint64) (Result, *StepTally, error) {
+func (v *validator) measureHealthy(ctx context.Context, pt *ValidatePoint, seed uint64) (bench.Result, *bench.StepTally, error) {
 	tables := []sched.Table{sched.Static(pt.Thresholds[0]), sched.Static(pt.Thresholds[1])}
 	for try := 0; ; try++ {
 		sl, err := v.measure(ctx, tables, pt.Concurrency, seed)
 		if err != nil {
-			return Result{}, nil, err
+			return bench.Result{}, nil, err
 		}
 		if sl.healthy(v.c) {
 			return sl.res, sl.steps, nil
@@ -683,7 +681,7 @@ func verdict(pts []ValidatePoint, idx []int, c contest) ValidateN {
 		}
 	}
 	if pb != c.best {
-		m, h, pairs := PairedLead(pts[c.best].byRound, pts[pb].byRound)
+		m, h, pairs := bench.PairedLead(pts[c.best].byRound, pts[pb].byRound)
 		s.PredictedLead, s.PredictedLeadCI95, s.Consistent = m, h, pairs >= 2 && m-h <= 0
 	}
 	return s
@@ -714,7 +712,7 @@ func decide(pts []ValidatePoint, idx []int) contest {
 		if k == c.best {
 			continue
 		}
-		m, h, n := PairedLead(pts[c.best].byRound, pts[k].byRound)
+		m, h, n := bench.PairedLead(pts[c.best].byRound, pts[k].byRound)
 		if n < 2 || m-h <= 0 {
 			c.open = append(c.open, k)
 		}
@@ -723,28 +721,6 @@ func decide(pts []ValidatePoint, idx []int) contest {
 		}
 	}
 	return c
-}
-
-// PairedLead returns the mean of a[r] − b[r] over the rounds r both have,
-// the half-width of its 95% Student-t confidence interval (0 with fewer
-// than two pairs) and the number of pairs.
-func PairedLead(a, b map[int]float64) (mean, half float64, n int) {
-	var d []float64
-	for r, x := range a {
-		if y, ok := b[r]; ok {
-			d = append(d, x-y)
-		}
-	}
-	n = len(d)
-	if n == 0 {
-		return 0, 0, 0
-	}
-	mean = stat.Mean(d, nil)
-	if n < 2 {
-		return mean, 0, n
-	}
-	se := stat.StdDev(d, nil) / math.Sqrt(float64(n))
-	return mean, distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975) * se, n
 }
 
 // cmpFloat orders floats for slices.MaxFunc (the first maximum wins).
@@ -760,10 +736,10 @@ func cmpFloat(a, b float64) int {
 
 // sliceResult is one measured slice and the health of the machine during it.
 type sliceResult struct {
-	res      Result
-	lateness time.Duration // mean wake-up lateness of a 1 ms sleep
-	stepDev  []float64     // per model: its steps' time over their curves', less 1
-	steps    *StepTally    // its steps
+	res      bench.Result
+	lateness time.Duration    // mean wake-up lateness of a 1 ms sleep
+	stepDev  []float64        // per model: its steps' time over their curves', less 1
+	steps    *bench.StepTally // its steps
 }
 
 // healthy reports whether the slice ran at its curves' step times on a
@@ -806,9 +782,9 @@ func probeLateness(ctx context.Context) time.Duration {
 // measure runs one closed-loop slice of the tokenrouter system with static
 // tables, watching the step times and the machine's timer lateness.
 func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, seed uint64) (sliceResult, error) {
-	tally := &StepTally{}
+	tally := &bench.StepTally{}
 	setup := v.c.Setup
-	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, stepObservers{setup.Observer, tally}
+	setup.Launch, setup.Observer = sched.Launch{Tables: tables, MaxWait: setup.Launch.MaxWait}, bench.Observers{setup.Observer, tally}
 	sys, err := setup.Build(ctx, "tokenrouter")
 	if err != nil {
 		return sliceResult{}, err
@@ -817,7 +793,7 @@ func (v *validator) measure(ctx context.Context, tables []sched.Table, n int, se
 	var wg sync.WaitGroup
 	var late time.Duration
 	wg.Go(func() { late = probeLateness(pctx) })
-	res, err := Run(ctx, sys, Options{
+	res, err := bench.Run(ctx, sys, bench.Options{
 		Concurrency: n, MaxTokens: v.c.MaxTokens, PromptLen: v.c.PromptLen, Warmup: v.c.Warmup, Duration: v.slice(), Seed: seed,
 	})
 	stop()
