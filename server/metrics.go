@@ -215,12 +215,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: it reads every sub-server's
 // counters.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	g := func(d *prometheus.Desc, v float64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
-	}
-	c := func(d *prometheus.Desc, v float64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
-	}
+	g, c := gaugeTo(ch), counterTo(ch)
 	g(m.inFlight, float64(m.s.inFlight.Load()))
 	if l := m.s.conns.Load(); l != nil {
 		g(m.conns, float64(l.open.Load()), "main")
@@ -234,43 +229,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		stats := dep.stats()
 		m.speculation(ch, dep, stats)
 		for i, rs := range stats {
+			m.collectModel(ch, dep, i, rs)
 			st := rs.Stats
-			p, name := dep.name, dep.models[i].name
-			up := 0.0
-			if rs.Up {
-				up = 1
-			}
-			g(m.up, up, p, name)
-			g(m.queue, float64(st.Runnable), p, name)
-			g(m.requestsBy, float64(st.Runnable), p, name, "runnable")
-			g(m.requestsBy, float64(st.Pending), p, name, "pending")
-			g(m.requestsBy, float64(st.Records), p, name, "known")
-			g(m.kv, float64(st.KVSequences), p, name)
-			if st.KVBlocks >= 0 {
-				g(m.kvBlocks, float64(st.KVBlocks), p, name)
-			}
-			if st.PrefixLooked > 0 {
-				c(m.prefixLooked, float64(st.PrefixLooked), p, name)
-				c(m.prefixHit, float64(st.PrefixHit), p, name)
-			}
-			g(m.threshold, float64(st.Threshold), p, name)
-			g(m.lastBatch, float64(st.LastBatch), p, name)
-			g(m.lastStep, st.LastStep.Seconds(), p, name)
-			sim := 0.0
-			if dep.models[i].simulated {
-				sim = 1
-			}
-			g(m.simulated, sim, p, name)
-			c(m.steps, float64(st.Steps), p, name)
-			c(m.tokens, float64(st.Tokens), p, name)
-			c(m.busy, st.BusyTime.Seconds(), p, name)
-			c(m.restarts, float64(rs.Restarts), p, name)
-			c(m.panics, float64(st.Panics), p, name)
-			c(m.engineRestarts, float64(st.Restarts), p, name)
-			g(m.loopBusy, st.Busy.Seconds(), p, name)
-			for class, level := range dep.models[i].info.Kernels {
-				g(m.kernels, 1, p, name, class, level)
-			}
 			total += st.Tokens
 			large += st.Tokens - min(st.SmallTokens, st.Tokens)
 		}
@@ -280,15 +240,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 				c(m.busDropped, float64(n), dep.name, reason)
 			}
 		}
-		if t := dep.r.Tuner(); t != nil {
-			cost := t.Status().Cost
-			c(m.tunerSeconds, cost.Seconds, dep.name)
-			c(m.tunerPlans, float64(cost.Computed), dep.name, "computed")
-			c(m.tunerPlans, float64(cost.CacheHits), dep.name, "cached")
-			c(m.tunerPlans, float64(cost.TimedOut), dep.name, "timed_out")
-			c(m.tunerPlans, float64(cost.Abandoned), dep.name, "abandoned")
-			c(m.tunerDeferred, float64(cost.Deferred), dep.name)
-		}
+		m.collectTuner(ch, dep)
 		ratio := 0.0
 		if total > 0 {
 			ratio = float64(large) / float64(total)
@@ -296,6 +248,80 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.largeRatio, ratio, dep.name, dep.algorithm)
 		g(m.routedFrac, dep.obs.routedFraction(), dep.name, dep.algorithm)
 	}
+}
+
+// gaugeTo returns a function that sends one gauge sample to ch.
+func gaugeTo(ch chan<- prometheus.Metric) func(d *prometheus.Desc, v float64, l ...string) {
+	return func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+}
+
+// counterTo returns a function that sends one counter sample to ch.
+func counterTo(ch chan<- prometheus.Metric) func(d *prometheus.Desc, v float64, l ...string) {
+	return func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+}
+
+// boolGauge is 1 for true and 0 for false.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// collectModel sends the samples of model i of dep, whose sub-server
+// reported rs.
+func (m *metrics) collectModel(ch chan<- prometheus.Metric, dep *deployment, i int, rs RemoteStat) {
+	g, c := gaugeTo(ch), counterTo(ch)
+	st := rs.Stats
+	p, name := dep.name, dep.models[i].name
+	g(m.up, boolGauge(rs.Up), p, name)
+	g(m.queue, float64(st.Runnable), p, name)
+	g(m.requestsBy, float64(st.Runnable), p, name, "runnable")
+	g(m.requestsBy, float64(st.Pending), p, name, "pending")
+	g(m.requestsBy, float64(st.Records), p, name, "known")
+	g(m.kv, float64(st.KVSequences), p, name)
+	if st.KVBlocks >= 0 {
+		g(m.kvBlocks, float64(st.KVBlocks), p, name)
+	}
+	if st.PrefixLooked > 0 {
+		c(m.prefixLooked, float64(st.PrefixLooked), p, name)
+		c(m.prefixHit, float64(st.PrefixHit), p, name)
+	}
+	g(m.threshold, float64(st.Threshold), p, name)
+	g(m.lastBatch, float64(st.LastBatch), p, name)
+	g(m.lastStep, st.LastStep.Seconds(), p, name)
+	g(m.simulated, boolGauge(dep.models[i].simulated), p, name)
+	c(m.steps, float64(st.Steps), p, name)
+	c(m.tokens, float64(st.Tokens), p, name)
+	c(m.busy, st.BusyTime.Seconds(), p, name)
+	c(m.restarts, float64(rs.Restarts), p, name)
+	c(m.panics, float64(st.Panics), p, name)
+	c(m.engineRestarts, float64(st.Restarts), p, name)
+	g(m.loopBusy, st.Busy.Seconds(), p, name)
+	for class, level := range dep.models[i].info.Kernels {
+		g(m.kernels, 1, p, name, class, level)
+	}
+}
+
+// collectTuner sends the automatic-threshold tuner's costs of dep, if it
+// has a tuner.
+func (m *metrics) collectTuner(ch chan<- prometheus.Metric, dep *deployment) {
+	t := dep.r.Tuner()
+	if t == nil {
+		return
+	}
+	c := counterTo(ch)
+	cost := t.Status().Cost
+	c(m.tunerSeconds, cost.Seconds, dep.name)
+	c(m.tunerPlans, float64(cost.Computed), dep.name, "computed")
+	c(m.tunerPlans, float64(cost.CacheHits), dep.name, "cached")
+	c(m.tunerPlans, float64(cost.TimedOut), dep.name, "timed_out")
+	c(m.tunerPlans, float64(cost.Abandoned), dep.name, "abandoned")
+	c(m.tunerDeferred, float64(cost.Deferred), dep.name)
 }
 
 // speculation reports the speculative continuation counters of a
