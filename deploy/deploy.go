@@ -151,8 +151,8 @@ func New(cfg Config) (*Deployment, error) {
 	if b == nil {
 		b = bus.NewMemory()
 	}
-	r := &Deployment{cfg: cfg, bus: b, open: map[uint64]openReq{}}
-	front, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: names, Params: cfg.Params})
+	r := &Deployment{cfg: cfg, bus: b, open: map[uint64]openReq{}, info: modelInfos(cfg.Models)}
+	front, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: names, Infos: slices.Clone(r.info), Params: cfg.Params})
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -235,13 +235,25 @@ func (r *Deployment) newTuner() (subserver.Observer, error) {
 	return t, nil
 }
 
-// startSubServers creates and runs a sub-server for each local model and
-// records every model's description.
+// modelInfos returns the facts of each model: its engine's, or those a
+// remote sub-server announced.
+func modelInfos(ms []Model) []engine.Info {
+	out := make([]engine.Info, len(ms))
+	for i, m := range ms {
+		if m.Remote != nil {
+			out[i] = *m.Remote
+		} else {
+			out[i] = m.Engine.Info()
+		}
+	}
+	return out
+}
+
+// startSubServers creates and runs a sub-server for each local model.
 func (r *Deployment) startSubServers(obs subserver.Observer) error {
 	r.local = make([]*local, len(r.cfg.Models))
 	for i, m := range r.cfg.Models {
 		if m.Remote != nil {
-			r.info = append(r.info, *m.Remote)
 			continue
 		}
 		pol := r.cfg.Launch.Policy(i)
@@ -255,7 +267,6 @@ func (r *Deployment) startSubServers(obs subserver.Observer) error {
 		}
 		r.local[i], l.pos = l, len(r.subs)
 		r.subs = append(r.subs, s)
-		r.info = append(r.info, m.Engine.Info())
 	}
 	for _, l := range r.local {
 		if l != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,7 @@ type local struct {
 // newSubServer builds model l's sub-server over eng with policy pol.
 func (r *Deployment) newSubServer(l *local, eng engine.Engine, pol sched.Policy) (*subserver.Server, error) {
 	cfg, m := r.cfg, r.cfg.Models[l.index]
-	alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: l.index, Models: r.Names(), Params: cfg.Params})
+	alg, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: l.index, Models: r.Names(), Infos: slices.Clone(r.info), Params: cfg.Params})
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}

@@ -8,7 +8,11 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"io"
 	"math"
 )
 
@@ -192,10 +196,30 @@ type Info struct {
 	BOS, EOS int32
 	// Simulated is true when the engine does not run real weights.
 	Simulated bool
+	// VocabHash is a hash of the model's vocabulary, the token strings in
+	// id order (see VocabHash); "" when the engine has no vocabulary (the
+	// simulated engine) or does not know it.
+	VocabHash string `json:",omitempty"`
 	// Kernels is the kernel level chosen for each class of operation, by
 	// class name ("decode", "batch", "prompt", "attention"), for engines
 	// that choose among kernels; nil otherwise. Read-only.
 	Kernels map[string]string `json:",omitempty"`
+}
+
+// VocabHash returns the hash of a vocabulary that Info.VocabHash reports:
+// the hex of the first 8 bytes of the SHA-256 of the tokens in id order,
+// each written as its length (an unsigned varint) followed by its bytes.
+// Two models share a vocabulary when their hashes are equal; an empty
+// vocabulary hashes like any other.
+func VocabHash(tokens []string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, t := range tokens {
+		_, _ = h.Write(n[:binary.PutUvarint(n[:], uint64(len(t)))])
+		_, _ = io.WriteString(h, t)
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Engine runs batched forward steps. An Engine is used by one goroutine at a

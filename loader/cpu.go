@@ -46,7 +46,8 @@ func cpuKind(arena *cpu.Arena) Kind {
 		},
 		Engine: func(ctx context.Context, m config.Model) (engine.Engine, error) {
 			return cpu.OpenContext(ctx, m.Path, cpu.Options{Threads: m.Threads, CPUs: m.CPUs, KVBudgetBytes: int64(m.KVBudgetMB) << 20,
-				KVReserveBytes: int64(m.KVReserveMB) << 20, ContextLength: m.ContextLength, NoPrefixCache: m.NoPrefixCache, Kernels: m.Kernels, Arena: arena})
+				KVReserveBytes: int64(m.KVReserveMB) << 20, ContextLength: m.ContextLength, NoPrefixCache: m.NoPrefixCache, Kernels: m.Kernels, Arena: arena,
+				Tokenizer: m.Tokenizer})
 		},
 		Text: cpuText,
 	}

@@ -335,6 +335,10 @@ type Spec struct {
 	Model int
 	// Models are the names of all models, in index order.
 	Models []string
+	// Infos are the facts of each model (its engine's Info), in index
+	// order, when known; nil, or zero values, when not (an algorithm
+	// checked without models).
+	Infos []engine.Info
 	// Params are algorithm parameters ("p" -> "0.35").
 	Params map[string]string
 }

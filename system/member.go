@@ -192,7 +192,9 @@ func (m *Member) Spec() Spec { return m.spec }
 func (m *Member) SubServer(e engine.Engine, b bus.Bus) (*subserver.Server, error) {
 	s, i := m.spec, m.index
 	cfg := s.config()
-	alg, err := cfg.Registry.New(s.Algorithm, route.Spec{Model: i, Models: s.Names(), Params: s.Params})
+	infos := make([]engine.Info, len(s.Models)) // the others run elsewhere
+	infos[i] = e.Info()
+	alg, err := cfg.Registry.New(s.Algorithm, route.Spec{Model: i, Models: s.Names(), Infos: infos, Params: s.Params})
 	if err != nil {
 		return nil, fmt.Errorf("system: model %d: %w", i, err)
 	}

@@ -74,11 +74,12 @@ func New(cfg Config) (*System, error) {
 	}
 	s := &System{cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{}), cancel: map[uint64]bool{}}
 	var err error
-	if s.front, err = cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: cfg.Names, Params: cfg.Params}); err != nil {
+	infos := s.Models()
+	if s.front, err = cfg.Registry.New(cfg.Algorithm, route.Spec{Model: -1, Models: cfg.Names, Infos: infos, Params: cfg.Params}); err != nil {
 		return nil, fmt.Errorf("lockstep: %w", err)
 	}
 	for i, e := range cfg.Engines {
-		a, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: cfg.Names, Params: cfg.Params})
+		a, err := cfg.Registry.New(cfg.Algorithm, route.Spec{Model: i, Models: cfg.Names, Infos: slices.Clone(infos), Params: cfg.Params})
 		if err != nil {
 			return nil, fmt.Errorf("lockstep: %w", err)
 		}

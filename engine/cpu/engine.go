@@ -26,6 +26,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
 // Options configure an Engine.
@@ -79,6 +80,12 @@ type Options struct {
 	// Arena set, the arena is topped up to hold at least this much; else
 	// the engine reserves it in an arena of its own. 0: none.
 	KVReserveBytes int64
+	// Tokenizer names the model's tokenizer file (any file tokenizer.Open
+	// reads), as its text side uses it: Info.VocabHash is the hash of its
+	// tokens. It is read only for that. Empty means the model file's own
+	// vocabulary (a GGUF file's tokenizer.ggml.tokens); a llama2.c
+	// checkpoint carries none, and its Info.VocabHash is then "".
+	Tokenizer string
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -180,17 +187,41 @@ func OpenContext(ctx context.Context, path string, opts Options) (*Engine, error
 	if c.name == "llama2.c" {
 		c.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	e, err := newEngine(ctx, c, w, opts)
+	err = c.readTokenizer(opts.Tokenizer)
+	var e *Engine
+	if err == nil {
+		e, err = newEngine(ctx, c, w, opts)
+	}
 	if err != nil && w.file != nil {
 		_ = w.file.Close()
 	}
 	return e, err
 }
 
+// readTokenizer sets c.vocabHash from the Options.Tokenizer file, if any.
+func (c *config) readTokenizer(path string) error {
+	if path == "" {
+		return nil
+	}
+	t, err := tokenizer.Open(path, c.vocab)
+	if err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	tokens := make([]string, t.VocabSize())
+	for i := range tokens {
+		tokens[i] = t.Token(int32(i))
+	}
+	c.vocabHash = engine.VocabHash(tokens)
+	return nil
+}
+
 // NewFromGGUF builds an engine from a parsed GGUF file.
 func NewFromGGUF(f *gguf.File, opts Options) (*Engine, error) {
 	c, w, err := fromGGUF(f)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.readTokenizer(opts.Tokenizer); err != nil {
 		return nil, err
 	}
 	return newEngine(context.Background(), c, w, opts)
@@ -228,7 +259,7 @@ func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engin
 		cfg: c, w: w, log: logger(opts.Logger),
 		info: engine.Info{
 			Name: c.name, Arch: c.arch, VocabSize: c.vocab, HiddenSize: c.dim,
-			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos,
+			ContextLength: c.ctx, BOS: c.bos, EOS: c.eos, VocabHash: c.vocabHash,
 		},
 		kv:    newKVPool(c.layers, c.kvDim(), budget, !opts.NoPrefixCache, opts.Arena),
 		seqs:  make(map[engine.SeqID]*sequence),

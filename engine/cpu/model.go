@@ -6,6 +6,7 @@ import (
 	"os"
 	"unsafe"
 
+	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/cpu/kernels"
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/llama2c"
@@ -26,6 +27,7 @@ type config struct {
 	ropeStyle      ropeStyle // how head dimensions pair for rotation
 	eps            float32
 	bos, eos       int32
+	vocabHash      string // engine.VocabHash of the vocabulary, "" when unknown
 
 	rope, ropeLocal   ropeSpec // ropeLocal: sliding layers with localRope
 	localRope         bool     // see archSpec.localRope
@@ -207,6 +209,9 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 	m := meta{f: f, arch: arch}
 	if err := c.readHyper(m); err != nil {
 		return nil, nil, err
+	}
+	if tokens, ok := f.Strings("tokenizer.ggml.tokens"); ok {
+		c.vocabHash = engine.VocabHash(tokens)
 	}
 	if v, ok := f.Uint("tokenizer.ggml.bos_token_id"); ok && v < math.MaxInt32 {
 		c.bos = int32(v)

@@ -11,7 +11,10 @@
 // Weights: a safetensors file (parameter weights) holding mlp.0.weight
 // [D1, H], mlp.0.bias [D1], mlp.1.weight [D2, D1], ..., mlp.N.weight
 // [1, DN] and biases, ReLU between layers (PyTorch nn.Linear layout, F32,
-// F16 or BF16). Parameter tau (default 0.5).
+// F16 or BF16). Parameter tau (default 0.5). Before it serves, the file is
+// checked against the small model (nn.CheckRouter): its metadata, when it
+// carries some (nn.RouterMeta), must match the model's vocabulary and
+// hidden width, and mlp.0 must take the model's hidden width.
 package citer
 
 import (
@@ -59,6 +62,9 @@ func New(s route.Spec) (route.Algorithm, error) {
 	}
 	if len(a.Layers) == 0 || a.Layers[len(a.Layers)-1].Out != 1 {
 		return nil, fmt.Errorf("citer weights: want mlp.0 ... mlp.N with one output")
+	}
+	if err := nn.CheckRouter(w, s.Params["weights"], Name, a.Layers[0].In, s.Infos, s.Models); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -8,7 +8,10 @@
 //
 // Weights: a safetensors file (parameter weights) holding defer.weight
 // [1, H] and defer.bias [1] (F32, F16 or BF16), H the base model's hidden
-// size. Parameter eta (default 0.5).
+// size. Parameter eta (default 0.5). Before it serves, the file is checked
+// against the base model (nn.CheckRouter): its metadata, when it carries
+// some (nn.RouterMeta), must match the model's vocabulary and hidden
+// width, and defer.weight must take the model's hidden width.
 package colm
 
 import (
@@ -50,7 +53,13 @@ func New(s route.Spec) (route.Algorithm, error) {
 	if a.Head, err = w.Linear("defer", -1); err == nil && a.Head.Out != 1 {
 		err = fmt.Errorf("defer.weight has %d rows, want 1", a.Head.Out)
 	}
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	if err := nn.CheckRouter(w, s.Params["weights"], Name, a.Head.In, s.Infos, s.Models); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // Want asks the base model for its hidden state.
