@@ -74,6 +74,8 @@ func newRoot() (*cobra.Command, *profiler) {
 		newServeCmd(),
 		newSubserverCmd(),
 		newQuantizeCmd(), newGenModelCmd(),
+		newTrainRouterCmd(),
+		newConvertRouterCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root, prof

@@ -308,25 +308,7 @@ func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]stri
 		}
 		return t
 	}
-	const k, p, d, f = 16, 8, 32, 64
-	r2r := map[string]nn.Tensor{
-		"logits_proj.weight": mat(p, k), "logits_proj.bias": vec(p, 0),
-		"input.weight": mat(d, 2*h+p), "input.bias": vec(d, 0),
-		"out_norm.weight": vec(d, 1), "out_norm.bias": vec(d, 0),
-		"out.weight": mat(1, d), "out.bias": vec(1, bias),
-	}
-	for b := range 2 {
-		pre := fmt.Sprintf("blocks.%d.", b)
-		r2r[pre+"norm.weight"], r2r[pre+"norm.bias"] = vec(d, 1), vec(d, 0)
-		r2r[pre+"fc1.weight"], r2r[pre+"fc1.bias"] = mat(f, d), vec(f, 0)
-		r2r[pre+"fc2.weight"], r2r[pre+"fc2.bias"] = mat(d, f), vec(d, 0)
-	}
-	for i := range r2r["out.weight"].Data {
-		r2r["out.weight"].Data[i] *= 0.5 // routing probabilities spread around one half
-	}
-	for i := range r2r["logits_proj.weight"].Data {
-		r2r["logits_proj.weight"].Data[i] *= 0.1 // logits are large and alike
-	}
+	const d = 32
 	citer := map[string]nn.Tensor{
 		"mlp.0.weight": mat(d, h), "mlp.0.bias": vec(d, 0),
 		"mlp.1.weight": mat(1, d), "mlp.1.bias": vec(1, -bias),
@@ -339,13 +321,18 @@ func WriteWeights(dir string, h int, seed uint64, bias float32) (map[string]stri
 		colm["defer.weight"].Data[i] *= 3
 	}
 	out := map[string]string{}
-	for name, ts := range map[string]map[string]nn.Tensor{"r2r": r2r, "citer": citer, "co-llm": colm} {
+	for name, ts := range map[string]map[string]nn.Tensor{"citer": citer, "co-llm": colm} {
 		path := filepath.Join(dir, name+".safetensors")
 		meta := map[string]string{"hidden_size": fmt.Sprint(h)}
 		if err := nn.Save(path, ts, meta); err != nil {
 			return nil, err
 		}
 		out[name] = path
+	}
+	r2r, meta := R2RWeights(h, seed, bias)
+	out["r2r"] = filepath.Join(dir, "r2r.safetensors")
+	if err := nn.Save(out["r2r"], r2r, meta); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

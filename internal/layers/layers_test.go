@@ -31,6 +31,7 @@ func Level(pkg string) (int, bool) {
 		// model against what bench measures), and the web console that
 		// shows it.
 		"cluster": 4, "bench": 4, "lab": 4, "eval": 4, "server": 4, "console": 4,
+		"routertrain": 4,
 		// The binary.
 		"cmd": 5,
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/route"
-	"github.com/tokenrouter/tokenrouter/route/nn"
 	"github.com/tokenrouter/tokenrouter/route/r2r"
 )
 
@@ -29,23 +28,28 @@ func step(t *testing.T, n int) *route.Step {
 	return &route.Step{Model: 0, Requests: reqs, Outputs: out, Embed: e}
 }
 
+// decisions returns the default decisions of a step.
+func decisions(s *route.Step) []route.Decision {
+	d := make([]route.Decision, len(s.Outputs))
+	for i := range d {
+		d[i] = route.Decision{Next: 0, Cut: -1, Token: s.Outputs[i].Token, Commit: true}
+	}
+	return d
+}
+
 func decide(t *testing.T, path, thr string, s *route.Step) []route.Decision {
 	t.Helper()
 	a, err := r2r.New(route.Spec{Model: 0, Models: []string{"s", "l"}, Params: map[string]string{"weights": path, "threshold": thr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := make([]route.Decision, len(s.Requests))
-	for i := range d {
-		d[i] = route.Decision{Next: 0, Cut: -1, Token: s.Outputs[i].Token, Commit: true}
-	}
+	d := decisions(s)
 	a.Route(s, d)
 	return d
 }
 
 func TestRouterBatchedThresholdAndWeights(t *testing.T) {
-	dir := t.TempDir()
-	w, err := routetest.WriteWeights(dir, 64, 1, 0)
+	w, err := routetest.WriteWeights(t.TempDir(), 64, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +86,33 @@ func TestRouterBatchedThresholdAndWeights(t *testing.T) {
 	if d := decide(t, w["r2r"], "1.01", s); d[0].Next != 1 || d[1].Next != 0 {
 		t.Fatalf("missing hidden state: %+v", d[:2])
 	}
-	// The token embedding is an input: a different embedding changes scores.
-	if _, err := nn.Load(w["r2r"]); err != nil {
+	// The large model always hands back and keeps its token.
+	a, err := r2r.New(route.Spec{Model: 1, Models: []string{"s", "l"}, Params: map[string]string{"weights": w["r2r"]}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	d := []route.Decision{{Next: 1, Cut: -1, Token: 5, Commit: true}}
+	a.Route(&route.Step{Model: 1, Requests: []*route.Request{{}}, Outputs: []engine.Output{{Token: 5}}}, d)
+	if d[0].Next != 0 || d[0].Token != 5 {
+		t.Fatalf("large model: %+v", d[0])
 	}
 }
 
-func TestBadWeights(t *testing.T) {
-	dir := t.TempDir()
-	path := dir + "/bad.safetensors"
-	if err := nn.Save(path, map[string]nn.Tensor{"out.weight": {Shape: []int{1, 2}, Data: []float32{1, 2}}}, map[string]string{"hidden_size": "2"}); err != nil {
+// TestRouteAllocationFree: once its buffers have grown, Route allocates
+// nothing.
+func TestRouteAllocationFree(t *testing.T) {
+	w, err := routetest.WriteWeights(t.TempDir(), 64, 1, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r2r.New(route.Spec{Model: 0, Models: []string{"s", "l"}, Params: map[string]string{"weights": path}}); err == nil {
-		t.Fatal("incomplete weights accepted")
+	a, err := r2r.New(route.Spec{Model: 0, Models: []string{"s", "l"}, Params: map[string]string{"weights": w["r2r"]}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := r2r.New(route.Spec{Model: 0, Models: []string{"s", "l"}, Params: map[string]string{"weights": dir + "/none"}}); err == nil {
-		t.Fatal("missing file accepted")
+	s := step(t, 8)
+	d := decisions(s)
+	a.Route(s, d)
+	if n := testing.AllocsPerRun(20, func() { a.Route(s, d) }); n != 0 {
+		t.Fatalf("Route allocates %v times per step", n)
 	}
 }
