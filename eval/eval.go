@@ -3,7 +3,12 @@
 // each value of one algorithm parameter (a router threshold, an entropy
 // bound, a routing probability) and reports quality, throughput and the
 // share of tokens the large model wrote, with the Pareto-optimal points
-// marked.
+// marked. Quality is measured, not assumed: the large model reads every
+// response teacher-forced (Judge) and gives its agreement (the share of
+// positions where the response has the large model's own greedy token)
+// and its mean log-likelihood per token. A Curve runs several algorithms'
+// sweeps on the same prompts and reads each one's quality–share Pareto
+// front at chosen shares (At).
 package eval
 
 import (
@@ -80,10 +85,10 @@ func Exact(ex []Example, decode func([]int32) string) Scorer {
 	}
 }
 
-// Agreement scores the share of reference tokens reproduced before the
+// Prefix scores the share of reference tokens reproduced before the
 // first difference: ref[i] is the large model's own greedy output, so 1
 // means the routed system wrote exactly what the large model would have.
-func Agreement(ref [][]int32) Scorer {
+func Prefix(ref [][]int32) Scorer {
 	return func(i int, out []int32) float64 {
 		r := ref[i]
 		if len(r) == 0 {
@@ -101,8 +106,12 @@ func Agreement(ref [][]int32) Scorer {
 type Point struct {
 	// Value is the swept parameter's value.
 	Value string `json:"value"`
-	// Quality is the mean score over the dataset.
+	// Quality is the mean score over the dataset (the scorer's; with the
+	// agreement scorer it is Agreement).
 	Quality float64 `json:"quality"`
+	// Measures are the large model's teacher-forced agreement and
+	// log-likelihood of the outputs (zero, Responses 0, without a judge).
+	Measures
 	// TokensPerSecond is committed tokens over the wall time of the run.
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	// LargeShare is the share of tokens written by a model other than 0.
@@ -112,6 +121,19 @@ type Point struct {
 	// Pareto marks points no other point beats on both quality and
 	// throughput.
 	Pareto bool `json:"pareto"`
+	// PerPrompt are the counts and scores of each prompt's response, in
+	// prompt order, for resampling (Bootstrap).
+	PerPrompt []PromptStat `json:"per_prompt,omitempty"`
+}
+
+// PromptStat is one response's part of a point.
+type PromptStat struct {
+	// Tokens is the response's length, Large how many of its tokens the
+	// large model wrote.
+	Tokens int `json:"tokens"`
+	Large  int `json:"large"`
+	// Score is the judge's score of the response (zero without a judge).
+	Score
 }
 
 // Options configure a sweep.
@@ -120,11 +142,26 @@ type Options struct {
 	MaxTokens int
 	// Concurrency is how many requests run at once.
 	Concurrency int
-	// Seed is passed to every request.
+	// Seed seeds the requests: prompt i is sent with seed Seed+i, so that
+	// the routing draws of random algorithms (r2r-random's per-position
+	// coin, query-level's per-request one) differ from prompt to prompt
+	// yet repeat from run to run. 0 leaves the draws to the request ids.
 	Seed uint64
+	// Judge, if set, scores every value's outputs after its system has
+	// closed (outside the timed run); Point.Measures summarise the scores.
+	Judge func(ctx context.Context, prompts, outputs [][]int32) ([]Score, error)
+}
+
+// seed is prompt i's request seed.
+func (o Options) seed(i int) uint64 {
+	if o.Seed == 0 {
+		return 0
+	}
+	return o.Seed + uint64(i)
 }
 
 // Sweep runs the prompts once per value on a system built for that value.
+// With a nil score, Quality is the judge's Agreement.
 func Sweep(ctx context.Context, values []string, build func(v string) (bench.System, error), prompts [][]int32,
 	score Scorer, o Options) ([]Point, error) {
 	if len(values) == 0 || len(prompts) == 0 {
@@ -137,13 +174,26 @@ func Sweep(ctx context.Context, values []string, build func(v string) (bench.Sys
 		if err != nil {
 			return nil, fmt.Errorf("eval: value %s: %w", v, err)
 		}
-		p, err := run(ctx, sys, prompts, score, o)
+		p, outs, err := run(ctx, sys, prompts, score, o)
 		cerr := sys.Close()
 		if err != nil {
 			return nil, fmt.Errorf("eval: value %s: %w", v, err)
 		}
 		if cerr != nil {
 			return nil, fmt.Errorf("eval: value %s: %w", v, cerr)
+		}
+		if o.Judge != nil {
+			sc, err := o.Judge(ctx, prompts, outs)
+			if err != nil {
+				return nil, fmt.Errorf("eval: value %s: %w", v, err)
+			}
+			p.Measures = Summarize(sc)
+			for i := range sc {
+				p.PerPrompt[i].Score = sc[i]
+			}
+			if score == nil {
+				p.Quality = p.Agreement
+			}
 		}
 		p.Value = v
 		pts = append(pts, p)
@@ -152,7 +202,9 @@ func Sweep(ctx context.Context, values []string, build func(v string) (bench.Sys
 	return pts, nil
 }
 
-func run(ctx context.Context, sys bench.System, prompts [][]int32, score Scorer, o Options) (Point, error) {
+// run runs the prompts on sys and returns the point (without its value)
+// and the outputs.
+func run(ctx context.Context, sys bench.System, prompts [][]int32, score Scorer, o Options) (Point, [][]int32, error) {
 	results := make([]stream.Result, len(prompts))
 	errs := make([]error, len(prompts))
 	sem := make(chan struct{}, o.Concurrency)
@@ -163,13 +215,13 @@ func run(ctx context.Context, sys bench.System, prompts [][]int32, score Scorer,
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			wg.Wait()
-			return Point{}, ctx.Err()
+			return Point{}, nil, ctx.Err()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, err := sys.Submit(ctx, p, route.Params{MaxTokens: o.MaxTokens, Seed: o.Seed})
+			s, err := sys.Submit(ctx, p, route.Params{MaxTokens: o.MaxTokens, Seed: o.seed(i)})
 			if err != nil {
 				errs[i] = err
 				return
@@ -180,25 +232,32 @@ func run(ctx context.Context, sys bench.System, prompts [][]int32, score Scorer,
 	wg.Wait()
 	el := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
-		return Point{}, err
+		return Point{}, nil, err
 	}
 	var pt Point
 	large, q := 0, 0.0
+	outs := make([][]int32, len(results))
+	pt.PerPrompt = make([]PromptStat, len(results))
 	for i, r := range results {
+		outs[i] = r.Tokens
 		pt.Tokens += len(r.Tokens)
+		pt.PerPrompt[i].Tokens = len(r.Tokens)
 		for _, b := range r.By {
 			if b != 0 {
 				large++
+				pt.PerPrompt[i].Large++
 			}
 		}
-		q += score(i, r.Tokens)
+		if score != nil {
+			q += score(i, r.Tokens)
+		}
 	}
 	pt.Quality = q / float64(len(results))
 	pt.TokensPerSecond = float64(pt.Tokens) / el.Seconds()
 	if pt.Tokens > 0 {
 		pt.LargeShare = float64(large) / float64(pt.Tokens)
 	}
-	return pt, nil
+	return pt, outs, nil
 }
 
 // MarkPareto sets Pareto on the points no other point dominates (at least
