@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/route/r2r"
 )
 
 // Judges of --verify: how two continuations are compared.
@@ -283,18 +284,7 @@ func (c *collector) label(ctx context.Context, batch []*sample) error {
 // pad as 0, or leaves it out of the softmax with normalize_input (the
 // network does the same).
 func TopK(logits, dst []float32) {
-	n := 0
-	for _, v := range logits {
-		if len(dst) == 0 || n == len(dst) && v <= dst[n-1] || math.IsInf(float64(v), -1) {
-			continue
-		}
-		k := min(n, len(dst)-1)
-		n = min(n+1, len(dst))
-		for ; k > 0 && dst[k-1] < v; k-- {
-			dst[k] = dst[k-1]
-		}
-		dst[k] = v
-	}
+	n := r2r.TopK(logits, dst)
 	for i := n; i < len(dst); i++ {
 		dst[i] = float32(math.Inf(-1))
 	}

@@ -504,7 +504,7 @@ func (a *Algorithm) features(s *route.Step, n int) {
 		}
 		if a.K > 0 {
 			z := a.z[i*a.K : (i+1)*a.K]
-			m := topK(o.Logits, z)
+			m := TopK(o.Logits, z)
 			if a.Normalize {
 				softmax(z[:m])
 			}
@@ -552,11 +552,11 @@ func softmax(z []float32) {
 	}
 }
 
-// topK writes the len(dst) largest logits in descending order and
+// TopK writes the len(dst) largest logits in descending order and
 // returns how many there were (zeros pad a vocabulary smaller than
 // len(dst)). Tokens ruled out by a structured-output mask (−∞) are left
 // out, as if the vocabulary lacked them.
-func topK(logits, dst []float32) int {
+func TopK(logits, dst []float32) int {
 	n := 0
 	for _, v := range logits {
 		if len(dst) == 0 || n == len(dst) && v <= dst[n-1] || math.IsInf(float64(v), -1) {
