@@ -288,3 +288,20 @@ func topK(logits []float32, order []int32, k int) {
 		}
 	}
 }
+
+// LogProb is log softmax(logits)[tok] in float64 (−∞ for a token outside
+// logits): the log-probability a model with these logits gives tok.
+func LogProb(logits []float32, tok int32) float64 {
+	if tok < 0 || int(tok) >= len(logits) {
+		return math.Inf(-1)
+	}
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = max(mx, float64(v))
+	}
+	sum := 0.0
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	return float64(logits[tok]) - mx - math.Log(sum)
+}

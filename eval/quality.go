@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/tokenrouter/tokenrouter/engine"
 )
@@ -159,20 +158,7 @@ func (j *Judge) scoreBatch(ctx context.Context, prompts, outputs [][]int32, scor
 			if engine.Argmax(lg) == tok {
 				s.Agree++
 			}
-			s.LogLik += logSoftmax(lg, tok)
+			s.LogLik += engine.LogProb(lg, tok)
 		}
 	}
-}
-
-// logSoftmax returns log softmax(logits)[tok], in float64.
-func logSoftmax(logits []float32, tok int32) float64 {
-	mx := math.Inf(-1)
-	for _, v := range logits {
-		mx = max(mx, float64(v))
-	}
-	sum := 0.0
-	for _, v := range logits {
-		sum += math.Exp(float64(v) - mx)
-	}
-	return float64(logits[tok]) - mx - math.Log(sum)
 }

@@ -3,7 +3,6 @@ package routertrain
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/tokenrouter/tokenrouter/engine"
@@ -113,7 +112,7 @@ func (c *collector) continueBranches(ctx context.Context, bs []*branch) error {
 				b.cont = append(b.cont, next)
 			}
 			if want != 0 {
-				b.logp += logProb(out[i].Logits, next)
+				b.logp += engine.LogProb(out[i].Logits, next)
 			}
 			if len(b.cont) == b.k {
 				continue
@@ -124,20 +123,4 @@ func (c *collector) continueBranches(ctx context.Context, bs []*branch) error {
 		in, active = in[:keep], active[:keep]
 	}
 	return nil
-}
-
-// logProb is the log-softmax of logits at tok.
-func logProb(logits []float32, tok int32) float64 {
-	if int(tok) >= len(logits) || tok < 0 {
-		return math.Inf(-1)
-	}
-	m := math.Inf(-1)
-	for _, v := range logits {
-		m = max(m, float64(v))
-	}
-	var s float64
-	for _, v := range logits {
-		s += math.Exp(float64(v) - m)
-	}
-	return float64(logits[tok]) - m - math.Log(s)
 }
