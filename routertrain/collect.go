@@ -68,6 +68,11 @@ type Dataset struct {
 	// index of the prompt it wrote it from.
 	Tok    []int32
 	Prompt []int32
+	// Gap is, per position, the large model's log-probability of its own
+	// greedy token minus that of the small model's token, in nats (0
+	// where they agree): what sending the position to the large model
+	// gains by the large model's measure.
+	Gap []float32
 	// Differ counts the positions where the large model's token differs,
 	// before verification.
 	Differ int
@@ -92,6 +97,7 @@ type sample struct {
 	gen    []int32
 	rows   []float32
 	label  []uint8
+	gap    []float32
 }
 
 // collector runs the two engines.
@@ -164,6 +170,7 @@ func Collect(ctx context.Context, slm, llm engine.Engine, prompts [][]int32, o C
 		}
 		ds.X = append(ds.X, s.rows...)
 		ds.Y = append(ds.Y, s.label...)
+		ds.Gap = append(ds.Gap, s.gap...)
 		ds.Tok = append(ds.Tok, s.gen...)
 	}
 	return ds, nil
@@ -245,9 +252,11 @@ func (c *collector) record(s *sample, o engine.Output) error {
 	return nil
 }
 
-// label runs the large model over each prompt and generation (one
-// extend) and labels position j 1 when its greedy token after the prefix
-// differs from the small model's.
+// label runs the large model over each prompt and then, one decode step
+// per position, over the small model's tokens, and labels position j 1
+// when its greedy token after the prefix differs from the small model's.
+// The gap of a position is how much more log-probability the large model
+// gives its own token than the small model's there (0 where they agree).
 func (c *collector) label(ctx context.Context, batch []*sample) error {
 	ids := c.seqs(len(batch))
 	defer func() {
@@ -257,25 +266,42 @@ func (c *collector) label(ctx context.Context, batch []*sample) error {
 	}()
 	in := make([]engine.Input, len(batch))
 	out := make([]engine.Output, len(batch))
+	owner := slices.Clone(batch)
 	for i, s := range batch {
-		toks := append(slices.Clip(s.prompt), s.gen[:len(s.gen)-1]...)
-		in[i] = engine.Input{Seq: ids[i], Tokens: toks, Want: engine.WantAllTokens}
+		in[i] = engine.Input{Seq: ids[i], Tokens: s.prompt, Want: engine.WantLogits}
+		s.label, s.gap = make([]uint8, 0, len(s.gen)), make([]float32, 0, len(s.gen))
 	}
-	if err := c.llm.Step(ctx, in, out); err != nil {
-		return fmt.Errorf("routertrain: large model: %w", err)
-	}
-	for i, s := range batch {
-		if len(out[i].Tokens) != len(in[i].Tokens) {
-			return fmt.Errorf("routertrain: the large model returned %d tokens for %d positions", len(out[i].Tokens), len(in[i].Tokens))
+	for len(in) > 0 {
+		if err := c.llm.Step(ctx, in, out[:len(in)]); err != nil {
+			return fmt.Errorf("routertrain: large model: %w", err)
 		}
-		s.label = make([]uint8, len(s.gen))
-		for j, t := range s.gen {
-			if out[i].Tokens[len(s.prompt)-1+j] != t {
-				s.label[j] = 1
+		keep := 0
+		for i := range in {
+			s, o := owner[i], out[i]
+			t := s.gen[len(s.label)]
+			if len(o.Logits) != c.llm.Info().VocabSize || o.Token < 0 || int(o.Token) >= len(o.Logits) {
+				return fmt.Errorf("routertrain: the large model returned %d logits and token %d", len(o.Logits), o.Token)
 			}
+			s.label = append(s.label, b2u(o.Token != t))
+			s.gap = append(s.gap, o.Logits[o.Token]-o.Logits[t])
+			if len(s.label) == len(s.gen) {
+				continue
+			}
+			in[keep], owner[keep] = in[i], s
+			in[keep].Tokens = []int32{t}
+			keep++
 		}
+		in, owner = in[:keep], owner[:keep]
 	}
 	return nil
+}
+
+// b2u is 1 for true.
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TopK writes the len(dst) largest logits in descending order, as the r2r

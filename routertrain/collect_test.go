@@ -54,6 +54,19 @@ func TestCollectLabelsTinyPair(t *testing.T) {
 	if ds.Y[25] != 1 {
 		t.Errorf("position 25 labelled 0: llama2xs writes 269 where stories260K writes 322")
 	}
+	for j, g := range ds.Gap {
+		if (ds.Y[j] == 0) != (g == 0) || g < 0 {
+			t.Errorf("position %d: label %d, gap %v (want 0 exactly where the models agree, else positive)", j, ds.Y[j], g)
+		}
+	}
+	// The gap at 25 against the large model's log-probabilities of its own
+	// token and of the small model's, stepped here one token at a time.
+	prefix := append([]int32{1}, storiesRef[:25]...)
+	_, own := continuation(t, llm, 901, prefix, -1, 0)
+	_, small := continuation(t, llm, 902, prefix, storiesRef[25], 0)
+	if want := own - small; math.Abs(float64(ds.Gap[25])-want) > 1e-4*max(1, want) {
+		t.Errorf("gap at 25 = %v, want %v (log p(269) − log p(322))", ds.Gap[25], want)
+	}
 	H, W := ds.H, ds.H+ds.E+ds.K
 	if H != 64 || ds.E != 64 || ds.K != K || len(ds.X) != len(ds.Y)*W {
 		t.Fatalf("widths H %d E %d K %d, %d values for %d rows", ds.H, ds.E, ds.K, len(ds.X), len(ds.Y))
@@ -95,7 +108,8 @@ func TestCollectBatchIndependent(t *testing.T) {
 		sets = append(sets, ds)
 	}
 	for _, ds := range sets[1:] {
-		if !slices.Equal(ds.X, sets[0].X) || !slices.Equal(ds.Y, sets[0].Y) || !slices.Equal(ds.Tok, sets[0].Tok) {
+		if !slices.Equal(ds.X, sets[0].X) || !slices.Equal(ds.Y, sets[0].Y) || !slices.Equal(ds.Tok, sets[0].Tok) ||
+			!slices.Equal(ds.Gap, sets[0].Gap) {
 			t.Fatal("batching changed the dataset")
 		}
 	}
@@ -183,13 +197,6 @@ func TestVerify(t *testing.T) {
 	if none := collect(K, JudgeLikelihood, 1e300); none.Positives() != 0 {
 		t.Fatalf("likelihood judge with margin +∞ kept %d positions", none.Positives())
 	}
-}
-
-func b2u(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func TestTopKPads(t *testing.T) {

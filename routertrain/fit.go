@@ -53,6 +53,11 @@ type FitOptions struct {
 	// PosWeight weighs the positive class in the loss; 0 means the
 	// training split's negatives over positives.
 	PosWeight float64
+	// Weight is WeightLabel (every position of a class counts the same)
+	// or WeightGap (a positive counts in proportion to its Gap, scaled to
+	// a mean of 1 over the training positives: the loss then ranks
+	// positions by what the large model's token gains there).
+	Weight string
 	// Target chooses the threshold on the held-out positions.
 	Target Target
 	// Seed seeds the split, the initialisation, the batch order and the
@@ -140,11 +145,22 @@ func (o FitOptions) withDefaults() FitOptions {
 	if o.Heldout == 0 {
 		o.Heldout = 0.2
 	}
+	if o.Weight == "" {
+		o.Weight = WeightLabel
+	}
 	return o
 }
 
+// Weights of FitOptions.Weight.
+const (
+	WeightLabel = "label"
+	WeightGap   = "gap"
+)
+
 func (o FitOptions) check() error {
 	switch {
+	case o.Weight != "" && o.Weight != WeightLabel && o.Weight != WeightGap:
+		return fmt.Errorf("weight %q: want %s or %s", o.Weight, WeightLabel, WeightGap)
 	case o.Algorithm != R2R && o.Algorithm != CITER && o.Algorithm != CoLLM:
 		return fmt.Errorf("algorithm %q: want %s, %s or %s", o.Algorithm, R2R, CITER, CoLLM)
 	case o.Algorithm == CoLLM && len(o.HiddenDims) > 0:
@@ -212,6 +228,11 @@ func Fit(ctx context.Context, ds *Dataset, o FitOptions) (*Result, error) {
 		res.PosWeight = float64(len(train)-pos) / float64(pos)
 	}
 	t := &trainer{ds: ds, net: net, o: o, pw: res.PosWeight, opt: newAdam(o.LR)}
+	if o.Weight == WeightGap {
+		if t.gapScale, err = gapScale(ds, train); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.run(ctx, train, held, res); err != nil {
 		return nil, err
 	}
@@ -227,6 +248,27 @@ func Fit(ctx context.Context, ds *Dataset, o FitOptions) (*Result, error) {
 	res.Threshold = Threshold(res.Curve, o.Target)
 	res.At = at(res.Curve, res.Threshold)
 	return res, nil
+}
+
+// gapScale returns one over the mean gap of the training positives.
+func gapScale(ds *Dataset, train []int) (float64, error) {
+	if len(ds.Gap) != ds.Len() {
+		return 0, fmt.Errorf("routertrain: weight %s needs the gaps of the %d positions, the dataset has %d", WeightGap, ds.Len(), len(ds.Gap))
+	}
+	sum, n := 0.0, 0
+	for _, i := range train {
+		if ds.Y[i] == 1 {
+			g := float64(ds.Gap[i])
+			if !(g >= 0) || math.IsInf(g, 0) {
+				return 0, fmt.Errorf("routertrain: position %d has gap %v", i, g)
+			}
+			sum, n = sum+g, n+1
+		}
+	}
+	if !(sum > 0) {
+		return 0, fmt.Errorf("routertrain: weight %s: the %d training positives have no gap", WeightGap, n)
+	}
+	return float64(n) / sum, nil
 }
 
 // split shuffles the positions of each label and holds out frac of each

@@ -2,6 +2,7 @@ package routertrain
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -62,6 +63,49 @@ func TestTinyData(t *testing.T) {
 	t.Run("BeatsRandom", func(t *testing.T) { testFitBeatsRandom(t, d) })
 	t.Run("Deterministic", func(t *testing.T) { testFitDeterministic(t, d) })
 	t.Run("FilesServe", func(t *testing.T) { testTrainedFilesServe(t, d) })
+	t.Run("GapWeight", func(t *testing.T) { testGapWeight(t, d) })
+}
+
+// testGapWeight: a router trained with Weight gap sends to the large model,
+// among the held-out positions, the 20% it scores highest; the gap they
+// hold (what the large model's tokens gain there) is well above a random
+// fifth's, and is reported beside the label-weighted router's.
+func testGapWeight(t *testing.T, d *tinyData) {
+	captured := func(weight string) (float64, float64) {
+		o := smallFit(R2R, 7)
+		o.Weight = weight
+		res, err := Fit(context.Background(), d.ds, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, held, _ := split(d.ds.Y, res.Opts.Heldout, rand.New(rand.NewPCG(res.Opts.Seed, 1)))
+		tr := &trainer{ds: d.ds, net: res.net, o: res.Opts, pw: res.PosWeight}
+		p := make([]float64, len(held))
+		tr.loss(held, p)
+		order := make([]int, len(held))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p[b], p[a]) })
+		var top, all float64
+		for r, i := range order {
+			g := float64(d.ds.Gap[held[i]])
+			all += g
+			if r < len(held)/5 {
+				top += g
+			}
+		}
+		return top, all
+	}
+	gapTop, all := captured(WeightGap)
+	labelTop, _ := captured(WeightLabel)
+	t.Logf("held-out gap in the top 20%%: gap-weighted %.1f, label-weighted %.1f, of %.1f (a random fifth: %.1f)", gapTop, labelTop, all, all/5)
+	if !(gapTop > 2*all/5) {
+		t.Errorf("the gap-weighted router's top fifth holds %.1f of %.1f nats of gap: not above twice a random fifth's", gapTop, all)
+	}
+	if _, err := Fit(context.Background(), &Dataset{H: d.ds.H, E: d.ds.E, K: d.ds.K, X: d.ds.X, Y: d.ds.Y}, FitOptions{Algorithm: R2R, Weight: WeightGap}); err == nil {
+		t.Error("weight gap on a dataset without gaps trained")
+	}
 }
 
 // smallFit is a small r2r network that trains in a second.

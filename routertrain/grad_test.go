@@ -159,8 +159,10 @@ func checkNet(t *testing.T, name string, net network, n int, dropoutSeed uint64)
 	r := rand.New(rand.NewPCG(3, 3))
 	x := randVec(r, n*net.width(), 1)
 	y := make([]uint8, n)
+	wt := make([]float64, n) // per-row weights of the positives (--weight gap)
 	for i := range y {
 		y[i] = uint8(i % 2)
+		wt[i] = 0.25 + r.Float64()*3
 	}
 	rng := func() *rand.Rand {
 		if dropoutSeed == 0 {
@@ -169,8 +171,8 @@ func checkNet(t *testing.T, name string, net network, n int, dropoutSeed uint64)
 		return rand.New(rand.NewPCG(dropoutSeed, 1))
 	}
 	dz := make([]float64, n)
-	loss := func() float64 { return bce(net.forward(x, n, rng()), y, 2.5, nil) }
-	bce(net.forward(x, n, rng()), y, 2.5, dz)
+	loss := func() float64 { return bce(net.forward(x, n, rng()), y, 2.5, wt, nil) }
+	bce(net.forward(x, n, rng()), y, 2.5, wt, dz)
 	ps := net.params()
 	for _, p := range ps {
 		clear(p.g)
@@ -231,11 +233,11 @@ func TestBCE(t *testing.T) {
 	z, y := []float64{0, 2, -3}, []uint8{1, 0, 1}
 	sig := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
 	want := (-2*math.Log(sig(0)) - math.Log(1-sig(2)) - 2*math.Log(sig(-3))) / 3
-	if got := bce(z, y, 2, nil); math.Abs(got-want) > 1e-12 {
+	if got := bce(z, y, 2, nil, nil); math.Abs(got-want) > 1e-12 {
 		t.Fatalf("bce = %v, want %v", got, want)
 	}
 	// No overflow far from zero.
-	if got := bce([]float64{800, -800}, []uint8{0, 1}, 1, nil); math.Abs(got-800) > 1e-9 {
+	if got := bce([]float64{800, -800}, []uint8{0, 1}, 1, nil, nil); math.Abs(got-800) > 1e-9 {
 		t.Fatalf("bce at ±800 = %v, want 800", got)
 	}
 }

@@ -4,18 +4,23 @@ import "math"
 
 // bce is the mean binary cross-entropy of logits z against labels y with
 // the positive class weighted by posWeight (PyTorch's BCEWithLogitsLoss
-// with pos_weight): −[w·y·log σ(z) + (1−y)·log(1−σ(z))]. When dz is not
+// with pos_weight): −[w·y·log σ(z) + (1−y)·log(1−σ(z))], w further
+// multiplied per row by wt[i] when wt is not nil. When dz is not
 // nil it receives the gradient of the mean with respect to each logit.
-func bce(z []float64, y []uint8, posWeight float64, dz []float64) float64 {
+func bce(z []float64, y []uint8, posWeight float64, wt []float64, dz []float64) float64 {
 	var sum float64
 	n := float64(len(z))
 	for i, v := range z {
 		// log σ(v) = −softplus(−v), log(1−σ(v)) = −softplus(v)
 		s := sigmoid(v)
 		if y[i] == 1 {
-			sum += posWeight * softplus(-v)
+			pw := posWeight
+			if wt != nil {
+				pw *= wt[i]
+			}
+			sum += pw * softplus(-v)
 			if dz != nil {
-				dz[i] = posWeight * (s - 1) / n
+				dz[i] = pw * (s - 1) / n
 			}
 		} else {
 			sum += softplus(v)

@@ -16,8 +16,11 @@ type trainer struct {
 	pw  float64
 	opt *adam
 
-	x, dz []float64
-	y     []uint8
+	// gapScale, when positive, weighs each positive row by its gap times
+	// gapScale (FitOptions.Weight "gap"); wt holds the batch's weights.
+	gapScale  float64
+	x, dz, wt []float64
+	y         []uint8
 }
 
 // batch loads the rows idx into the trainer's batch buffers.
@@ -31,6 +34,12 @@ func (t *trainer) batch(idx []int) {
 			t.x[r*w+k] = float64(v)
 		}
 		t.y[r] = t.ds.Y[i]
+	}
+	if t.gapScale > 0 {
+		t.wt = grow(t.wt, len(idx))
+		for r, i := range idx {
+			t.wt[r] = float64(t.ds.Gap[i]) * t.gapScale
+		}
 	}
 }
 
@@ -57,7 +66,7 @@ func (t *trainer) run(ctx context.Context, train, held []int, res *Result) error
 			idx := order[b*bs : min((b+1)*bs, len(order))]
 			t.batch(idx)
 			z := t.net.forward(t.x, len(idx), drop)
-			sum += bce(z, t.y, t.pw, t.dz) * float64(len(idx))
+			sum += bce(z, t.y, t.pw, t.wt, t.dz) * float64(len(idx))
 			t.net.backward(t.dz, len(idx))
 			t.opt.step(ps)
 			t.report(Progress{Epoch: e, Epochs: t.o.Epochs, Batch: b + 1, Batches: batches, Loss: sum / float64(min((b+1)*bs, len(order)))})
@@ -101,7 +110,7 @@ func (t *trainer) loss(idx []int, probs []float64) float64 {
 		part := idx[from:min(from+bs, len(idx))]
 		t.batch(part)
 		z := t.net.forward(t.x, len(part), nil)
-		sum += bce(z, t.y, t.pw, nil) * float64(len(part))
+		sum += bce(z, t.y, t.pw, t.wt, nil) * float64(len(part))
 		if probs != nil {
 			for i, v := range z {
 				probs[from+i] = sigmoid(v)

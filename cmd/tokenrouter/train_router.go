@@ -74,6 +74,7 @@ func newTrainRouterCmd() *cobra.Command {
 	fl.Float64Var(&t.LR, "lr", 1e-3, "Adam learning rate")
 	fl.Float64Var(&t.Heldout, "heldout", 0.2, "fraction of the positions (of each label) held out")
 	fl.Float64Var(&t.PosWeight, "pos-weight", 0, "loss weight of the differing positions (0: negatives/positives)")
+	fl.StringVar(&t.Weight, "weight", routertrain.WeightLabel, "label: every differing position weighs the same; gap: each in proportion to how much more log-probability the large model gives its own token")
 	fl.Float64Var(&f.share, "target-share", 0.2, "choose the threshold that sends this fraction of held-out positions to the large model")
 	fl.Float64Var(&f.recall, "target-recall", 0, "instead, the threshold that sends this fraction of the differing held-out positions")
 	return cmd
