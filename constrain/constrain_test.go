@@ -40,6 +40,12 @@ var schemas = map[string]string{
 		"t~x":{"type":"object","properties":{"v":{"$ref":"#/definitions/a%7E1b"}},"required":["v"]}},"$ref":"#/definitions/t~0x"}`,
 	"list":    `{"anyOf":[{"type":"null"},{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#"}},"required":["v","next"]}]}`,
 	"bigenum": bigEnum(300),
+	// Patterns, formats and numeric keywords: automaton nodes.
+	"keywords": `{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},
+		"when":{"type":"string","format":"date-time"},"ip":{"type":"string","format":"ipv6"},
+		"n":{"type":"integer","minimum":-20,"maximum":300,"multipleOf":3},
+		"x":{"type":"number","exclusiveMinimum":-1.5,"maximum":2.25,"multipleOf":0.25},
+		"tag":{"type":["string","null"],"pattern":"é|\\n|\"","maxLength":5},"z":{"type":"number"}},"required":["code","n"]}`,
 }
 
 // bigEnum is an enum of n values: strings sharing prefixes, numbers that
@@ -80,7 +86,8 @@ func TestExamples(t *testing.T) {
 		{"person", `{"name":"Ann","age":30,"ok":true,}`, false},                         // trailing comma
 		{"person", `{"name": "Ann","age":30,"ok":true}`, false},                         // no whitespace
 		{"person", `{"name":"Ann","age":30,"tags":["a","b","c","d"],"ok":true}`, false}, // maxItems
-		{"person", `{"name":"A\u00e9\n","age":-0,"ok":true}`, true},
+		{"person", `{"name":"A\u00e9\n","age":0,"ok":true}`, true},
+		{"person", `{"name":"A","age":-0,"ok":true}`, false},      // no negative zero
 		{"person", `{"name":"A\ud800","age":1,"ok":true}`, false}, // lone surrogate escape
 		{"person", "{\"name\":\"\xc3\xa9t\xc3\",\"age\":1,\"ok\":true}", false},
 		{"person", "{\"name\":\"\xe2\x82\xac\",\"age\":1,\"ok\":true}", true},
@@ -117,6 +124,14 @@ func TestExamples(t *testing.T) {
 		{"bigenum", `70`, true},
 		{"bigenum", `71`, false},
 		{"bigenum", `{"k":"v"}`, true},
+		{"keywords", `{"code":"AB-123","when":"2024-02-29T12:00:00Z","ip":"::1","n":-18,"x":-1.25,"tag":"\"é","z":-0.5e3}`, true},
+		{"keywords", `{"code":"AB-123","n":300,"tag":null}`, true},
+		{"keywords", `{"code":"AB-1234","n":3}`, false},
+		{"keywords", `{"code":"AB-123","n":301}`, false},
+		{"keywords", `{"code":"AB-123","n":3,"x":-1.5}`, false},
+		{"keywords", `{"code":"AB-123","n":3,"when":"2023-02-29T12:00:00Z"}`, false},
+		{"keywords", `{"code":"AB-123","n":3,"tag":"abc"}`, false},
+		{"keywords", `{"code":"AB-123","n":-0}`, false},
 	}
 	for _, c := range cases {
 		if got := accepts(compile(t, c.schema), c.text); got != c.want {
@@ -127,8 +142,8 @@ func TestExamples(t *testing.T) {
 
 func TestCompileRefuses(t *testing.T) {
 	for schema, word := range map[string]string{
-		`{"type":"string","pattern":"a+"}`:                           "pattern",
-		`{"type":"integer","minimum":3}`:                             "minimum",
+		`{"type":"string","pattern":"(?=a)"}`:                        "pattern",
+		`{"type":"string","format":"uri"}`:                           "format",
 		`{"oneOf":[{"type":"string"}]}`:                              "oneOf",
 		`{"type":"object","additionalProperties":{"type":"string"}}`: "additionalProperties",
 		`{"anyOf":[{"type":"string"},{"enum":["a"]}]}`:               "same character",
@@ -299,7 +314,7 @@ func TestAllowedMatchesReference(t *testing.T) {
 func FuzzAllowed(f *testing.F) {
 	f.Add(uint64(1), uint8(0))
 	f.Add(uint64(99), uint8(3))
-	names := []string{"person", "enum", "nested", "union", "ref", "number", "any", "array", "tree", "thread", "definitions", "list", "bigenum"}
+	names := []string{"person", "enum", "nested", "union", "ref", "number", "any", "array", "tree", "thread", "definitions", "list", "bigenum", "keywords"}
 	f.Fuzz(func(t *testing.T, seed uint64, which uint8) {
 		rng := rand.New(rand.NewPCG(seed, seed>>7))
 		vocab := randomVocab(rng, 400)
@@ -312,11 +327,15 @@ func TestAllowedDoesNotAllocate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	vocab := randomVocab(rng, 3000)
 	v := NewVocab(len(vocab), func(id int) []byte { return vocab[id] })
-	m := compile(t, "person").Matcher()
-	m.Advance([]byte(`{"name":"A`))
 	dst := make([]uint64, (len(vocab)+63)/64)
-	if n := testing.AllocsPerRun(20, func() { m.Allowed(v, dst) }); n != 0 {
-		t.Fatalf("Allowed: %v allocations per call", n)
+	for _, at := range [][2]string{{"person", `{"name":"A`}, {"keywords", `{"code":"A`}, {"keywords", `{"code":"AB-123","n":1`}} {
+		m := compile(t, at[0]).Matcher()
+		if !m.Advance([]byte(at[1])) {
+			t.Fatalf("%s refused", at[1])
+		}
+		if n := testing.AllocsPerRun(20, func() { m.Allowed(v, dst) }); n != 0 {
+			t.Fatalf("Allowed after %s: %v allocations per call", at[1], n)
+		}
 	}
 }
 
@@ -363,6 +382,9 @@ func BenchmarkAllowed(b *testing.B) {
 		{"in-string-free", "any", `{"k":"some text`},
 		{"after-key", "person", `{"name":"Ann","age"`},
 		{"in-number", "person", `{"name":"Ann","age":3`},
+		{"in-pattern", "keywords", `{"code":"A`},
+		{"in-format", "keywords", `{"code":"AB-123","when":"2024-`},
+		{"in-bounded-number", "keywords", `{"code":"AB-123","n":1`},
 	} {
 		m := compile(b, at.schema).Matcher()
 		if !m.Advance([]byte(at.prefix)) {

@@ -9,6 +9,9 @@ import (
 // that is not a union (a union's set depends on its alternatives: see
 // compiler.first).
 func firstBytes(n *node) (set [4]uint64) {
+	if n.auto != nil {
+		return n.auto.first()
+	}
 	add := func(s string) {
 		for i := range len(s) {
 			set[s[i]/64] |= 1 << (s[i] % 64)
@@ -23,8 +26,6 @@ func firstBytes(n *node) (set [4]uint64) {
 		add("[")
 	case kString:
 		add(`"`)
-	case kNumber, kInteger:
-		add("-0123456789")
 	case kLiteral, kEnum:
 		for _, l := range n.lits {
 			add(string(l[:1]))

@@ -30,9 +30,26 @@ const (
 	// MaxProperties bounds one object's properties: the matcher keeps the
 	// properties that may come next as one 64-bit word.
 	MaxProperties = 64
+	// MaxAutomatonStates bounds the states the string and number automata
+	// of one schema explore (pattern, format, length bounds beside them,
+	// numeric bounds, multipleOf), each distinct automaton counted once:
+	// a few MiB of tables at most. Real patterns and formats take tens to
+	// hundreds; ipv6, the largest format, about 550.
+	MaxAutomatonStates = 20000
+	// MaxAutomatonWork bounds the steps of building those automata (NFA
+	// states made and visited, transitions computed): tens of
+	// milliseconds.
+	MaxAutomatonWork = 1 << 20
+	// MaxMultipleOf bounds multipleOf's significant digits read as an
+	// integer (12.5: 125): the automaton tracks the remainder modulo it.
+	MaxMultipleOf = 10000
+	// MaxDecimalDigits bounds the digits after the point of a numeric
+	// keyword's value written out in full (1e-70 has 70).
+	MaxDecimalDigits = 64
 )
 
 // ErrLimit wraps the errors of schemas beyond one of Compile's limits
 // (MaxSchemaBytes, MaxSchemaDepth, MaxSchemaNodes, MaxEnumValues,
-// MaxProperties) or whose every value nests deeper than MaxDepth.
+// MaxProperties, MaxAutomatonStates, MaxAutomatonWork, MaxMultipleOf,
+// MaxDecimalDigits) or whose every value nests deeper than MaxDepth.
 var ErrLimit = errors.New("constrain: schema too large")

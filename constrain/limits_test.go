@@ -495,7 +495,23 @@ func hostileSchemas() []string {
 		`{"$ref":"#/$defs/%"}`, `{"$ref":"#/$defs/"}`, `{"$ref":"#/$defs"}`, `{"$ref":"#/"}`,
 		`{"type":"object","properties":{"a":{}},"required":["a","a"]}`,
 		`{"type":`, `{"a":1}x`, `[1,]`, `{"a" 1}`, "{\"enum\":[\"\xff\"]}", `{"enum":["\ud800"]}`, `01`, ``,
+		patternSchema(`(a|b)*a(a|b){20}`), patternSchema(`[\s\S]{1000}`), patternSchema(`(?i)\p{L}{1000}`),
+		patternSchema(`^(?:"|\\|\x00)+$`), patternSchema(`^$`), patternSchema(`[^\x00-\x{10FFFF}]`),
+		`{"type":"string","pattern":"a","maxLength":100000}`, `{"type":"string","format":"hostname","minLength":250}`,
+		`{"type":"integer","minimum":-1e20,"maximum":1e20,"multipleOf":9999}`, `{"type":"number","minimum":1e-64,"maximum":1e-63}`,
+		`{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1e-22}`, `{"type":"number","minimum":1e999999999}`,
+		`{"type":"integer","maximum":-1e999999999}`, `{"type":"number","multipleOf":1e-64}`, manyPatterns(),
 	}
+}
+
+// manyPatterns is an object of many distinct patterns, each costly:
+// together beyond the automata's budget.
+func manyPatterns() string {
+	var props []string
+	for i := range 60 {
+		props = append(props, fmt.Sprintf(`"p%d":{"type":"string","pattern":"(a|b)*a(a|b){9}x%d"}`, i, i))
+	}
+	return `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
 }
 
 // checkSchema compiles a schema and feeds out to its matcher: neither
@@ -606,7 +622,9 @@ func randomSchema(rng *rand.Rand) string {
 		case 3:
 			return `{"type":"integer"}`
 		case 4:
-			return `{"enum":["a","ab",1,12,null]}`
+			return []string{`{"enum":["a","ab",1,12,null]}`, `{"type":"string","pattern":"^[ab]{1,3}$"}`,
+				`{"type":"integer","minimum":-5,"exclusiveMaximum":40,"multipleOf":3}`, `{"type":"string","format":"ipv4"}`,
+				`{"type":"number","minimum":-2.5,"maximum":2.5,"multipleOf":0.5}`}[rng.IntN(5)]
 		case 5, 6:
 			return fmt.Sprintf(`{"type":"array","items":%s,"minItems":%d,"maxItems":%d}`, sub(depth+1), rng.IntN(2), 1+rng.IntN(2))
 		case 7, 8:

@@ -11,7 +11,8 @@ import "math/bits"
 const MaxDepth = 32
 
 // maxNumber bounds a number's length in bytes: a model cannot run a
-// number on forever.
+// number on forever. The number automata allow a byte only if the
+// number can still end within it.
 const maxNumber = 24
 
 // frame is one open value: its node, a state within it and two counters
@@ -79,11 +80,13 @@ func (m *Matcher) Complete() bool {
 	f := &m.stack[0]
 	switch f.n.kind {
 	case kNumber, kInteger:
-		return numberAccepts(f.st)
+		return f.n.auto.accept[f.aux]
 	case kLiteral:
 		return f.st == 1 && literalComplete(f) >= 0
 	case kEnum:
 		return f.st == 1 && enumComplete(f)
+	case kCalls:
+		return callsComplete(f)
 	}
 	return false
 }
@@ -157,13 +160,18 @@ func (m *Matcher) step(f *frame, b byte) result {
 	case kArray:
 		return m.array(f, b)
 	case kString:
+		if f.n.auto != nil {
+			return autoStep(f, b)
+		}
 		return stringStep(f, b)
 	case kNumber, kInteger:
-		return numberStep(f, b)
+		return autoStep(f, b)
 	case kLiteral:
 		return literalStep(f, b)
 	case kEnum:
 		return enumStep(f, b)
+	case kCalls:
+		return m.callsStep(f, b)
 	}
 	return rReject
 }
@@ -433,72 +441,24 @@ func isHex(b byte) bool {
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
-// Number states: 0 start; 1 after '-'; 2 after a leading 0; 3 in the
-// integer digits; 4 after '.'; 5 in the fraction; 6 after 'e'; 7 after the
-// exponent's sign; 8 in the exponent. idx counts the bytes.
-func numberStep(f *frame, b byte) result {
-	integer := f.n.kind == kInteger
-	next := uint8(255)
-	switch f.st {
-	case 0:
-		switch {
-		case b == '-':
-			next = 1
-		case b == '0':
-			next = 2
-		case isDigit(b):
-			next = 3
+// autoStep follows a scalar's automaton: aux is its state, idx the bytes
+// so far. A byte the automaton has no way for ends the value if it may
+// end there (a number is followed by what comes after it).
+func autoStep(f *frame, b byte) result {
+	a := f.n.auto
+	s := int32(f.aux)
+	if t := a.step(s, f.idx, b); t >= 0 {
+		f.aux, f.idx = uint64(t), f.idx+1
+		if a.done[t] {
+			return rDone
 		}
-	case 1:
-		switch {
-		case b == '0':
-			next = 2
-		case isDigit(b):
-			next = 3
-		}
-	case 2, 3:
-		switch {
-		case f.st == 3 && isDigit(b):
-			next = 3
-		case b == '.' && !integer:
-			next = 4
-		case (b == 'e' || b == 'E') && !integer:
-			next = 6
-		}
-	case 4, 5:
-		switch {
-		case isDigit(b):
-			next = 5
-		case f.st == 5 && (b == 'e' || b == 'E'):
-			next = 6
-		}
-	case 6:
-		switch {
-		case b == '+' || b == '-':
-			next = 7
-		case isDigit(b):
-			next = 8
-		}
-	case 7, 8:
-		if isDigit(b) {
-			next = 8
-		}
-	}
-	// The last byte maxNumber allows must leave a number that may end
-	// there: not '-', '.', 'e' or the exponent's sign.
-	if left := maxNumber - int(f.idx); next != 255 && (left > 1 || left == 1 && numberAccepts(next)) {
-		f.st = next
-		f.idx++
 		return rOK
 	}
-	if numberAccepts(f.st) {
+	if a.accept[s] {
 		return rEnd
 	}
 	return rReject
 }
-
-// numberAccepts reports whether a number may end in state st.
-func numberAccepts(st uint8) bool { return st == 2 || st == 3 || st == 5 || st == 8 }
 
 // Literal states: 0 not started (aux not yet set); 1 matching (aux: the
 // candidates still live, idx: bytes matched).

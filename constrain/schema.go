@@ -7,9 +7,24 @@
 //
 // The automaton emits compact JSON (no whitespace outside strings) and the
 // properties of an object in the schema's order; both are valid for every
-// schema it accepts. Keywords that would need more than that (pattern,
-// minimum, oneOf, …) are refused by Compile with an error naming them, never
-// ignored.
+// schema it accepts. Keywords that would need more than that (oneOf, allOf,
+// not, uniqueItems, …) are refused by Compile with an error naming them,
+// never ignored.
+//
+// Structure (objects, arrays, unions) is followed by a hand-written
+// matcher; a scalar with constraints beyond its type (a string's pattern,
+// format, and length bounds beside them; a number's bounds and
+// multipleOf; every integer and number) by a deterministic automaton over
+// the bytes of its JSON text, built when the schema is compiled: a pattern
+// through regexp/syntax and a Thompson NFA whose character classes spell
+// the JSON encodings of their characters, a format as a fixed regular
+// expression, numbers by exploring the states of a reader that compares
+// the digits with each bound and keeps their remainder modulo
+// multipleOf. Each is exact: the automaton accepts precisely the texts
+// that satisfy the keywords, written in the one spelling it uses (see
+// appendQuoted for strings; numbers in canonical form: no leading zeros,
+// no negative zero, no exponent when bounded). States from which no
+// accepted text can be reached are pruned, so no output dead-ends.
 //
 // A local $ref makes the compiled schema a graph rather than a tree: each
 // referenced schema is compiled once and shared, and a recursive schema
@@ -72,6 +87,9 @@ type node struct {
 	minItems, maxItems int
 	// kString: length bounds in characters (maxLen < 0: none).
 	minLen, maxLen int
+	// kString with pattern or format (its length bounds included), and
+	// kNumber and kInteger: the automaton of the value's text.
+	auto *automaton
 	// kLiteral: the compact encodings (at most 64). kEnum: the compact
 	// encodings, sorted and distinct.
 	lits [][]byte
@@ -81,6 +99,8 @@ type node struct {
 	pick *[256]int8
 	// kRef: the referenced schema's node, set once it is compiled.
 	target *node
+	// kCalls: a call grammar (calls.go).
+	calls *calls
 }
 
 // prop is one object property.
@@ -105,7 +125,7 @@ type stdNodes struct {
 func newStd() *stdNodes {
 	s := &stdNodes{
 		str:  &node{kind: kString, maxLen: -1},
-		num:  &node{kind: kNumber},
+		num:  &node{kind: kNumber, auto: plainNumbers()},
 		tru:  &node{kind: kLiteral, lits: [][]byte{[]byte("true")}},
 		fls:  &node{kind: kLiteral, lits: [][]byte{[]byte("false")}},
 		null: &node{kind: kLiteral, lits: [][]byte{[]byte("null")}},
@@ -160,6 +180,8 @@ type compiler struct {
 	unions []pending        // the unions, checked once the references are linked
 	idAt   *path            // where an $id below the root is (nil: none)
 	hasRef bool             // the schema has a $ref
+	bud    budget           // what the string and number automata cost
+	autos  map[string]*automaton
 }
 
 // path is a place in the schema document, for errors: built as the
@@ -192,20 +214,30 @@ type pending struct {
 // Compile compiles a JSON schema. It supports type (one or a list),
 // properties, required, additionalProperties (false, true or absent:
 // only the listed properties are produced), items, minItems, maxItems,
-// minLength, maxLength, enum, const, anyOf whose alternatives start with
-// different bytes, and local $ref (#, #/$defs/… and #/definitions/…,
-// recursion included); annotations (title, description, …) are allowed.
-// Anything else is refused with an error wrapping ErrUnsupported that names
-// it; a schema beyond one of the limits (MaxSchemaBytes, MaxSchemaDepth,
-// MaxSchemaNodes, MaxEnumValues, MaxProperties, MaxDepth) with an error
-// wrapping ErrLimit that names the limit. Time and memory are linear in
-// the schema's size.
+// minLength, maxLength, pattern, format (date-time, date, time, duration,
+// email, hostname, ipv4, ipv6, uuid), minimum, maximum, exclusiveMinimum,
+// exclusiveMaximum, multipleOf, enum, const (values the other keywords
+// refuse left out), anyOf whose alternatives start with different bytes,
+// and local $ref (#, #/$defs/… and #/definitions/…, recursion included);
+// annotations (title, description, …) are allowed. Anything else, a
+// pattern regexp/syntax cannot parse or that uses lookaround,
+// backreferences, line anchors or word boundaries, and an empty set of
+// values, are refused with an error wrapping ErrUnsupported that names
+// the keyword's place; a schema beyond one of the limits (MaxSchemaBytes,
+// MaxSchemaDepth, MaxSchemaNodes, MaxEnumValues, MaxProperties,
+// MaxAutomatonStates, MaxAutomatonWork, MaxMultipleOf, MaxDecimalDigits,
+// MaxDepth) with an error wrapping ErrLimit that names the limit. Time and
+// memory are linear in the schema's size, and bounded by the limits. The text of a call grammar (CompileCalls) compiles
+// to that grammar.
 func Compile(schema []byte) (*Schema, error) {
+	if IsCalls(schema) {
+		return compileCallsText(schema) // a call grammar's text (calls.go)
+	}
 	doc, err := decode(schema)
 	if err != nil {
 		return nil, err
 	}
-	c := &compiler{doc: doc, std: newStd(), refs: map[string]*node{}, refAt: map[*node]string{}}
+	c := &compiler{doc: doc, std: newStd(), refs: map[string]*node{}, refAt: map[*node]string{}, autos: map[string]*automaton{}}
 	c.nodes = append(c.nodes, c.std.all()...)
 	ref, err := c.refTo("#", doc, "#")
 	if err != nil {
@@ -247,7 +279,8 @@ func (c *compiler) compile(v any, at *path) (*node, error) {
 var known = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "enum": true, "const": true,
-	"anyOf": true, "$ref": true,
+	"anyOf": true, "$ref": true, "pattern": true, "format": true, "minimum": true, "maximum": true,
+	"exclusiveMinimum": true, "exclusiveMaximum": true, "multipleOf": true,
 }
 
 func (c *compiler) object(o *obj, at *path) (*node, error) {
@@ -271,17 +304,32 @@ func (c *compiler) object(o *obj, at *path) (*node, error) {
 		}
 		return c.ref(ref, at)
 	}
+	if f, ok := s["format"]; ok {
+		if err := formatName(f, at); err != nil {
+			return nil, err
+		}
+	}
+	if p, ok := s["pattern"]; ok {
+		if _, isString := p.(string); !isString {
+			return nil, fmt.Errorf("constrain: %s/pattern: want a string", at)
+		}
+	}
 	if e, ok := s["const"]; ok {
-		return c.literals([]any{e}, at.to("const"))
+		return c.literals([]any{e}, s, at.to("const"))
 	}
 	if e, ok := s["enum"]; ok {
 		list, ok := e.([]any)
 		if !ok || len(list) == 0 {
 			return nil, fmt.Errorf("constrain: %s/enum: want a non-empty array", at)
 		}
-		return c.literals(list, at.to("enum"))
+		return c.literals(list, s, at.to("enum"))
 	}
 	if a, ok := s["anyOf"]; ok {
+		for _, kw := range append([]string{"pattern", "format"}, numericKeywords...) {
+			if _, ok := s[kw]; ok {
+				return nil, fmt.Errorf("%w: %s: %s beside anyOf (put it in the alternatives)", ErrUnsupported, at, kw)
+			}
+		}
 		return c.anyOf(a, at)
 	}
 	types, err := typeList(s["type"], s, at)
@@ -367,8 +415,10 @@ func typeList(t any, s map[string]any, at *path) ([]string, error) {
 			return []string{"object"}, nil
 		case s["items"] != nil || s["minItems"] != nil || s["maxItems"] != nil:
 			return []string{"array"}, nil
-		case s["minLength"] != nil || s["maxLength"] != nil:
+		case s["minLength"] != nil || s["maxLength"] != nil || s["pattern"] != nil || s["format"] != nil:
 			return []string{"string"}, nil
+		case s["minimum"] != nil || s["maximum"] != nil || s["exclusiveMinimum"] != nil || s["exclusiveMaximum"] != nil || s["multipleOf"] != nil:
+			return []string{"number"}, nil
 		}
 		return []string{"any"}, nil
 	}
@@ -383,16 +433,18 @@ func (c *compiler) typed(t string, s map[string]any, at *path) (*node, error) {
 		return c.std.null, nil
 	case "boolean":
 		return c.add(&node{kind: kLiteral, lits: [][]byte{[]byte("true"), []byte("false")}})
-	case "number":
-		return c.std.num, nil
-	case "integer":
-		return c.add(&node{kind: kInteger})
+	case "number", "integer":
+		return c.numberNode(t == "integer", s, at)
 	case "string":
 		lo, hi, err := bounds(s, "minLength", "maxLength", at)
 		if err != nil {
 			return nil, err
 		}
-		return c.add(&node{kind: kString, minLen: lo, maxLen: hi})
+		a, err := c.stringAuto(s, lo, hi, at)
+		if err != nil {
+			return nil, err
+		}
+		return c.add(&node{kind: kString, minLen: lo, maxLen: hi, auto: a})
 	case "array":
 		lo, hi, err := bounds(s, "minItems", "maxItems", at)
 		if err != nil {
@@ -509,18 +561,32 @@ func bounds(s map[string]any, loKey, hiKey string, at *path) (lo, hi int, err er
 }
 
 // literals compiles enum or const values to their compact encodings,
-// sorted and without repeats.
-func (c *compiler) literals(values []any, at *path) (*node, error) {
+// sorted and without repeats. Of the values, it keeps those the schema's
+// other keywords (s: type, and those of strings and numbers) allow.
+func (c *compiler) literals(values []any, s map[string]any, at *path) (*node, error) {
 	if len(values) > MaxEnumValues {
 		return nil, fmt.Errorf("%w: %s: %d values exceed the limit of %d", ErrLimit, at, len(values), MaxEnumValues)
 	}
+	fits, err := c.literalFilter(s, at.up)
+	if err != nil {
+		return nil, err
+	}
 	lits := make([][]byte, 0, len(values))
 	for _, v := range values {
+		if ok, err := fits(v); err != nil || !ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		enc, err := json.Marshal(plain(v))
 		if err != nil {
 			return nil, fmt.Errorf("constrain: %s: %w", at, err)
 		}
 		lits = append(lits, enc)
+	}
+	if len(lits) == 0 {
+		return nil, fmt.Errorf("%w: %s: no value satisfies the schema's other keywords", ErrUnsupported, at)
 	}
 	slices.SortFunc(lits, bytes.Compare)
 	lits = slices.CompactFunc(lits, bytes.Equal)

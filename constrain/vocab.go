@@ -159,7 +159,7 @@ func (m *Matcher) Allowed(v *Vocab, dst []uint64) {
 		return
 	}
 	t := &v.all
-	if f := &m.stack[m.depth-1]; f.n.kind == kString && f.st == 1 && f.aux == 0 {
+	if f := &m.stack[m.depth-1]; f.n.kind == kString && f.n.auto == nil && f.st == 1 && f.aux == 0 {
 		// Inside a string, between characters: plain tokens that fit go
 		// in at once; only the others need the walk.
 		left := maxPlainChars

@@ -63,7 +63,11 @@ func TestKernelPlanMeasuredCachedForced(t *testing.T) {
 	if n := strings.Count(logs.String(), "cpu: kernels"); n != kernels.NumClasses {
 		t.Errorf("%d log lines, want one per class:\n%s", n, logs.String())
 	}
+	logs.Reset()
 	e2 := tinyEngine(t, gguf.Q8_0, opts)
+	if strings.Contains(logs.String(), "cpu: kernels") {
+		t.Errorf("a cached plan logged at Info:\n%s", logs.String())
+	}
 	if r2 := e2.KernelReport(); r2.Source != PlanCached || r2.Cost != r.Cost || !sameMap(e2.KernelChoice(), choice) {
 		t.Fatalf("second start: %+v (first %+v)", r2, r)
 	}
