@@ -293,7 +293,14 @@ func (e *Engine) logPlan() {
 		if level == "" {
 			level = strings.Join(levels, " ")
 		}
-		e.log.Info("cpu: kernels", "model", e.info.Name, "class", class, "level", level, "source", r.Source,
+		// A plan read from the cache was logged when it was measured:
+		// engines opened again (every start, the placement probes) say it
+		// at Debug only.
+		lv := slog.LevelInfo
+		if r.Source == PlanCached {
+			lv = slog.LevelDebug
+		}
+		e.log.Log(context.Background(), lv, "cpu: kernels", "model", e.info.Name, "class", class, "level", level, "source", r.Source,
 			"times", strings.Join(times, "; "), "took", r.Took.Round(time.Microsecond))
 	}
 }
