@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sync"
@@ -61,9 +60,10 @@ type Options struct {
 	Duration time.Duration
 	// Seed seeds prompts and the algorithm's per-request decisions.
 	Seed uint64
-	// Progress, if set, receives a line per second.
-	Progress io.Writer
-	// Label names the run in progress lines.
+	// Progress, if set, is told how the run goes about once a second,
+	// and once more when it ends.
+	Progress func(Tick)
+	// Label names the run in its Ticks.
 	Label string
 	// AfterRound, if set, is called by Compare after each round of a
 	// concurrency n (round counts from 0); an error stops Compare. Run
@@ -80,6 +80,22 @@ type Options struct {
 	// measured went from 6-7% to 3-4% below the same deployment in
 	// process).
 	ClientProcs int
+}
+
+// Tick is a closed-loop run's progress (Options.Progress).
+type Tick struct {
+	// Label is the run's Options.Label.
+	Label string
+	// Elapsed is the time since the run started, Total the run's
+	// length (warm-up and measured window).
+	Elapsed, Total time.Duration
+	// Warmup is true before the measured window.
+	Warmup bool
+	// Tokens and Requests count the tokens committed and the requests
+	// finished within the window so far.
+	Tokens, Requests int64
+	// TokensPerSecond is Tokens over the window's time so far.
+	TokensPerSecond float64
 }
 
 // defaults fills the lengths' defaults.
@@ -315,8 +331,9 @@ func (t *tally) keep(rc *reqClock) {
 	t.mu.Unlock()
 }
 
-// wait reports progress every second until the measured window ends, ctx
-// ends, or a client fails; it returns ctx's or the client's error.
+// wait reports progress every second until the measured window ends (and
+// once more then), ctx ends, or a client fails; it returns ctx's or the
+// client's error.
 func (t *tally) wait(ctx context.Context, o Options) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -329,17 +346,25 @@ func (t *tally) wait(ctx context.Context, o Options) error {
 		case err := <-t.errc:
 			return err
 		case <-end.C:
+			t.report(o, t.to)
 			return nil
 		case now := <-tick.C:
-			if o.Progress != nil {
-				phase := "warm-up"
-				if now.After(t.from) {
-					phase = fmt.Sprintf("%.0f tok/s", float64(t.tokens.Load())/now.Sub(t.from).Seconds())
-				}
-				fmt.Fprintf(o.Progress, "%s: %4.0fs/%.0fs %s\n", o.Label, now.Sub(t.start).Seconds(), (o.Warmup + o.Duration).Seconds(), phase)
-			}
+			t.report(o, now)
 		}
 	}
+}
+
+// report tells o.Progress, if set, how the run stands at now.
+func (t *tally) report(o Options, now time.Time) {
+	if o.Progress == nil {
+		return
+	}
+	k := Tick{Label: o.Label, Elapsed: now.Sub(t.start), Total: t.to.Sub(t.start), Warmup: !now.After(t.from)}
+	if !k.Warmup {
+		k.Tokens, k.Requests = t.tokens.Load(), t.done.Load()
+		k.TokensPerSecond = float64(k.Tokens) / now.Sub(t.from).Seconds()
+	}
+	o.Progress(k)
 }
 
 // result is the run's Result from its tally.

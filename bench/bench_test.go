@@ -33,12 +33,23 @@ func TestRunMeasuresTokensAndLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	res, err := Run(context.Background(), sys, Options{Concurrency: 4, MaxTokens: 40, Warmup: 50 * time.Millisecond, Duration: 400 * time.Millisecond})
+	var ticks []Tick
+	res, err := Run(context.Background(), sys, Options{Concurrency: 4, MaxTokens: 40, Warmup: 50 * time.Millisecond, Duration: 400 * time.Millisecond,
+		Label: "fast", Progress: func(k Tick) { ticks = append(ticks, k) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Tokens == 0 || res.Requests == 0 || len(res.TTFT) == 0 || len(res.TPOT) == 0 {
 		t.Fatalf("nothing measured: %+v", res)
+	}
+	// The run's end is reported: the whole run elapsed, the window's
+	// tokens so far.
+	if len(ticks) == 0 {
+		t.Fatal("no progress")
+	}
+	if k := ticks[len(ticks)-1]; k.Label != "fast" || k.Elapsed != k.Total || k.Total != 450*time.Millisecond || k.Warmup ||
+		k.Tokens == 0 || k.Tokens > int64(res.Tokens) || k.Requests > int64(res.Requests) || k.TokensPerSecond <= 0 {
+		t.Fatalf("last progress %+v, result %+v", k, res)
 	}
 	if res.RoutedFraction < 0.1 || res.RoutedFraction > 0.5 {
 		t.Fatalf("routed fraction %.2f for p = 0.3", res.RoutedFraction)

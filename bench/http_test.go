@@ -115,17 +115,16 @@ func TestURLRealText(t *testing.T) {
 	}
 }
 
-// procsWriter records GOMAXPROCS each time a progress line is written.
+// procsWriter records GOMAXPROCS each time progress is reported.
 type procsWriter struct {
 	mu    sync.Mutex
 	procs []int
 }
 
-func (w *procsWriter) Write(p []byte) (int, error) {
+func (w *procsWriter) tick(Tick) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.procs = append(w.procs, runtime.GOMAXPROCS(0))
-	return len(p), nil
 }
 
 // TestClientProcs checks that Compare runs a server's slices on
@@ -145,7 +144,7 @@ func TestClientProcs(t *testing.T) {
 		system string
 		w      *procsWriter
 	}{{"tokenrouter", &inProc}, {"served=" + url, &served}} {
-		o.Progress = c.w
+		o.Progress = c.w.tick
 		if _, err := Compare(context.Background(), setup, []string{c.system}, []int{2}, o, 1, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +153,7 @@ func TestClientProcs(t *testing.T) {
 		}
 	}
 	if len(inProc.procs) == 0 || len(served.procs) == 0 {
-		t.Fatalf("no progress lines: in process %v, served %v", inProc.procs, served.procs)
+		t.Fatalf("no progress: in process %v, served %v", inProc.procs, served.procs)
 	}
 	for _, p := range inProc.procs {
 		if p != all {

@@ -101,7 +101,7 @@ func (r Prepared) measurePoint(ctx context.Context, system string, n int) (Measu
 		return MeasureRow{}, err
 	}
 	o := r.Options
-	o.Concurrency, o.Progress, o.Label = n, r.Spec.Progress, fmt.Sprintf("%s N=%d", system, n)
+	o.Concurrency, o.Label = n, fmt.Sprintf("%s N=%d", system, n)
 	res, err := Run(ctx, sys, o)
 	// Read the tuner before Close; its state survives Close anyway.
 	var st *autotune.Status

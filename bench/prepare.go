@@ -60,7 +60,8 @@ type Spec struct {
 	Concurrency []int
 	// Format is the output's format: table or json.
 	Format string
-	// Out receives the report, Progress the progress lines.
+	// Out receives the report, Progress the lines that say what the run
+	// chose or met on the way; Loop.Progress is told how each run goes.
 	Out, Progress io.Writer
 }
 

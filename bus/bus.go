@@ -24,6 +24,40 @@ import (
 // Frontend is the endpoint of the front end.
 const Frontend = -1
 
+// Endpoints of replicas (DESIGN §9). A model with several replicas has one
+// endpoint per replica: replica r of model m is endpoint
+// m + r·ReplicaStride. Replica 0 is the model index itself, so a deployment
+// without replicas addresses its models as before, and every replica's
+// endpoint is a distinct number on any bus (bus/nats gives it its own
+// subject).
+const (
+	// ReplicaStride separates the endpoints of one model's replicas: the
+	// most models a deployment has.
+	ReplicaStride = 128
+	// MaxReplicas bounds the replicas of one model.
+	MaxReplicas = 64
+)
+
+// Endpoint returns the endpoint of replica replica of model model.
+func Endpoint(model, replica int) int { return model + replica*ReplicaStride }
+
+// ModelOf returns the model an endpoint belongs to (Frontend for the front
+// end).
+func ModelOf(ep int) int {
+	if ep < 0 {
+		return ep
+	}
+	return ep % ReplicaStride
+}
+
+// ReplicaOf returns the replica an endpoint is (0 for the front end).
+func ReplicaOf(ep int) int {
+	if ep < 0 {
+		return 0
+	}
+	return ep / ReplicaStride
+}
+
 // Kind says what an event means.
 type Kind uint8
 
@@ -41,6 +75,14 @@ const (
 	Commit
 	// Done tells the front end that a request ended (Reason, Err).
 	Done
+	// Released tells the endpoint a request last arrived from that it
+	// moved on elsewhere: the sender no longer answers for the hand-off it
+	// made (DESIGN §9).
+	Released
+	// Lost announces that a replica is gone (Endpoint): whoever answers
+	// for a hand-off to it sends the request again to another replica of
+	// the model (DESIGN §9).
+	Lost
 )
 
 // String names the kind.
@@ -58,6 +100,10 @@ func (k Kind) String() string {
 		return "commit"
 	case Done:
 		return "done"
+	case Released:
+		return "released"
+	case Lost:
+		return "lost"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -89,15 +135,17 @@ type Event struct {
 	Reason string
 	// Err describes a failure (Done with Reason "error").
 	Err string
+	// Endpoint is the replica that is gone (Lost).
+	Endpoint int
 }
 
 // Reset clears e for reuse, keeping slice capacity.
 func (e *Event) Reset() {
 	tok, by, msgTok, seen := e.Tokens[:0], e.By[:0], e.Msg.Tokens[:0], e.Msg.Seen[:0]
-	msgBy, verify, verdict := e.Msg.By[:0], e.Msg.Verify[:0], e.Msg.Verdict[:0]
+	msgBy, verify, verdict, placed := e.Msg.By[:0], e.Msg.Verify[:0], e.Msg.Verdict[:0], e.Msg.Placed[:0]
 	*e = Event{Tokens: tok, By: by}
 	e.Msg.Tokens, e.Msg.Seen, e.Msg.By = msgTok, seen, msgBy
-	e.Msg.Verify, e.Msg.Verdict = verify, verdict
+	e.Msg.Verify, e.Msg.Verdict, e.Msg.Placed = verify, verdict, placed
 }
 
 // Handler receives events for one endpoint. It must not block: it queues
@@ -106,15 +154,16 @@ type Handler func(*Event)
 
 // Bus moves events between endpoints.
 type Bus interface {
-	// Attach registers h as the inbox of endpoint ep (a model index or
-	// Frontend). Attaching an endpoint twice is an error.
+	// Attach registers h as the inbox of endpoint ep (a model index, a
+	// replica's Endpoint, or Frontend). Attaching an endpoint twice is an
+	// error.
 	Attach(ep int, h Handler) error
 	// Detach removes endpoint ep.
 	Detach(ep int)
 	// Send hands e to endpoint to. Ownership of e passes to the bus.
 	Send(ctx context.Context, to int, e *Event) error
-	// Broadcast sends a copy of e to every model endpoint (not the front
-	// end). Ownership of e passes to the bus.
+	// Broadcast sends a copy of e to every model endpoint, every replica's
+	// (not the front end). Ownership of e passes to the bus.
 	Broadcast(ctx context.Context, e *Event) error
 	// Get returns an empty event.
 	Get() *Event
@@ -164,10 +213,11 @@ func Copy(dst, src *Event) {
 	tok, by := append(dst.Tokens[:0], src.Tokens...), append(dst.By[:0], src.By...)
 	mt, ms, mb := append(dst.Msg.Tokens[:0], src.Msg.Tokens...), append(dst.Msg.Seen[:0], src.Msg.Seen...), append(dst.Msg.By[:0], src.Msg.By...)
 	mv, md := append(dst.Msg.Verify[:0], src.Msg.Verify...), append(dst.Msg.Verdict[:0], src.Msg.Verdict...)
+	mp := append(dst.Msg.Placed[:0], src.Msg.Placed...)
 	*dst = *src
 	dst.Tokens, dst.By = tok, by
 	dst.Msg.Tokens, dst.Msg.Seen, dst.Msg.By = mt, ms, mb
-	dst.Msg.Verify, dst.Msg.Verdict = mv, md
+	dst.Msg.Verify, dst.Msg.Verdict, dst.Msg.Placed = mv, md, mp
 	dst.Logprobs, dst.Msg.Logprobs = slices.Clone(src.Logprobs), slices.Clone(src.Msg.Logprobs)
 }
 

@@ -71,6 +71,10 @@ type Message struct {
 	Role string
 	// Content is the message text.
 	Content string
+	// ToolCalls are an assistant's calls (tools.go).
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool result answers.
+	ToolCallID string
 }
 
 // Segment is a piece of a rendered prompt: text to tokenize, or the name

@@ -36,7 +36,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
-	msgs := []Message{{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Why?"}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello."}, {Role: "user", Content: "Why?"}}
 	for _, c := range []struct {
 		f    Family
 		want string

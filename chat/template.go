@@ -17,6 +17,7 @@ type Template struct {
 	name   string
 	jinja  *jinja.Template
 	family Family // the built-in layout, or the family the Jinja source resembles
+	calls  CallFormat
 }
 
 // Parse compiles Jinja template source.
@@ -25,7 +26,7 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
 	}
-	return &Template{name: "jinja", jinja: j, family: Detect(src)}, nil
+	return &Template{name: "jinja", jinja: j, family: Detect(src), calls: DetectCalls(src)}, nil
 }
 
 // Builtin returns the built-in layout named name: plain, chatml, llama2 or
@@ -90,25 +91,25 @@ type Options struct {
 	Vars map[string]any
 	// Now is strftime_now's clock (time.Now when nil).
 	Now func() time.Time
+	// Tools are the functions the model may call: the template's tools
+	// variable, or, for a template without tool support, a description
+	// at the end of the system message (see CallFormat).
+	Tools []Tool
 }
 
 // Render lays out msgs. The result's text is what the template renders;
 // control-token texts the template writes become Special segments, while
 // message content is always Text, even where it spells a control token.
 func (t *Template) Render(msgs []Message, o Options) ([]Segment, error) {
+	msgs, o = t.toolsFallback(msgs, o)
 	if t.jinja == nil {
 		return t.family.render(msgs, o.AddGenerationPrompt), nil
 	}
 	esc := newEscaper(o.Specials)
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		list[i] = map[string]any{"role": esc.escape(m.Role), "content": esc.escape(m.Content)}
-	}
 	data := make(map[string]any, len(o.Vars)+5)
 	for k, v := range o.Vars {
 		data[k] = v
 	}
-	data["messages"] = list
 	data["add_generation_prompt"] = o.AddGenerationPrompt
 	if o.BOS != "" {
 		data["bos_token"] = o.BOS
@@ -116,9 +117,13 @@ func (t *Template) Render(msgs []Message, o Options) ([]Segment, error) {
 	if o.EOS != "" {
 		data["eos_token"] = o.EOS
 	}
-	vals := make(map[string]jinja.Value, len(data)+1)
+	vals := make(map[string]jinja.Value, len(data)+3)
 	for k, v := range data {
 		vals[k] = jinja.FromGoValue(v)
+	}
+	vals["messages"] = messageValues(msgs, esc)
+	if len(o.Tools) > 0 {
+		vals["tools"] = toolValues(o.Tools, esc)
 	}
 	if o.Now != nil {
 		vals["strftime_now"] = strftimeNow(o.Now)

@@ -275,7 +275,7 @@ func TestRaiseException(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tmpl.Render([]Message{{"user", "a"}, {"user", "b"}}, Options{AddGenerationPrompt: true})
+	_, err = tmpl.Render([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, Options{AddGenerationPrompt: true})
 	if err == nil || !strings.Contains(err.Error(), "alternate") {
 		t.Fatalf("err = %v, want the template's exception", err)
 	}
@@ -286,7 +286,7 @@ func TestStrftimeNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	segs, err := tmpl.Render([]Message{{"user", "hi"}}, Options{Now: fixedNow})
+	segs, err := tmpl.Render([]Message{{Role: "user", Content: "hi"}}, Options{Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestBuiltinAndFromModel(t *testing.T) {
 		t.Fatalf("broken ChatML template: %v, %v", tmpl.Name(), err)
 	}
 	tmpl, _ = Builtin("chatml")
-	segs, err := tmpl.Render([]Message{{"user", "hi"}}, Options{})
+	segs, err := tmpl.Render([]Message{{Role: "user", Content: "hi"}}, Options{})
 	if err != nil || flat(segs) != "{<|im_start|>}user\nhi{<|im_end|>}\n" {
 		t.Fatalf("chatml without the generation prompt: %q, %v", flat(segs), err)
 	}
@@ -336,7 +336,7 @@ func FuzzContentNeverSpecial(f *testing.F) {
 		f.Fatal(err)
 	}
 	o := Options{AddGenerationPrompt: true, Specials: chatML}
-	conv := func(s string) []Message { return []Message{{"system", s}, {"user", s}} }
+	conv := func(s string) []Message { return []Message{{Role: "system", Content: s}, {Role: "user", Content: s}} }
 	plain, err := tmpl.Render(conv("x"), o)
 	if err != nil {
 		f.Fatal(err)

@@ -2,8 +2,9 @@
 // listener and its limits, the models (simulated or real weights on the CPU
 // engine, with their tokenizers) and the algorithm presets clients choose
 // by name in the request's "model" field. It is read from YAML (Load, Parse)
-// or built in code (Default), and Validate checks it as a whole before
-// anything is started.
+// or built in code (Tiny: the pair of tiny trained models built into the
+// binary; Default: two simulated models), and Validate checks it as a whole
+// before anything is started.
 //
 // A preset runs one routing algorithm over its models; the server builds
 // one deployment per preset, each with its own engines, so two presets over the
@@ -18,7 +19,9 @@
 // process, route.Predictable, over simulated engines). A preset's placement
 // says how its models share the machine's cores: partitioned (each model on
 // its own threads, Model.Threads and Model.CPUs), time-shared (every model on
-// every core, one step at a time) or auto.
+// every core, one step at a time) or auto. A model may run as several
+// replicas (Model.Replicas, Preset.Replicas), each with its own engine,
+// loop, scheduler, KV cache and thresholds.
 package config
 
 import (
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -38,6 +42,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/models/tiny"
 	"github.com/tokenrouter/tokenrouter/perfmodel"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/steptime"
@@ -52,9 +58,9 @@ const DefaultEngine = "sim"
 // AutoThresholds in Preset.Thresholds asks the throughput model for B.
 const AutoThresholds = "auto"
 
-// Defaults of the embedded configuration: the listener, the sim pair and
-// its algorithm, the limits, the max-wait guard, the size of "auto" tables
-// and of simulated models.
+// Defaults: the listener, the simulated pair (Default) and its algorithm,
+// the limits, the max-wait guard, the size of "auto" tables and of
+// simulated models.
 const (
 	DefaultHost            = "127.0.0.1"
 	DefaultPort            = 30000
@@ -169,11 +175,13 @@ type Model struct {
 	// engine's defaults); for cpu ContextLength caps the model's own.
 	VocabSize     int `yaml:"vocab_size,omitempty"`
 	ContextLength int `yaml:"context_length,omitempty"`
-	// Path (cpu) is a GGUF file or a llama2.c checkpoint.
+	// Path (cpu) is a GGUF file or a llama2.c checkpoint, or a file built
+	// into the binary ("embedded:stories260K.bin", see EmbeddedPrefix).
 	Path string `yaml:"path,omitempty"`
 	// Tokenizer (cpu) is a tokenizer file (llama2.c tokenizer.bin,
 	// SentencePiece .model, GGUF, or a Hugging Face tokenizer.json or the
-	// folder holding one); default: the GGUF's own.
+	// folder holding one), or an embedded one ("embedded:tok512.bin");
+	// default: the GGUF's own.
 	Tokenizer string `yaml:"tokenizer,omitempty"`
 	// ChatTemplate overrides the model's chat template: a Jinja template
 	// file (a path holding a "/" or a ".") or the name of a built-in
@@ -201,7 +209,15 @@ type Model struct {
 	// ("generic", "avx2", "avx512", "neon", "neondot"); empty: each class
 	// gets the fastest level measured on this CPU at start-up (cached).
 	Kernels string `yaml:"kernels,omitempty"`
+	// Replicas is how many replicas of the model a deployment runs (0 or
+	// 1: one; at most MaxReplicas), each with its own engine, loop,
+	// scheduler, KV cache and launch thresholds; requests are placed among
+	// them (DESIGN §9). A preset may say otherwise (Preset.Replicas).
+	Replicas int `yaml:"replicas,omitempty"`
 }
+
+// MaxReplicas bounds Model.Replicas.
+const MaxReplicas = bus.MaxReplicas
 
 // IsTemplateFile reports whether a ChatTemplate value names a file
 // (it holds a "/" or a ".") rather than a built-in layout.
@@ -255,6 +271,42 @@ type Preset struct {
 	// SpeculateDepth bounds how far a request runs past its oldest
 	// unverified routed position (0: chosen from measurements).
 	SpeculateDepth int `yaml:"speculate_depth"`
+	// Replicas sets the replicas of some of the preset's models, by name
+	// ({slm: 2}), over their definitions' Model.Replicas.
+	Replicas map[string]int `yaml:"replicas,omitempty"`
+}
+
+// ReplicasOf returns how many replicas the preset runs of model m: its
+// Replicas entry, else m's own, at least one.
+func (p *Preset) ReplicasOf(m Model) int {
+	if n, ok := p.Replicas[m.Name]; ok {
+		return max(n, 1)
+	}
+	return max(m.Replicas, 1)
+}
+
+// ParseReplicas reads replica counts given as NAME=N (the --replicas flag
+// of serve and bench, repeatable; a value may list several, comma
+// separated): each model named at most once, N from 1 to MaxReplicas.
+func ParseReplicas(vals []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, v := range vals {
+		for kv := range strings.SplitSeq(v, ",") {
+			name, num, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			n, err := strconv.Atoi(num)
+			switch {
+			case !ok || name == "" || err != nil:
+				return nil, fmt.Errorf("replicas %q: want NAME=N, such as slm=2", kv)
+			case n < 1 || n > MaxReplicas:
+				return nil, fmt.Errorf("replicas %q: want 1 to %d replicas", kv, MaxReplicas)
+			}
+			if _, dup := out[name]; dup {
+				return nil, fmt.Errorf("replicas: model %q given twice", name)
+			}
+			out[name] = n
+		}
+	}
+	return out, nil
 }
 
 // Placement is how the models of one deployment share the machine's cores.
@@ -309,8 +361,54 @@ func ParseCPUList(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-// Default returns the embedded default: two simulated models with the
-// paper-r2r profile under r2r-random (p = 0.35) on 127.0.0.1:30000.
+// EmbeddedPrefix begins a model's Path or Tokenizer that names a file built
+// into the binary (package models/tiny) rather than a file on disk:
+// "embedded:stories260K.bin". Package loader reads such files from memory.
+const EmbeddedPrefix = "embedded:"
+
+// Embedded returns the file name an embedded path names, and false for a
+// path on disk.
+func Embedded(path string) (string, bool) { return strings.CutPrefix(path, EmbeddedPrefix) }
+
+// The first-run deployment (Tiny): the pair built into the binary under a
+// training-free algorithm.
+const (
+	// TinyAlgorithm routes the embedded pair: R-Stitch (entropy-guided
+	// switching), which needs no trained router.
+	TinyAlgorithm = "r-stitch"
+	// TinyTau is R-Stitch's normalised-entropy threshold for the pair: the
+	// large model writes about a quarter of the tokens (0.237 of them over
+	// testdata/eval/heldout.jsonl, greedy, 64 tokens each; 0.066 at 0.5).
+	TinyTau = "0.45"
+)
+
+// Tiny returns the first-run deployment, what `tokenrouter serve` serves
+// with no model flags and what a configuration without models and presets
+// means: the tiny trained pair built into the binary (package models/tiny:
+// slm stories260K and llm llama2xs, sharing the tok512 vocabulary) on the
+// CPU engine, under r-stitch, on 127.0.0.1:30000. Its text is real, if
+// childish, stories.
+func Tiny() Config {
+	c := Config{}
+	c.fillServer()
+	tok := EmbeddedPrefix + tiny.Tokenizer
+	c.Models = []Model{
+		{Name: "slm", Engine: "cpu", Path: EmbeddedPrefix + tiny.SLM, Tokenizer: tok},
+		{Name: "llm", Engine: "cpu", Path: EmbeddedPrefix + tiny.LLM, Tokenizer: tok},
+	}
+	c.Presets = []Preset{{
+		Name: TinyAlgorithm, Algorithm: TinyAlgorithm, Models: []string{"slm", "llm"},
+		Params: map[string]string{"tau": TinyTau}, Thresholds: AutoThresholds,
+	}}
+	c.FillDefaults()
+	return c
+}
+
+// Default returns the simulated deployment: two simulated models with the
+// paper-r2r profile (no weights; their text is pseudo-words) under
+// r2r-random (p = 0.35) on 127.0.0.1:30000. `tokenrouter serve --engine
+// sim` serves it; tests and benchmarks start from it for its known step
+// times.
 func Default() Config {
 	c := Config{}
 	c.fillServer()
@@ -397,7 +495,7 @@ func Load(path string) (Config, error) {
 	}
 	dir := filepath.Dir(path)
 	rel := func(p string) string {
-		if p != "" && !filepath.IsAbs(p) {
+		if _, embedded := Embedded(p); p != "" && !embedded && !filepath.IsAbs(p) {
 			return filepath.Join(dir, p)
 		}
 		return p
@@ -421,7 +519,7 @@ func Load(path string) (Config, error) {
 }
 
 // Parse decodes YAML (unknown keys are errors), fills defaults and
-// validates. Missing models and presets mean the embedded default's.
+// validates. Missing models and presets mean Tiny's.
 func Parse(b []byte) (Config, error) {
 	c, err := decode(b)
 	if err != nil {
@@ -442,7 +540,7 @@ func decode(b []byte) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	if len(c.Models) == 0 && len(c.Presets) == 0 {
-		d := Default()
+		d := Tiny()
 		c.Models, c.Presets = d.Models, d.Presets
 	}
 	c.FillDefaults()
@@ -546,6 +644,9 @@ func (c *Config) checkModels(p *problems) map[string]*Model {
 				p.bad("model %q: cpus: CPU %d is negative", m.Name, c)
 			}
 		}
+		if m.Replicas < 0 || m.Replicas > MaxReplicas {
+			p.bad("model %q: replicas %d: want 1 to %d", m.Name, m.Replicas, MaxReplicas)
+		}
 	}
 	return models
 }
@@ -591,6 +692,15 @@ func (pr *Preset) check(p *problems, i int, models map[string]*Model, names map[
 	}
 	if _, err := ParseSpeculation(pr.Speculate, pr.SpeculateDepth); err != nil {
 		p.bad("preset %q: %w", pr.Name, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(pr.Replicas)) {
+		n := pr.Replicas[name]
+		if !seen[name] {
+			p.bad("preset %q: replicas: %q is not one of its models %v", pr.Name, name, pr.Models)
+		}
+		if n < 1 || n > MaxReplicas {
+			p.bad("preset %q: replicas of %q: %d: want 1 to %d", pr.Name, name, n, MaxReplicas)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -43,18 +44,56 @@ func TestLoadExample(t *testing.T) {
 	if l, _ := c.Presets[2].Launch(); len(l.Tables) != 2 || l.Tables[1][0] != 1 {
 		t.Fatalf("one B for both models: %+v", l)
 	}
-	if m, _ := c.Model("stories"); m.Engine != "cpu" || m.Tokenizer != filepath.Join("testdata", "../../testdata/models/tok512.bin") {
+	if m, _ := c.Model("stories"); m.Engine != "cpu" || m.Tokenizer != filepath.Join("testdata", "../../models/tiny/tok512.bin") {
 		t.Fatalf("paths are relative to the file: %+v", m)
 	}
 }
 
-func TestParseEmptyIsDefault(t *testing.T) {
+// TestParseEmptyIsTiny: a configuration without models and presets serves
+// what `serve` serves with no model flags, the pair built into the binary.
+func TestParseEmptyIsTiny(t *testing.T) {
 	c, err := Parse([]byte("port: 31000\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Port != 31000 || c.Presets[0].Name != "r2r-random" || c.MaxInFlight != DefaultMaxInFlight {
+	if c.Port != 31000 || c.Presets[0].Name != TinyAlgorithm || c.MaxInFlight != DefaultMaxInFlight || !reflect.DeepEqual(c.Models, Tiny().Models) {
 		t.Fatalf("%+v", c)
+	}
+}
+
+// TestTiny: the first-run deployment is the embedded pair, small model
+// first, on the cpu engine with their shared embedded tokenizer, under
+// r-stitch; a file's embedded paths are not taken relative to the file.
+func TestTiny(t *testing.T) {
+	c := Tiny()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Presets[0]
+	if c.Addr() != "127.0.0.1:30000" || len(c.Models) != 2 || p.Algorithm != "r-stitch" || p.Params["tau"] != TinyTau || !slices.Equal(p.Models, []string{"slm", "llm"}) {
+		t.Fatalf("%+v", c)
+	}
+	for i, want := range []string{"stories260K.bin", "llama2xs-model.bin"} {
+		m := c.Models[i]
+		if name, ok := Embedded(m.Path); !ok || name != want || m.Engine != "cpu" || m.Tokenizer != "embedded:tok512.bin" {
+			t.Errorf("model %d: %+v", i, m)
+		}
+	}
+	if _, ok := Embedded("testdata/stories260K.bin"); ok {
+		t.Error("a file path read as embedded")
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := "models: [{name: a, engine: cpu, path: embedded:stories260K.bin, tokenizer: embedded:tok512.bin}]\n" +
+		"presets: [{name: x, algorithm: single, models: [a]}]\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := l.Models[0]; m.Path != "embedded:stories260K.bin" || m.Tokenizer != "embedded:tok512.bin" {
+		t.Fatalf("embedded paths taken relative to the file: %+v", m)
 	}
 }
 

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/console"
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 	"github.com/tokenrouter/tokenrouter/loader"
@@ -223,21 +227,22 @@ func load(ctx context.Context, url, preset string, n int) *sync.WaitGroup {
 	return &wg
 }
 
-// chart reads a dashboard chart: its largest value and its line.
+// chart reads one model's line in a dashboard chart: its largest value
+// and its points.
 type chart struct {
 	Max    float64 `json:"max"`
 	Points string  `json:"points"`
 }
 
 const chartJS = `(() => {
-  const f = document.querySelector('[data-preset=%q] [data-model=%q] [data-metric=%q]');
-  if (!f) return {max: -1, points: ''};
-  return {max: Number(f.dataset.max || -1), points: f.querySelector('polyline').getAttribute('points') || ''};
+  const l = document.querySelector('[data-preset=%q] [data-metric=%q] polyline.series[data-series=%q]');
+  if (!l) return {max: -1, points: ''};
+  return {max: Number(l.dataset.max || -1), points: l.getAttribute('points') || ''};
 })()`
 
 func readChart(t *testing.T, ctx context.Context, preset, model, metric string) chart {
 	t.Helper()
-	c, err := cdp.Run(ctx, cdp.Evaluate[chart](fmt.Sprintf(chartJS, preset, model, metric)))
+	c, err := cdp.Run(ctx, cdp.Evaluate[chart](fmt.Sprintf(chartJS, preset, metric, model)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +333,7 @@ func TestConsoleSim(t *testing.T) {
 	// move under load.
 	do(t, ctx, cdp.EmulateViewport(1280, 900),
 		cdp.Focus(cdp.CSS(`#tab-play`)), cdp.KeyEvent(kb.ArrowRight), // ArrowRight: the dashboard tab
-		cdp.WaitVisible(cdp.CSS(`[data-preset="r2r-b3"] [data-model=llm] [data-metric=batch]`)))
+		cdp.WaitVisible(cdp.CSS(`[data-preset="r2r-b3"] [data-metric=batch] .chart-legend li[data-series=llm]`)))
 	idle := readChart(t, ctx, "r2r-b3", "llm", "batch")
 	lctx, stop := context.WithCancel(context.Background())
 	wg := load(lctx, url, "r2r-b3", 24)
@@ -344,10 +349,180 @@ func TestConsoleSim(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		return strings.Count(readChart(t, ctx, "r2r-b3", "llm", "batch").Points, " ") >= strings.Count(idle.Points, " ")+4
 	}, "the batch chart did not go on")
+	checkCharts(t, ctx, map[string][]string{"r2r-random": {"slm", "llm"}, "r2r-b3": {"slm", "llm"}})
 	shoot(t, ctx, dir, "dashboard-desktop", 1280)
+	shootElement(t, ctx, dir, "dashboard-chart-batch", `[data-preset="r2r-b3"] [data-metric=batch]`)
 	shoot(t, ctx, dir, "dashboard-phone", 390)
+	checkCharts(t, ctx, map[string][]string{"r2r-random": {"slm", "llm"}, "r2r-b3": {"slm", "llm"}}) // at a phone's width
 	stop()
 	wg.Wait()
+}
+
+// chartUnits are the value axes' units of the dashboard's charts.
+var chartUnits = map[string]string{"in_flight": "requests", "runnable": "requests", "pending": "requests",
+	"batch": "sequences", "step_ms": "ms", "tok_s": "tok/s", "routed": "%"}
+
+// figure is what a dashboard chart shows, read from its DOM: titles,
+// tick labels, where they are drawn, its lines and its legend.
+type figure struct {
+	Preset, Metric, Unit, Title, XTitle, YTitle string
+	XTicks, YTicks                              []string
+	Plot                                        box   // the plot's SVG
+	Labels                                      []box // every tick label and axis title
+	XTickBoxes, YTickBoxes                      []box
+	YTitleBox                                   box
+	Series                                      []struct{ Name, Stroke, Dash, Points string }
+	Legend                                      []struct{ Name, Text, Stroke string }
+}
+
+// box is an element's rectangle on the page.
+type box struct{ Left, Top, Right, Bottom float64 }
+
+const figuresJS = `(() => {
+  const r = (e) => { const b = e.getBoundingClientRect(); return {Left: b.left, Top: b.top, Right: b.right, Bottom: b.bottom}; };
+  const txt = (f, s) => { const e = f.querySelector(s); return e ? e.textContent : ''; };
+  return [...document.querySelectorAll('#dash figure.chart')].map(f => {
+    const sec = f.closest('[data-preset]');
+    return {
+      Preset: sec ? sec.dataset.preset : '', Metric: f.dataset.metric || '', Unit: f.dataset.unit || '',
+      Title: txt(f, 'figcaption'), XTitle: txt(f, '.axis-title.x'), YTitle: txt(f, '.axis-title.y'),
+      XTicks: [...f.querySelectorAll('.tick.x')].map(e => e.textContent),
+      YTicks: [...f.querySelectorAll('.tick.y')].map(e => e.textContent),
+      Plot: r(f.querySelector('svg.plot')),
+      Labels: [...f.querySelectorAll('svg.plot text')].map(r),
+      XTickBoxes: [...f.querySelectorAll('.tick.x')].map(r), YTickBoxes: [...f.querySelectorAll('.tick.y')].map(r),
+      YTitleBox: r(f.querySelector('.axis-title.y')),
+      Series: [...f.querySelectorAll('svg.plot polyline.series')].map(l => ({Name: l.dataset.series, Stroke: getComputedStyle(l).stroke,
+        Dash: getComputedStyle(l).strokeDasharray, Points: l.getAttribute('points') || ''})),
+      Legend: [...f.querySelectorAll('.chart-legend li')].map(li => ({Name: li.dataset.series, Text: li.textContent,
+        Stroke: getComputedStyle(li.querySelector('.key .series')).stroke})),
+    };
+  });
+})()`
+
+// checkCharts reads every dashboard chart and checks that it has a time
+// axis and a value axis titled with its unit, tick labels on both (0 and
+// rising), all drawn inside the plot without overlapping, and per preset
+// a line and a legend entry per model, named, with its value and unit, in
+// the colour the playground gives that model (its legend's swatch) and a
+// dash pattern of its own.
+func checkCharts(t *testing.T, ctx context.Context, presets map[string][]string) {
+	t.Helper()
+	figs := eval[[]figure](t, ctx, figuresJS)
+	swatches := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-pane=A] .legend .swatch')].map(s => getComputedStyle(s).backgroundColor)`)
+	perPreset := map[string]int{}
+	for _, f := range figs {
+		name := f.Preset + "/" + f.Metric
+		unit, ok := chartUnits[f.Metric]
+		if !ok || f.Unit != unit || f.XTitle != "Time (s)" || !strings.HasSuffix(f.YTitle, " ("+unit+")") || f.Title == "" {
+			t.Errorf("%s: unit %q (want %q), axis titles %q and %q, title %q", name, f.Unit, unit, f.XTitle, f.YTitle, f.Title)
+		}
+		checkTicks(t, name, f)
+		if f.Metric == "in_flight" {
+			if len(f.Series) != 1 || len(f.Legend) != 1 || !strings.Contains(f.Legend[0].Text, " requests") {
+				t.Errorf("%s: series %+v, legend %+v", name, f.Series, f.Legend)
+			}
+			continue
+		}
+		perPreset[f.Preset]++
+		checkSeries(t, name, f, presets[f.Preset], swatches)
+	}
+	for p := range presets {
+		if perPreset[p] != len(chartUnits)-1 {
+			t.Errorf("preset %s: %d charts, want %d", p, perPreset[p], len(chartUnits)-1)
+		}
+	}
+}
+
+// checkTicks checks a chart's tick labels: numbers, the time axis ending
+// at 0 (now) from a minute or more before, the value axis rising from 0,
+// every label inside the plot, no two time labels overlapping and no
+// value label running into the value axis's title.
+func checkTicks(t *testing.T, name string, f figure) {
+	t.Helper()
+	if len(f.XTicks) < 3 || f.XTicks[len(f.XTicks)-1] != "0" || !strings.HasPrefix(f.XTicks[0], "−") {
+		t.Errorf("%s: time ticks %q", name, f.XTicks)
+	}
+	if first, err := strconv.Atoi(strings.TrimPrefix(f.XTicks[0], "−")); err != nil || first < 60 || first > 300 {
+		t.Errorf("%s: the time axis starts at %q, want −60 to −300 s", name, f.XTicks[0])
+	}
+	last := -1.0
+	for i, s := range f.YTicks {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "k"), 64)
+		if strings.HasSuffix(s, "k") {
+			v *= 1000
+		}
+		if err != nil || v <= last || i == 0 && v != 0 {
+			t.Errorf("%s: value ticks %q", name, f.YTicks)
+			break
+		}
+		last = v
+	}
+	if len(f.YTicks) < 2 {
+		t.Errorf("%s: value ticks %q", name, f.YTicks)
+	}
+	p := f.Plot
+	for _, b := range f.Labels {
+		if b.Left < p.Left-0.5 || b.Right > p.Right+0.5 || b.Top < p.Top-0.5 || b.Bottom > p.Bottom+0.5 || b.Right <= b.Left {
+			t.Errorf("%s: a label at %+v outside the plot %+v", name, b, p)
+			break
+		}
+	}
+	for _, b := range f.YTickBoxes {
+		if b.Left < f.YTitleBox.Right {
+			t.Errorf("%s: value labels %q run into the axis title %q", name, f.YTicks, f.YTitle)
+			break
+		}
+	}
+	for i := 1; i < len(f.XTickBoxes); i++ {
+		if f.XTickBoxes[i].Left < f.XTickBoxes[i-1].Right {
+			t.Errorf("%s: time labels %q overlap: %+v", name, f.XTicks, f.XTickBoxes)
+			break
+		}
+	}
+}
+
+// checkSeries checks a preset chart's lines and legend: one per model, in
+// model order, each drawn, in the playground's colour of the model, with
+// dash patterns that differ, and a legend entry naming the model with its
+// latest value in the chart's unit, drawn like its line.
+func checkSeries(t *testing.T, name string, f figure, models, swatches []string) {
+	t.Helper()
+	if len(f.Series) != len(models) || len(f.Legend) != len(models) {
+		t.Errorf("%s: %d lines and %d legend entries for models %v", name, len(f.Series), len(f.Legend), models)
+		return
+	}
+	dashes := map[string]bool{}
+	for i, m := range models {
+		s, l := f.Series[i], f.Legend[i]
+		if s.Name != m || l.Name != m || !strings.HasPrefix(l.Text, m+" (") || !strings.Contains(l.Text, f.Unit) {
+			t.Errorf("%s: model %s: line %q, legend %q %q", name, m, s.Name, l.Name, l.Text)
+		}
+		if strings.Count(s.Points, ",") < 2 {
+			t.Errorf("%s: model %s: line %q", name, m, s.Points)
+		}
+		if i >= len(swatches) || s.Stroke != swatches[i] || l.Stroke != s.Stroke {
+			t.Errorf("%s: model %s: line colour %s, legend %s, playground %v", name, m, s.Stroke, l.Stroke, swatches)
+		}
+		dashes[s.Dash] = true
+	}
+	if len(dashes) != len(models) {
+		t.Errorf("%s: dash patterns %+v: not one per model", name, f.Series)
+	}
+}
+
+// shootElement writes a screenshot of the element sel.
+func shootElement(t *testing.T, ctx context.Context, dir, name, sel string) {
+	t.Helper()
+	png, err := cdp.Run(ctx, cdp.Screenshot(cdp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
 }
 
 // TestConsoleTinyPair: the real tiny pair (TinyStories 260K and a larger
@@ -427,4 +602,65 @@ func TestConsoleAPIKey(t *testing.T) {
 		cdp.Click(cdp.CSS(`[data-pane=A] button.run`)),
 	)
 	checkColoured(t, waitPane(t, ctx, "A"), "slm", "llm")
+}
+
+// syntheticJS draws a chart of its own on the dashboard from n samples a
+// second apart: model a's line rises from 0 to 25 000 tok/s, model b's
+// stays at 3; it returns the number of points of a's line.
+const syntheticJS = `(async () => {
+  const { Chart } = await import('/console/chart.js');
+  document.getElementById('dash').hidden = false;
+  document.getElementById('play').hidden = true;
+  const old = document.getElementById('synthetic');
+  if (old) old.remove();
+  const c = new Chart('synthetic', 'Throughput', 'Throughput', 'tok/s', 1, false);
+  const grid = document.createElement('div');
+  grid.id = 'synthetic';
+  grid.className = 'charts';
+  grid.append(c.fig);
+  document.getElementById('presets').append(grid);
+  const t0 = 1.7e12;
+  for (let i = 0; i < %d; i++) {
+    c.push(t0 + 1000 * i, [{name: 'a', label: 'a (small)', cls: 's0', v: 25000 * i / %d}, {name: 'b', label: 'b (large)', cls: 's1', v: 3}]);
+  }
+  return c.fig.querySelector('polyline[data-series=a]').getAttribute('points').split(' ').length;
+})()`
+
+// TestConsoleChartAxes draws charts of known samples with the console's
+// chart module and checks their axes: the time axis spans whole minutes
+// up to five (older samples dropped), the value axis has round ticks in
+// thousands past 10 000, and the legend gives each line's latest value
+// and range.
+func TestConsoleChartAxes(t *testing.T) {
+	b := browser(t)
+	srv := httptest.NewServer(console.Assets())
+	defer srv.Close()
+	ctx := tab(t, b, 30*time.Second)
+	do(t, ctx, cdp.EmulateViewport(1280, 900), cdp.Navigate(srv.URL+"/"), cdp.WaitReady(cdp.CSS(`#presets`)))
+	for _, c := range []struct {
+		n, points      int
+		xTicks, yTicks []string
+		legend         string
+	}{
+		{2, 2, []string{"−60", "−50", "−40", "−30", "−20", "−10", "0"}, []string{"0", "10k", "20k", "30k"}, "a (small) 25000 tok/s (0.0–25000)"},
+		{151, 151, []string{"−180", "−150", "−120", "−90", "−60", "−30", "0"}, []string{"0", "10k", "20k", "30k"}, "a (small) 25000 tok/s (0.0–25000)"},
+		{401, 301, []string{"−300", "−240", "−180", "−120", "−60", "0"}, []string{"0", "10k", "20k", "30k"}, "a (small) 25000 tok/s (6250–25000)"},
+	} {
+		got, err := cdp.Run(ctx, cdp.Evaluate[int](fmt.Sprintf(syntheticJS, c.n, c.n-1), cdp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f figure
+		for _, g := range eval[[]figure](t, ctx, figuresJS) {
+			if g.Metric == "synthetic" {
+				f = g
+			}
+		}
+		if got != c.points || !slices.Equal(f.XTicks, c.xTicks) || !slices.Equal(f.YTicks, c.yTicks) || len(f.Legend) != 2 ||
+			f.Legend[0].Text != c.legend || f.Legend[1].Text != "b (large) 3.0 tok/s (3.0–3.0)" || f.YTitle != "Throughput (tok/s)" {
+			t.Errorf("%d samples: %d points, ticks %q and %q, legend %+v, axis %q", c.n, got, f.XTicks, f.YTicks, f.Legend, f.YTitle)
+		}
+		checkTicks(t, fmt.Sprintf("%d samples", c.n), f)
+	}
+	shootElement(t, ctx, shots(t), "dashboard-chart-synthetic", `#synthetic [data-metric=synthetic]`)
 }

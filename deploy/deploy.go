@@ -46,6 +46,12 @@ type Model struct {
 	// panicked or stalled (DESIGN §8.1, §8.2) the sub-server restarts on
 	// a new one. Without it such a model stays down.
 	Reopen func(context.Context) (engine.Engine, error)
+	// Replicas are the engines of the model's further replicas (replica
+	// 1, 2, …; replica 0 runs Engine): each runs a sub-server of its own,
+	// with its own loop, scheduler, KV cache and launch thresholds, and
+	// requests are placed among them (DESIGN §9). The deployment owns and
+	// closes them. Local models only.
+	Replicas []engine.Engine
 }
 
 // Config describes a deployment.
@@ -98,18 +104,23 @@ type Config struct {
 	// went down or came back (for logs).
 	OnPanic func(*subserver.Panic)
 	OnEvent func(msg string, args ...any)
+	// PlaceSeed seeds the placement of requests among replicas
+	// (place.Mix): the same seed and requests place the same way.
+	PlaceSeed uint64
 }
 
 // Deployment is a running deployment.
 type Deployment struct {
-	cfg   Config
-	bus   bus.Bus
-	subs  []*subserver.Server // guarded by mu: a stalled one is replaced
-	local []*local            // per model index; nil for remote models
-	front route.Algorithm
-	entry route.Entrant
-	stat  route.Stater
-	info  []engine.Info
+	cfg    Config
+	bus    bus.Bus
+	subs   []*subserver.Server // guarded by mu: a stalled one is replaced
+	local  []*local            // every local sub-server's slot, as subs
+	models [][]*local          // per model index, its replicas; nil for remote models
+	placer *placer             // nil: every model has one replica
+	front  route.Algorithm
+	entry  route.Entrant
+	stat   route.Stater
+	info   []engine.Info
 
 	nextID atomic.Uint64
 	mu     sync.Mutex
@@ -129,6 +140,13 @@ type Deployment struct {
 type openReq struct {
 	s    *stream.Stream
 	stop func() bool // unregisters the cancellation hook
+	// next is the output position the stream has reached: a commit's
+	// tokens before it repeat ones it has (a request sent again after a
+	// replica was lost, DESIGN §9).
+	next int
+	// entry, with replicas, is what the front end answers for until the
+	// request leaves its entry replica (nil: no replicas).
+	entry *entry
 }
 
 // ErrClosed is returned by Submit after Close.
@@ -199,6 +217,9 @@ func modelNames(cfg Config) ([]string, error) {
 		if m.Remote != nil && cfg.Launch.Auto {
 			return nil, fmt.Errorf("deploy: model %d (%s): automatic thresholds need local sub-servers", i, m.Name)
 		}
+		if m.Remote != nil && len(m.Replicas) > 0 || len(m.Replicas) >= bus.MaxReplicas || slices.Contains(m.Replicas, nil) {
+			return nil, fmt.Errorf("deploy: model %d (%s): %d further replicas: want up to %d engines of a local model", i, m.Name, len(m.Replicas), bus.MaxReplicas-1)
+		}
 	}
 	return names, nil
 }
@@ -249,31 +270,47 @@ func modelInfos(ms []Model) []engine.Info {
 	return out
 }
 
-// startSubServers creates and runs a sub-server for each local model.
+// startSubServers creates and runs a sub-server for each replica of each
+// local model.
 func (r *Deployment) startSubServers(obs subserver.Observer) error {
-	r.local = make([]*local, len(r.cfg.Models))
+	r.models = make([][]*local, len(r.cfg.Models))
 	for i, m := range r.cfg.Models {
 		if m.Remote != nil {
 			continue
 		}
-		pol := r.cfg.Launch.Policy(i)
-		if r.tuner != nil {
-			pol = r.tuner.Initial(i)
+		for k := range 1 + len(m.Replicas) {
+			l := &local{index: i, replica: k, ep: bus.Endpoint(i, k), pos: len(r.local), observer: obs}
+			r.models[i] = append(r.models[i], l)
+			r.local = append(r.local, l)
 		}
-		l := &local{index: i, observer: obs}
-		s, err := r.newSubServer(l, m.Engine, pol)
+	}
+	r.placer = newPlacer(r)
+	for _, l := range r.local {
+		pol := r.cfg.Launch.Policy(l.index)
+		if r.tuner != nil {
+			pol = r.tuner.Initial(l.index)
+		}
+		s, err := r.newSubServer(l, r.engineOf(l), pol)
 		if err != nil {
 			return err
 		}
-		r.local[i], l.pos = l, len(r.subs)
+		l.sub.Store(s)
+		l.up.Store(true)
 		r.subs = append(r.subs, s)
 	}
 	for _, l := range r.local {
-		if l != nil {
-			r.run(l)
-		}
+		r.run(l)
 	}
 	return nil
+}
+
+// engineOf returns the engine replica l runs at start.
+func (r *Deployment) engineOf(l *local) engine.Engine {
+	m := r.cfg.Models[l.index]
+	if l.replica == 0 {
+		return m.Engine
+	}
+	return m.Replicas[l.replica-1]
 }
 
 // startBackground starts the stall watchdog and the threshold tuner's loop.
@@ -284,9 +321,9 @@ func (r *Deployment) startBackground() {
 		go r.watch(ctx)
 	}
 	if r.tuner != nil {
-		targets := make([]autotune.Target, len(r.subs))
-		for i := range r.subs {
-			targets[i] = slot{r, i}
+		targets := make([]autotune.Target, len(r.models))
+		for i := range r.models {
+			targets[i] = group{r, i}
 		}
 		r.wg.Add(1)
 		go func() {
@@ -324,13 +361,18 @@ func (o observers) Waited(model int, entry bool, d time.Duration) {
 	}
 }
 
-// timeShare puts the local engines of ms behind one gate.
+// timeShare puts the local engines of ms, every replica's, behind one
+// gate.
 func timeShare(ms []Model) []Model {
 	g := timeshare.New()
 	out := slices.Clone(ms)
 	for i := range out {
 		if out[i].Engine != nil {
 			out[i].Engine = timeshare.Wrap(out[i].Engine, g.Join(i))
+		}
+		out[i].Replicas = slices.Clone(out[i].Replicas)
+		for k, e := range out[i].Replicas {
+			out[i].Replicas[k] = timeshare.Wrap(e, g.Join(i))
 		}
 	}
 	return out
@@ -344,7 +386,9 @@ func (r *Deployment) Tuner() *autotune.Tuner { return r.tuner }
 func (r *Deployment) abort() {
 	for i, m := range r.cfg.Models {
 		if m.Engine != nil {
-			r.bus.Detach(i)
+			for k := range 1 + len(m.Replicas) {
+				r.bus.Detach(bus.Endpoint(i, k))
+			}
 		}
 	}
 	r.bus.Detach(bus.Frontend)
@@ -363,8 +407,9 @@ func (r *Deployment) Names() []string {
 }
 
 // SubServers returns the sub-servers running in this process (for metrics
-// and policy updates), in model order; remote models have none. A
-// sub-server that stalled is replaced: call again for the current ones.
+// and policy updates), in model order and, within a model, in replica
+// order (Replicas); remote models have none. A sub-server that stalled is
+// replaced: call again for the current ones.
 func (r *Deployment) SubServers() []*subserver.Server {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -392,11 +437,15 @@ func (r *Deployment) Submit(ctx context.Context, prompt []int32, p route.Params)
 	if r.stat != nil {
 		st = r.stat.NewState(&view)
 	}
-	if err := r.register(id, s); err != nil {
+	ent, err := r.placeEntry(entry, id, prompt, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.register(id, s, ent); err != nil {
 		return nil, err
 	}
 	bctx := context.WithoutCancel(ctx)
-	if err := r.admit(bctx, id, entry, prompt, p, st); err != nil {
+	if err := r.admit(bctx, id, entry, ent.endpoint(entry), prompt, p, st); err != nil {
 		return nil, err
 	}
 	r.cancelWith(ctx, bctx, id)
@@ -441,7 +490,7 @@ func (r *Deployment) entryModel(view *route.Request) (int, error) {
 
 // register records the request's stream as open, unless the deployment
 // is closed or a model is down.
-func (r *Deployment) register(id uint64, s *stream.Stream) error {
+func (r *Deployment) register(id uint64, s *stream.Stream, ent *entry) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -450,19 +499,34 @@ func (r *Deployment) register(id uint64, s *stream.Stream) error {
 	for i, cause := range r.down {
 		return fmt.Errorf("deploy: model %s: %w: %w", r.cfg.Models[i].Name, ErrUnavailable, cause)
 	}
-	r.open[id] = openReq{s: s}
+	r.open[id] = openReq{s: s, entry: ent}
 	return nil
 }
 
 // admit announces the request to every sub-server and sends its prompt to
-// the entry model.
-func (r *Deployment) admit(bctx context.Context, id uint64, entry int, prompt []int32, p route.Params, st route.State) error {
+// the entry model, at endpoint ep (its replica).
+func (r *Deployment) admit(bctx context.Context, id uint64, entry, ep int, prompt []int32, p route.Params, st route.State) error {
 	a := r.bus.Get()
 	a.Kind, a.ID, a.From = bus.Admit, id, bus.Frontend
 	if err := r.bus.Broadcast(bctx, a); err != nil {
 		r.forget(id)
 		return fmt.Errorf("deploy: admit: %w", err)
 	}
+	err := r.bus.Send(bctx, ep, r.entryMessage(id, entry, ep, prompt, p, st))
+	if err != nil && errors.Is(err, bus.ErrNoEndpoint) && r.placer != nil {
+		r.reenter(bctx, id, ep) // the replica went away meanwhile: another one
+		return nil
+	}
+	if err != nil {
+		r.cancelReq(id, err)
+		return fmt.Errorf("deploy: admit: %w", err)
+	}
+	return nil
+}
+
+// entryMessage is the peer message that brings a request's prompt to
+// endpoint ep of its entry model.
+func (r *Deployment) entryMessage(id uint64, entry, ep int, prompt []int32, p route.Params, st route.State) *bus.Event {
 	e := r.bus.Get()
 	e.Kind, e.ID, e.From = bus.Peer, id, bus.Frontend
 	m := &e.Msg
@@ -474,11 +538,14 @@ func (r *Deployment) admit(bctx context.Context, id uint64, entry int, prompt []
 	}
 	m.PromptLen, m.Committed, m.Params, m.State = len(prompt), len(prompt), p, st
 	m.Seen = append(m.Seen[:0], make([]int, len(r.info))...)
-	if err := r.bus.Send(bctx, entry, e); err != nil {
-		r.cancelReq(id, err)
-		return fmt.Errorf("deploy: admit: %w", err)
+	m.Placed = m.Placed[:0]
+	if r.placer != nil {
+		for range r.info {
+			m.Placed = append(m.Placed, -1)
+		}
+		m.Placed[entry] = bus.ReplicaOf(ep)
 	}
-	return nil
+	return e
 }
 
 // cancelWith ties the admitted request to ctx: its end cancels the request.
@@ -533,11 +600,20 @@ func (r *Deployment) deliver(e *bus.Event) {
 	defer r.bus.Put(e)
 	switch e.Kind {
 	case bus.Commit:
+		r.commit(e)
+	case bus.Released:
 		r.mu.Lock()
-		o := r.open[e.ID]
+		if o, ok := r.open[e.ID]; ok && o.entry != nil && o.entry.ep == e.From {
+			o.entry.left = true
+		}
 		r.mu.Unlock()
-		if o.s != nil {
-			o.s.PushLogprobs(e.Tokens, e.By, e.Logprobs)
+	case bus.Lost:
+		if r.placer != nil {
+			r.frontLost(context.Background(), e.Endpoint)
+		}
+	case bus.Peer:
+		if r.placer != nil {
+			r.checkpointed(e)
 		}
 	case bus.Done:
 		s := r.forget(e.ID)
@@ -550,6 +626,29 @@ func (r *Deployment) deliver(e *bus.Event) {
 		}
 		s.Finish(e.Reason, err)
 	}
+}
+
+// commit appends a commit's tokens to the request's stream, leaving out
+// those before the position the stream has reached (tokens a request sent
+// again after a replica was lost commits a second time, DESIGN §9).
+func (r *Deployment) commit(e *bus.Event) {
+	r.mu.Lock()
+	o, ok := r.open[e.ID]
+	skip := 0
+	if ok {
+		skip = min(max(o.next-e.Pos, 0), len(e.Tokens))
+		o.next = max(o.next, e.Pos+len(e.Tokens))
+		r.open[e.ID] = o
+	}
+	r.mu.Unlock()
+	if !ok || skip == len(e.Tokens) {
+		return
+	}
+	lps := e.Logprobs
+	if len(lps) > 0 {
+		lps = lps[skip:]
+	}
+	o.s.PushLogprobs(e.Tokens[skip:], e.By[skip:], lps)
 }
 
 // ModelDown marks model i unavailable (its remote sub-server stopped
@@ -621,12 +720,10 @@ func (r *Deployment) Close() error {
 	r.cancel()
 	r.wg.Wait()
 	for _, l := range r.local {
-		if l != nil {
-			r.mu.Lock()
-			done := l.done
-			r.mu.Unlock()
-			<-done // a stalled loop was replaced: this is its successor
-		}
+		r.mu.Lock()
+		done := l.done
+		r.mu.Unlock()
+		<-done // a stalled loop was replaced: this is its successor
 	}
 	r.bus.Detach(bus.Frontend)
 	r.mu.Lock()

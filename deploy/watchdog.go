@@ -14,16 +14,25 @@ import (
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
-// local is one model whose sub-server runs in this process: its loop's
-// context and the way to replace it when it stalls (DESIGN §8.2).
+// local is one replica of a model whose sub-server runs in this process:
+// its loop's context and the way to replace it when it stalls (DESIGN
+// §8.2).
 type local struct {
 	index    int // the model's index
+	replica  int // the replica (0 for a model without replicas)
+	ep       int // its bus endpoint
 	pos      int // its place in Deployment.subs
 	observer subserver.Observer
 	cancel   context.CancelFunc // the current loop's
 	done     chan struct{}      // closed when the current loop returned
 	stalls   atomic.Uint64      // times found stalled
 	restarts atomic.Uint64      // times replaced after a stall
+	// sub is the current sub-server; up says whether it takes requests;
+	// since is the last request id admitted before it joined (it knows
+	// only later ones).
+	sub   atomic.Pointer[subserver.Server]
+	up    atomic.Bool
+	since atomic.Uint64
 }
 
 // newSubServer builds model l's sub-server over eng with policy pol.
@@ -33,10 +42,14 @@ func (r *Deployment) newSubServer(l *local, eng engine.Engine, pol sched.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
+	var pl subserver.Placer
+	if r.placer != nil {
+		pl = r.placer
+	}
 	s, err := subserver.New(subserver.Config{
 		Index: l.index, Models: len(cfg.Models), Name: m.Name, Engine: eng, Algorithm: alg,
 		Policy: pol, Bus: r.bus, MaxBatch: cfg.MaxBatch, Observer: l.observer, Vocab: m.Vocab, Speculate: cfg.Speculate,
-		Reopen: m.Reopen, OnPanic: cfg.OnPanic,
+		Reopen: m.Reopen, OnPanic: cfg.OnPanic, Replica: l.replica, Placer: pl,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
@@ -44,9 +57,10 @@ func (r *Deployment) newSubServer(l *local, eng engine.Engine, pol sched.Policy)
 	return s, nil
 }
 
-// run starts model l's current sub-server loop; Close waits for it unless
-// it was abandoned (stalled). A loop whose engine failed for good
-// (subserver.ErrEngineFailed) leaves its model down.
+// run starts replica l's current sub-server loop; Close waits for it
+// unless it was abandoned (stalled). A loop whose engine failed for good
+// (subserver.ErrEngineFailed) leaves its replica down: its requests go on
+// on the model's other replicas, or, with none up, the model is down.
 func (r *Deployment) run(l *local) {
 	r.mu.Lock()
 	s := r.subs[l.pos]
@@ -57,9 +71,8 @@ func (r *Deployment) run(l *local) {
 	go func() {
 		defer close(done)
 		err := s.Run(ctx)
-		if errors.Is(err, subserver.ErrEngineFailed) {
-			r.ModelDown(l.index, err)
-			r.event("model down", "model", r.cfg.Models[l.index].Name, "err", err)
+		if errors.Is(err, subserver.ErrEngineFailed) && l.up.Swap(false) {
+			r.replicaLost(l, err)
 		}
 		if err != nil {
 			r.mu.Lock()
@@ -91,12 +104,10 @@ func (r *Deployment) watch(ctx context.Context) {
 		case <-tick.C:
 		}
 		for _, l := range r.local {
-			if l == nil {
-				continue
+			s := l.sub.Load()
+			if !l.up.Load() {
+				continue // stopped, or failed for good: nothing to watch
 			}
-			r.mu.Lock()
-			s := r.subs[l.pos]
-			r.mu.Unlock()
 			if err := subserver.Stalled(s.Stats(), r.cfg.StallTimeout); err != nil {
 				r.stalled(ctx, l, s, err)
 			}
@@ -104,26 +115,33 @@ func (r *Deployment) watch(ctx context.Context) {
 	}
 }
 
-// stalled takes model l's stuck sub-server s out: the model goes down
-// (its requests end with cause), the stuck loop is abandoned to finish
-// whenever its step returns, and a new sub-server starts on a reopened
-// engine; the model comes back up once it runs.
+// stalled takes replica l's stuck sub-server s out. With other replicas
+// of the model up, its requests go on there (replicaLost); otherwise the
+// model goes down (its requests end with cause). The stuck loop is
+// abandoned to finish whenever its step returns, and a new sub-server
+// starts on a reopened engine; the model comes back up once it runs.
 func (r *Deployment) stalled(ctx context.Context, l *local, s *subserver.Server, cause error) {
 	l.stalls.Add(1)
 	name := r.cfg.Models[l.index].Name
 	cause = fmt.Errorf("deploy: model %s: %w", name, cause)
-	n := r.ModelDown(l.index, cause)
-	r.event("model stalled: its requests ended", "model", name, "ended", n, "cause", cause)
-	reopen := r.cfg.Models[l.index].Reopen
-	if reopen == nil {
-		return // nothing to restart it with: it stays down
-	}
+	l.up.Store(false)
 	s.Abandon()
 	r.mu.Lock()
 	cancel := l.cancel
 	r.mu.Unlock()
 	cancel()
-	r.bus.Detach(l.index)
+	r.bus.Detach(l.ep)
+	modelDown := r.ReplicasUp(l.index) == 0
+	if modelDown {
+		n := r.ModelDown(l.index, cause)
+		r.event("model stalled: its requests ended", "model", name, "ended", n, "cause", cause)
+	} else {
+		r.replicaLost(l, cause)
+	}
+	reopen := r.cfg.Models[l.index].Reopen
+	if reopen == nil {
+		return // nothing to restart it with: it stays down
+	}
 	eng, err := reopen(ctx)
 	if err != nil {
 		r.event("model restart failed", "model", name, "err", err)
@@ -142,10 +160,15 @@ func (r *Deployment) stalled(ctx context.Context, l *local, s *subserver.Server,
 	l.pos = pos
 	r.subs[pos] = ns
 	r.mu.Unlock()
+	l.since.Store(r.nextID.Load())
+	l.sub.Store(ns)
 	r.run(l)
 	l.restarts.Add(1)
-	r.ModelUp(l.index)
-	r.event("model restarted", "model", name)
+	l.up.Store(true)
+	if modelDown {
+		r.ModelUp(l.index)
+	}
+	r.event("model restarted", "model", name, "replica", l.replica)
 }
 
 // event tells Config.OnEvent.
@@ -162,30 +185,15 @@ func (r *Deployment) Unavailable(i int) error {
 	return r.down[i]
 }
 
-// Stalls returns how many times the watchdog found local model i stalled,
-// and how many of those it restarted (0, 0 for a remote model).
+// Stalls returns how many times the watchdog found local model i's
+// replicas stalled, and how many of those it restarted (0, 0 for a remote
+// model).
 func (r *Deployment) Stalls(i int) (stalls, restarts uint64) {
-	if i < 0 || i >= len(r.local) || r.local[i] == nil {
+	if i < 0 || i >= len(r.models) {
 		return 0, 0
 	}
-	return r.local[i].stalls.Load(), r.local[i].restarts.Load()
+	for _, l := range r.models[i] {
+		stalls, restarts = stalls+l.stalls.Load(), restarts+l.restarts.Load()
+	}
+	return stalls, restarts
 }
-
-// slot is the tuner's handle on local sub-server pos: the current one,
-// whichever that is after restarts.
-type slot struct {
-	r   *Deployment
-	pos int
-}
-
-func (t slot) current() *subserver.Server {
-	t.r.mu.Lock()
-	defer t.r.mu.Unlock()
-	return t.r.subs[t.pos]
-}
-
-// SetPolicy sets the current sub-server's policy.
-func (t slot) SetPolicy(p sched.Policy) { t.current().SetPolicy(p) }
-
-// Stats returns the current sub-server's counters.
-func (t slot) Stats() subserver.Stats { return t.current().Stats() }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strconv"
 )
 
 // SeqID names one sequence (one request's KV state) inside an engine.
@@ -247,6 +248,68 @@ type Engine interface {
 type Embedder interface {
 	// Embed writes tok's input embedding (Info().HiddenSize values) to dst.
 	Embed(tok int32, dst []float32)
+}
+
+// Pooling is how a Pooler combines the final hidden states of a
+// sequence's positions into one vector. The values are llama.cpp's
+// (llama_pooling_type), as GGUF files declare them in <arch>.pooling_type.
+type Pooling int32
+
+const (
+	// PoolingNone keeps one vector per position; it has no one-vector
+	// form, and Poolers pool such models by PoolingMean.
+	PoolingNone Pooling = 0
+	// PoolingMean averages every position's hidden state.
+	PoolingMean Pooling = 1
+	// PoolingCLS takes the first position's hidden state.
+	PoolingCLS Pooling = 2
+	// PoolingLast takes the last position's hidden state.
+	PoolingLast Pooling = 3
+	// PoolingRank marks a reranker, whose output is a relevance score
+	// rather than an embedding; Pool refuses it.
+	PoolingRank Pooling = 4
+)
+
+// String names p as llama.cpp's --pooling option does.
+func (p Pooling) String() string {
+	switch p {
+	case PoolingNone:
+		return "none"
+	case PoolingMean:
+		return "mean"
+	case PoolingCLS:
+		return "cls"
+	case PoolingLast:
+		return "last"
+	case PoolingRank:
+		return "rank"
+	}
+	return "pooling(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Embeds reports whether Pool computes embeddings with p (mean, cls or
+// last).
+func (p Pooling) Embeds() bool {
+	return p == PoolingMean || p == PoolingCLS || p == PoolingLast
+}
+
+// Pooler is an optional Engine capability: one vector for a whole token
+// sequence (an embedding, for /v1/embeddings), the model's final hidden
+// states (after the final norm, as WantHidden gives the last one) at every
+// position, pooled by Pooling. Unlike the other capabilities it may be
+// called from any goroutine, also while Step runs: it holds no sequence of
+// the engine's and leaves their KV untouched. Close waits for a Pool in
+// progress to stop.
+type Pooler interface {
+	// Pooling is how Pool pools (PoolingMean, PoolingCLS or PoolingLast;
+	// another value means Pool refuses every input).
+	Pooling() Pooling
+	// Pool runs tokens through the model as a sequence of its own and
+	// writes the pooled hidden state, Info().HiddenSize values, not
+	// normalised, to dst. Tokens must hold 1 to Info().ContextLength ids
+	// of the vocabulary (errors wrap ErrBadInput or ErrContextFull). It
+	// returns ctx's error, soon, when ctx ends first.
+	Pool(ctx context.Context, tokens []int32, dst []float32) error
 }
 
 // Turner is an optional Engine capability: an engine that takes turns

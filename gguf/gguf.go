@@ -179,6 +179,11 @@ type OpenOptions struct {
 	// not pay for page faults, and a step streams through a few hundred
 	// page-table entries instead of one per 4 KiB.
 	Populate bool
+	// Progress, when set with Populate, is called as the pages are read
+	// in, every 64 MiB: done of total bytes. total is the file's size, or
+	// twice it once the file is read in again for huge pages (see
+	// Populate), so that done only grows.
+	Progress func(done, total int64)
 }
 
 // Mapping describes how a File's data are held in memory.
@@ -214,7 +219,7 @@ func OpenWith(path string, o OpenOptions) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
-	b, unmap, m, err := mapFile(fh, st.Size(), o.Populate)
+	b, unmap, m, err := mapFile(fh, st.Size(), o)
 	if err != nil {
 		return nil, err
 	}

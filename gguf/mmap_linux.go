@@ -33,14 +33,16 @@ const hugeSize = 2 << 20
 // miss) per 4 KiB. On the virtual machine this was measured on, decode
 // steps of a 1.6 GB file in small pages stalled periodically (one in ten
 // took 2-4x as long) and in huge pages did not.
-func populateMapping(fh *os.File, b []byte) Mapping {
+//
+// progress, if set, is told the bytes read in (OpenOptions.Progress).
+func populateMapping(fh *os.File, b []byte, progress func(done, total int64)) Mapping {
 	m := Mapping{Bytes: int64(len(b))}
 	if len(b) < hugeSize {
-		touch(b)
+		inChunks(b, touchAll, progress, 0, m.Bytes)
 		return m
 	}
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
-	populate(b)
+	inChunks(b, populate, progress, 0, m.Bytes)
 	huge, err := pmdMapped(b)
 	if err != nil {
 		return m // no smaps (no /proc): the pages are read in, nothing measured
@@ -54,10 +56,10 @@ func populateMapping(fh *os.File, b []byte) Mapping {
 	}
 	_ = unix.Fdatasync(int(fh.Fd())) // dirty pages are not dropped: write them out first
 	if err := unix.Fadvise(int(fh.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		populate(b)
+		populate(b) // from the page cache: no reads to report
 		return m
 	}
-	populate(b)
+	inChunks(b, populate, progress, m.Bytes, 2*m.Bytes)
 	m.Reread = true
 	if m.HugeBytes, err = pmdMapped(b); err != nil {
 		m.HugeBytes, m.Measured = 0, false // read in, as above, but not measured

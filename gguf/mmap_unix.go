@@ -11,9 +11,9 @@ import (
 
 // mapFile maps the first size bytes of fh read-only and shared, so the
 // pages come from the page cache and are not copied into the heap. The
-// returned function unmaps them. With populate, every page is read in
+// returned function unmaps them. With o.Populate, every page is read in
 // before it returns (see populate); m says how the pages ended up mapped.
-func mapFile(fh *os.File, size int64, populate bool) (b []byte, unmap func() error, m Mapping, err error) {
+func mapFile(fh *os.File, size int64, o OpenOptions) (b []byte, unmap func() error, m Mapping, err error) {
 	if size == 0 {
 		return nil, func() error { return nil }, m, nil
 	}
@@ -26,11 +26,14 @@ func mapFile(fh *os.File, size int64, populate bool) (b []byte, unmap func() err
 	}
 	unmap = func() error { return unix.Munmap(b) }
 	m.Bytes = size
-	if populate {
-		m = populateMapping(fh, b)
+	if o.Populate {
+		m = populateMapping(fh, b, o.Progress)
 	}
 	return b, unmap, m, nil
 }
+
+// touchAll is touch without its result.
+func touchAll(b []byte) { touch(b) }
 
 // touch reads one byte of every page of b, so that each is mapped, and
 // returns their sum (so the reads are not optimised away).

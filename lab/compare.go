@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,10 +43,15 @@ type CompareRun struct {
 	RecalibrateEvery string
 	// Calibrate is the grid Recalibrate measures.
 	Calibrate CalibrateOptions
+	// Progress, if set, is told after each slice (bench.Compare's
+	// progress): with Recalibrate, done and total count one
+	// concurrency's slices at a time.
+	Progress func(done, total int, r bench.Row)
 }
 
 // Compare runs c and writes its report to c.Spec.Out: a table with notes,
-// or the summaries as JSON; progress goes to c.Spec.Progress.
+// or the summaries as JSON; what it chose or met on the way goes to
+// c.Spec.Progress.
 func Compare(ctx context.Context, c CompareRun) error {
 	s := c.Spec
 	if s.Format != "table" && s.Format != "json" {
@@ -103,7 +107,7 @@ func (c CompareRun) compareOnce(ctx context.Context, run bench.Prepared, systems
 			return nil, nil, fmt.Errorf("--predict: %w", err)
 		}
 	}
-	rows, err := bench.Compare(ctx, run.Setup, systems, run.Spec.Concurrency, run.Options, c.Rounds, progressBar(run.Spec.Progress))
+	rows, err := bench.Compare(ctx, run.Setup, systems, run.Spec.Concurrency, run.Options, c.Rounds, c.Progress)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -165,7 +169,7 @@ func (c CompareRun) compareRecalibrated(ctx context.Context, run bench.Prepared,
 	var out []bench.Summary
 	for _, n := range run.Spec.Concurrency {
 		cals = []sim.Preset{before}
-		r, err := bench.Compare(ctx, run.Setup, systems, []int{n}, opts, c.Rounds, progressBar(progress))
+		r, err := bench.Compare(ctx, run.Setup, systems, []int{n}, opts, c.Rounds, c.Progress)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -270,18 +274,4 @@ func compareSystems(list string, urls []string) ([]string, error) {
 		}
 	}
 	return systems, nil
-}
-
-// progressBar draws bench.Compare's progress on w.
-func progressBar(w io.Writer) func(done, total int, r bench.Row) {
-	start := time.Now()
-	return func(done, total int, r bench.Row) {
-		const width = 30
-		bar := strings.Repeat("=", width*done/total) + strings.Repeat(" ", width-width*done/total)
-		eta := time.Duration(float64(time.Since(start)) * float64(total-done) / float64(done)).Round(time.Second)
-		fmt.Fprintf(w, "\r[%s] %d/%d %-14s N=%-3d %7.1f tok/s  eta %v   ", bar, done, total, r.System, r.Concurrency, r.TokensPerSecond, eta)
-		if done == total {
-			fmt.Fprintln(w)
-		}
-	}
 }

@@ -3,6 +3,7 @@ package loader
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -149,4 +150,70 @@ func TestWithKVArena(t *testing.T) {
 	if _, err := ks.OpenEngine(context.Background(), m); err == nil || !strings.Contains(err.Error(), "kv_reserve_mb") {
 		t.Fatalf("kv_reserve_mb -1: %v", err)
 	}
+}
+
+// TestOpenEmbedded opens the pair built into the binary (config.Tiny's
+// models, embedded: paths) and the same files from disk: the same facts,
+// vocabulary hash and text side, and the greedy tokens SOURCES.md lists.
+// An embedded name that is not built in is refused before anything opens.
+func TestOpenEmbedded(t *testing.T) {
+	dir := testmodels.Dir(t)
+	ks := Builtin()
+	ctx := context.Background()
+	want := [][]int32{
+		{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322},
+		{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 269},
+	}
+	tiny := config.Tiny()
+	for i, m := range tiny.Models {
+		m.Threads = 1
+		emb, err := ks.Open(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer emb.Engine.Close()
+		onDisk := m
+		name, _ := config.Embedded(m.Path)
+		onDisk.Path, onDisk.Tokenizer = filepath.Join(dir, name), filepath.Join(dir, "tok512.bin")
+		file, err := ks.Open(ctx, onDisk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Engine.Close()
+		ei, fi := emb.Engine.Info(), file.Engine.Info()
+		ei.Kernels, fi.Kernels = nil, nil // the kernel plan: measured, not read from the file
+		if !reflect.DeepEqual(ei, fi) || ei.VocabHash == "" || ei.VocabSize != 512 || emb.Tokenizer.Token(403) != file.Tokenizer.Token(403) ||
+			emb.Template.Name() != file.Template.Name() {
+			t.Fatalf("%s: embedded %+v, file %+v", m.Name, ei, fi)
+		}
+		for j, e := range []engine.Engine{emb.Engine, file.Engine} {
+			if got := greedy(t, e, len(want[i])); !slices.Equal(got, want[i]) {
+				t.Errorf("%s (embedded %v): greedy %v, want %v", m.Name, j == 0, got, want[i])
+			}
+		}
+	}
+	for _, m := range []config.Model{
+		{Name: "x", Engine: KindCPU, Path: config.EmbeddedPrefix + "nope.gguf"},
+		{Name: "x", Engine: KindCPU, Path: tiny.Models[0].Path, Tokenizer: config.EmbeddedPrefix + "tok32000.bin"},
+	} {
+		if _, err := ks.Open(ctx, m); err == nil || !strings.Contains(err.Error(), "no such embedded file (have stories260K.bin, llama2xs-model.bin, tok512.bin)") {
+			t.Errorf("%+v: %v", m, err)
+		}
+	}
+}
+
+// greedy decodes n tokens from BOS (token 1) at temperature 0.
+func greedy(t *testing.T, e engine.Engine, n int) []int32 {
+	t.Helper()
+	out := make([]engine.Output, 1)
+	tok := int32(1)
+	var ids []int32
+	for range n {
+		if err := e.Step(context.Background(), []engine.Input{{Seq: 7, Tokens: []int32{tok}}}, out); err != nil {
+			t.Fatal(err)
+		}
+		tok = out[0].Token
+		ids = append(ids, tok)
+	}
+	return ids
 }

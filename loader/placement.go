@@ -104,7 +104,8 @@ func QuickRule(m PlacementMeasurement) (config.Placement, string) {
 
 // Place puts a deployment's models on the machine: it resolves "auto" and
 // gives each model whose kind uses cores its threads: time-shared, every
-// core; partitioned, an even share of them (at least one); a model's own
+// core; partitioned, an even share of them per engine (at least one; each
+// replica of a model runs an engine of its own); a model's own
 // CPUs, as many threads as CPUs; a model's own Threads stay. Auto with no
 // model using cores is partitioned (simulated steps only wait); otherwise
 // it measures the models both ways (TimeSteps, in o.Timing's rounds) and
@@ -167,9 +168,14 @@ func (ks Kinds) Place(ctx context.Context, ms []config.Model, p config.Placement
 	return Placed{Models: threads(ms, users, chosen, o.Cores), Placement: chosen, Reason: why, Measurement: &meas}, nil
 }
 
-// threads sets the thread counts a placement gives the models at users.
+// threads sets the thread counts a placement gives the models at users:
+// partitioned, an even share per engine (a model's every replica is one).
 func threads(ms []config.Model, users []int, p config.Placement, cores int) []config.Model {
 	out := slices.Clone(ms)
+	engines := 0
+	for _, i := range users {
+		engines += max(ms[i].Replicas, 1)
+	}
 	for _, i := range users {
 		m := &out[i]
 		switch {
@@ -179,7 +185,7 @@ func threads(ms []config.Model, users []int, p config.Placement, cores int) []co
 		case p == config.TimeShared:
 			m.Threads = cores
 		default:
-			m.Threads = max(1, cores/len(users))
+			m.Threads = max(1, cores/engines)
 		}
 	}
 	return out

@@ -224,8 +224,13 @@ type Message struct {
 	PromptLen int
 	// Committed is the committed length of the sequence.
 	Committed int
-	// Seen[i] is how many tokens of the current sequence model i holds.
+	// Seen[i] is how many tokens of the current sequence model i holds
+	// (its replica Placed[i], when the model has replicas).
 	Seen []int
+	// Placed[i], set by the runtime only, is the replica of model i the
+	// request is pinned to: the one holding its KV cache (−1: none yet;
+	// empty: every model has one replica). See DESIGN §9.
+	Placed []int
 	// Finished is set when the request has ended.
 	Finished bool
 	// Params are the request's parameters.
@@ -372,6 +377,11 @@ func (s Spec) Int(name string, def int) (int, error) {
 // Factory builds one algorithm instance.
 type Factory func(Spec) (Algorithm, error)
 
+// ErrModels is wrapped by a Factory's error when it refuses the number of
+// models it is given (Spec.Models), and by nothing else: Registry.Fitting
+// reads it.
+var ErrModels = errors.New("unsupported number of models")
+
 // Registry maps algorithm names to factories. Build one with NewRegistry;
 // route/builtin returns the registry of built-in algorithms.
 type Registry struct {
@@ -436,6 +446,24 @@ func (r *Registry) checkParams(name string, params map[string]string) error {
 		have = strings.Join(known, ", ")
 	}
 	return fmt.Errorf("route: algorithm %s: unknown parameter %s (known: %s)", name, strings.Join(unknown, ", "), have)
+}
+
+// Fitting lists the registered algorithms, sorted, that serve n models:
+// those whose factory, given n models and no parameters, does not refuse
+// them with ErrModels (it may refuse for a missing parameter: a trained
+// router's weights).
+func (r *Registry) Fitting(n int) []string {
+	models := make([]string, n)
+	for i := range models {
+		models[i] = "m" + strconv.Itoa(i)
+	}
+	var out []string
+	for _, name := range r.Names() {
+		if _, err := r.f[name](Spec{Models: models}); !errors.Is(err, ErrModels) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Names lists the registered algorithms, sorted.

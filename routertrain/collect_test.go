@@ -30,7 +30,7 @@ func tinyPair(t *testing.T) (slm, llm *cpu.Engine) {
 }
 
 // storiesRef is stories260K's greedy output from BOS alone and llama2xs's
-// token after its first 25 tokens, from testdata/models/SOURCES.md (an
+// token after its first 25 tokens, from models/tiny/SOURCES.md (an
 // independent pure-Python forward pass): the two models agree on 25
 // tokens, then stories260K writes 322 " in" where llama2xs writes 269
 // " and".

@@ -46,7 +46,7 @@ func TestTinyData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := eval.Load(filepath.Join(dir, "..", "eval", "train-prompts.jsonl"))
+	ex, err := eval.Load(filepath.Join(testmodels.EvalDir(t), "train-prompts.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package routertrain
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 )
 
@@ -81,24 +79,5 @@ func TestFitOptionsRefused(t *testing.T) {
 		if _, err := Fit(context.Background(), ds, o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-}
-
-// TestPrinterPlain: without a terminal, one line per epoch and no
-// redrawing.
-func TestPrinterPlain(t *testing.T) {
-	var b bytes.Buffer
-	p := &Printer{W: &b}
-	p.Train(Progress{Epoch: 1, Epochs: 2, Batch: 1, Batches: 3, Loss: 0.9})
-	p.Train(Progress{Epoch: 1, Epochs: 2, Batch: 3, Batches: 3, Loss: 0.8, EpochDone: true, HeldoutLoss: 0.7, Best: true})
-	p.Phase("generating", 4, 4)
-	if got, want := b.String(), "epoch 1/2  train loss 0.8000  held-out loss 0.7000 (best)\ngenerating: 4/4\n"; got != want {
-		t.Fatalf("plain output %q, want %q", got, want)
-	}
-	b.Reset()
-	p = &Printer{W: &b, Bar: true}
-	p.Train(Progress{Epoch: 1, Epochs: 2, Batch: 2, Batches: 4, Loss: 0.9})
-	if got := b.String(); !strings.HasPrefix(got, "\r\033[Kepoch 1/2 [###############---------------] 2/4") {
-		t.Fatalf("bar %q", got)
 	}
 }

@@ -41,15 +41,14 @@ type Options struct {
 	// Prompts are the texts the small model writes from.
 	Prompts []string
 	// Collect and Fit configure data generation and training (Collect's
-	// Stop and Progress are set here).
+	// Stop is set here); their Progress functions, when set, are told how
+	// each goes.
 	Collect CollectOptions
 	Fit     FitOptions
 	// Out is the router file written; with Plots the figures go beside it
 	// (PlotPaths of Out without its extension).
 	Out   string
 	Plots bool
-	// Printer, when set, shows progress.
-	Printer *Printer
 }
 
 // Report is what a run did.
@@ -80,9 +79,6 @@ func Train(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Dataset: ds, Generate: time.Since(start)}
 	start = time.Now()
-	if o.Printer != nil {
-		o.Fit.Progress = o.Printer.Train
-	}
 	if rep.Result, err = Fit(ctx, ds, o.Fit); err != nil {
 		return nil, err
 	}
@@ -137,9 +133,6 @@ func generate(ctx context.Context, o Options) (*Dataset, nn.RouterMeta, error) {
 	}
 	c := o.Collect
 	c.Stop = func(t int32) bool { return tok.IsEOG(t) || t == tok.BOS }
-	if o.Printer != nil {
-		c.Progress = o.Printer.Phase
-	}
 	ds, err := Collect(ctx, slm.Engine, llm, prompts, c)
 	if err != nil {
 		return nil, meta, err

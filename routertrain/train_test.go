@@ -21,21 +21,25 @@ import (
 func TestTrainEndToEnd(t *testing.T) {
 	dir := testmodels.Dir(t)
 	out := filepath.Join(t.TempDir(), "colm.safetensors")
-	var log bytes.Buffer
+	var epochs []int
 	o := Options{
 		SLM:     config.Model{Name: "stories260K", Engine: loader.KindCPU, Path: filepath.Join(dir, "stories260K.gguf"), Threads: 1},
 		LLM:     config.Model{Name: "llama2xs", Engine: loader.KindCPU, Path: filepath.Join(dir, "llama2xs-model.bin"), Threads: 1},
 		Prompts: []string{"Once upon a time", "The little dog", "Lily wanted to", "One day, a boy", "The sun was", "Tom saw a"},
 		Collect: CollectOptions{MaxTokens: 40, TopK: 8, Batch: 4},
-		Fit:     FitOptions{Algorithm: CoLLM, Epochs: 10, Seed: 1, Target: Target{Share: -1, Recall: 0.8}},
-		Out:     out, Plots: true, Printer: &Printer{W: &log},
+		Fit: FitOptions{Algorithm: CoLLM, Epochs: 10, Seed: 1, Target: Target{Share: -1, Recall: 0.8}, Progress: func(p Progress) {
+			if p.EpochDone {
+				epochs = append(epochs, p.Epoch)
+			}
+		}},
+		Out: out, Plots: true,
 	}
 	rep, err := Train(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Files) != 4 || rep.Dataset.Len() == 0 || !strings.Contains(log.String(), "epoch 1/10") {
-		t.Fatalf("files %v, %d positions, log %q", rep.Files, rep.Dataset.Len(), log.String())
+	if len(rep.Files) != 4 || rep.Dataset.Len() == 0 || len(epochs) != len(rep.Result.Losses) || epochs[0] != 1 {
+		t.Fatalf("files %v, %d positions, epochs reported %v of %d", rep.Files, rep.Dataset.Len(), epochs, len(rep.Result.Losses))
 	}
 	for _, f := range rep.Files[1:] {
 		b, err := os.ReadFile(f)
@@ -48,7 +52,7 @@ func TestTrainEndToEnd(t *testing.T) {
 	}
 	// A second run from the model files, same seed: the same bytes.
 	again := o
-	again.Out, again.Plots, again.Printer = filepath.Join(t.TempDir(), "again.safetensors"), false, nil
+	again.Out, again.Plots, again.Fit.Progress = filepath.Join(t.TempDir(), "again.safetensors"), false, nil
 	if _, err := Train(context.Background(), again); err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,8 @@ func (c consoleSource) Snapshot() console.State {
 // when it owns its policy).
 func (d *deployment) policy(i int, remote *sched.Policy) (*sched.Policy, time.Time) {
 	since := time.Unix(d.created, 0)
-	subs := d.r.SubServers()
-	if i >= len(subs) {
+	subs := d.r.Replicas(i) // every replica runs the model's policy
+	if len(subs) == 0 {
 		return remote, since
 	}
 	if t := d.r.Tuner(); t != nil {
@@ -62,7 +62,7 @@ func (d *deployment) policy(i int, remote *sched.Policy) (*sched.Policy, time.Ti
 			since = last
 		}
 	}
-	p := subs[i].Policy()
+	p := subs[0].Policy()
 	return &p, since
 }
 

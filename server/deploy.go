@@ -49,15 +49,11 @@ type deployment struct {
 }
 
 // stats returns every model's counters in index order: the in-process
-// sub-servers' own, or what remote ones last reported when the Deployer's
-// closer is a RemoteStatser; nil when neither is available.
+// sub-servers' own (a model's replicas merged), or what remote ones last
+// reported when the Deployer's closer is a RemoteStatser; nil when neither
+// is available.
 func (d *deployment) stats() []RemoteStat {
-	if subs := d.r.SubServers(); len(subs) == len(d.models) {
-		out := make([]RemoteStat, len(subs))
-		for i, s := range subs {
-			_, restarts := d.r.Stalls(i)
-			out[i] = RemoteStat{Up: d.r.Unavailable(i) == nil, Restarts: int(restarts), Stats: s.Stats()}
-		}
+	if out := d.localStats(); out != nil {
 		return out
 	}
 	if rs, ok := d.closer.(RemoteStatser); ok {
@@ -66,6 +62,21 @@ func (d *deployment) stats() []RemoteStat {
 		}
 	}
 	return nil
+}
+
+// localStats returns every model's counters when every model runs in this
+// process, else nil.
+func (d *deployment) localStats() []RemoteStat {
+	out := make([]RemoteStat, len(d.models))
+	for i := range out {
+		st, ok := d.r.ModelStats(i)
+		if !ok {
+			return nil
+		}
+		_, restarts := d.r.Stalls(i)
+		out[i] = RemoteStat{Up: d.r.Unavailable(i) == nil, Restarts: int(restarts), Stats: st}
+	}
+	return out
 }
 
 // names returns the model names in index order.
@@ -98,6 +109,7 @@ func buildDeployment(ctx context.Context, cfg *config.Config, p config.Preset, o
 		if !ok {
 			return nil, fmt.Errorf("preset %s: unknown model %q", p.Name, name)
 		}
+		mc.Replicas = p.ReplicasOf(mc)
 		mcs[i] = mc
 		d.models = append(d.models, modelInfo{name: name, engine: mc.Engine, path: mc.Path})
 	}

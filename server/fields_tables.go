@@ -13,7 +13,7 @@ var (
 
 // streamOptionFields are the fields of stream_options.
 var streamOptionFields = []field{
-	{name: "include_usage", use: honoured, note: "a last chunk with usage (and routing), no choices"},
+	{name: "include_usage", use: honoured, note: "a last chunk with usage (and routing) and no choices, before [DONE]; every other chunk has usage null"},
 	{name: "include_obfuscation", use: noOp, note: "no obfuscation padding is ever sent"},
 }
 
@@ -26,7 +26,7 @@ func sharedOpenAIFields() []field {
 		{name: "top_p", use: honoured, note: "(0, 1]"},
 		{name: "n", use: honoured, note: "1 to 16 choices, each its own routed request (seeds offset by the index)"},
 		{name: "stream", use: honoured},
-		{name: "stream_options", use: honoured, sub: streamOptionFields},
+		{name: "stream_options", use: honoured, sub: streamOptionFields, note: "only with stream true (400 otherwise)"},
 		{name: "stop", use: honoured, note: "a string or up to 4 strings; the output ends before the first"},
 		{name: "seed", use: honoured, note: "seeds sampling and the routing algorithm's draws"},
 		{name: "frequency_penalty", use: honoured, note: "-2 to 2, over the output so far, on every model"},
@@ -47,11 +47,41 @@ var messageFields = []field{
 	{name: "role", use: honoured, note: "system, developer (as system), user, assistant or tool"},
 	{name: "content", use: honoured, note: "a string, null, or a list of text parts"},
 	{name: "name", use: noOp, note: "the chat templates have no place for it"},
-	{name: "tool_call_id", use: noOp, note: "tool results are rendered as their content"},
+	{name: "tool_call_id", use: honoured, note: "role tool: the call a result answers, up to 256 bytes (templates that show it do)"},
 	{name: "refusal", use: noOp},
-	{name: "tool_calls", use: refused, idle: isEmptyList, note: "tool calling is not implemented"},
-	{name: "function_call", use: refused, note: "function calling is not implemented"},
+	{name: "tool_calls", use: honoured, sub: messageToolCallFields, list: true, note: "an assistant's calls (up to 128), rendered with the template's tool-call format"},
+	{name: "function_call", use: refused, note: "the legacy form: use tool_calls"},
 	{name: "audio", use: refused, note: "text only"},
+}
+
+// messageToolCallFields are the fields of one call of an assistant
+// message.
+var messageToolCallFields = []field{
+	{name: "id", use: honoured, note: "up to 256 bytes"},
+	{name: "type", use: honoured, note: "function"},
+	{name: "function", use: honoured, sub: []field{
+		{name: "name", use: honoured, note: "a-z, A-Z, 0-9, _ and -, up to 64 bytes"},
+		{name: "arguments", use: honoured, note: "a JSON text (an object is given to the template decoded)"},
+	}},
+}
+
+// toolFields are the fields of one tool.
+var toolFields = []field{
+	{name: "type", use: honoured, note: "function (custom tools are refused)"},
+	{name: "function", use: honoured, sub: []field{
+		{name: "name", use: honoured, note: "a-z, A-Z, 0-9, _ and -, up to 64 bytes, distinct"},
+		{name: "description", use: honoured, note: "up to 16 KiB"},
+		{name: "parameters", use: honoured, note: "a JSON Schema object; with tool_choice required or named, unsupported keywords are refused naming them"},
+		{name: "strict", use: noOp, note: "forced calls always match the schema"},
+	}},
+}
+
+// toolChoiceFields are the fields of tool_choice's object form.
+var toolChoiceFields = []field{
+	{name: "type", use: honoured, note: "function"},
+	{name: "function", use: honoured, sub: []field{{name: "name", use: honoured, note: "one of the tools"}}},
+	{name: "allowed_tools", use: refused},
+	{name: "custom", use: refused, note: "custom tools are not supported"},
 }
 
 // chatFields is the body of /v1/chat/completions.
@@ -61,11 +91,11 @@ var chatFields = fieldTable{what: "POST /v1/chat/completions", fields: append(sh
 	field{name: "logprobs", use: honoured, note: "each token's log-probability by the model that produced it (extension: model names it)"},
 	field{name: "top_logprobs", use: honoured, note: "0 to 20 most likely tokens per position; needs logprobs"},
 	field{name: "response_format", use: honoured, sub: responseFormatFields, note: "text, json_object or json_schema: output valid by construction (see README, Structured output)"},
-	field{name: "tools", use: refused, idle: isEmptyList, note: "tool calling is not implemented"},
-	field{name: "tool_choice", use: refused, idle: []string{`"none"`}, note: "tool calling is not implemented"},
-	field{name: "parallel_tool_calls", use: noOp, note: "no tools are ever called"},
-	field{name: "functions", use: refused, idle: isEmptyList, note: "function calling is not implemented"},
-	field{name: "function_call", use: refused, idle: []string{`"none"`}, note: "function calling is not implemented"},
+	field{name: "tools", use: honoured, sub: toolFields, list: true, note: "up to 128 function tools, given to the chat template; calls are read back in its family's format (see DESIGN, Tool calls)"},
+	field{name: "tool_choice", use: honoured, sub: toolChoiceFields, note: "none (tools left out of the prompt), auto (default), required, or {\"type\": \"function\", \"function\": {\"name\"}}: required and named force calls whose arguments match the parameters schema"},
+	field{name: "parallel_tool_calls", use: honoured, note: "false: at most one call (default true; Llama 3 templates hold one call anyway)"},
+	field{name: "functions", use: refused, idle: isEmptyList, note: "the legacy form: use tools"},
+	field{name: "function_call", use: refused, idle: []string{`"none"`}, note: "the legacy form: use tool_choice"},
 	field{name: "audio", use: refused, note: "text only"},
 	field{name: "modalities", use: refused, idle: []string{`["text"]`}, note: "text only"},
 	field{name: "prediction", use: refused, note: "predicted outputs are not implemented"},

@@ -27,7 +27,7 @@ func TestFieldDocs(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s lacks the table markers", fieldDocs)
 	}
-	want := markdown(chatFields, completionFields, generateFields, tokenizeFields, detokenizeFields)
+	want := markdown(chatFields, completionFields, embeddingFields, generateFields, tokenizeFields, detokenizeFields)
 	got := doc[i+len(tableBegin) : j]
 	if got == want {
 		return
@@ -63,10 +63,10 @@ func TestFieldRefusals(t *testing.T) {
 		{"unknown sampling param", "/generate", gen(map[string]any{"tempreature": 1}), "sampling_params.tempreature", "unknown_parameter"},
 		{"unknown stream option", "/v1/chat/completions", chat("stream_options", map[string]any{"usage": true}), "stream_options.usage", "unknown_parameter"},
 		{"unknown message field", "/v1/chat/completions", chat("messages", []map[string]any{{"role": "user", "content": "x", "mood": "calm"}}), "messages[0].mood", "unknown_parameter"},
-		{"tools", "/v1/chat/completions", chat("tools", []map[string]any{{"type": "function"}}), "tools", "unsupported_parameter"},
-		{"tool_choice", "/v1/chat/completions", chat("tool_choice", "auto"), "tool_choice", "unsupported_parameter"},
+		{"functions", "/v1/chat/completions", chat("functions", []map[string]any{{"name": "f"}}), "functions", "unsupported_parameter"},
+		{"unknown tool field", "/v1/chat/completions", chat("tools", []map[string]any{{"type": "function", "function": map[string]any{"name": "f", "returns": 1}}}), "tools[0].function.returns", "unknown_parameter"},
 		{"response_format field", "/v1/chat/completions", chat("response_format", map[string]any{"type": "json_object", "grammar": "x"}), "response_format.grammar", "unknown_parameter"},
-		{"message tool_calls", "/v1/chat/completions", chat("messages", []map[string]any{{"role": "assistant", "tool_calls": []map[string]any{{"id": "x"}}}}), "messages[0].tool_calls", "unsupported_parameter"},
+		{"message function_call", "/v1/chat/completions", chat("messages", []map[string]any{{"role": "assistant", "function_call": map[string]any{"name": "f"}}}), "messages[0].function_call", "unsupported_parameter"},
 		{"store", "/v1/chat/completions", chat("store", true), "store", "unsupported_parameter"},
 		{"suffix", "/v1/completions", comp("suffix", "end"), "suffix", "unsupported_parameter"},
 		{"best_of", "/v1/completions", comp("best_of", 3), "best_of", "unsupported_parameter"},

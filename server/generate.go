@@ -127,6 +127,7 @@ type genRequest struct {
 	start   time.Time
 	stream  bool
 	promptN int
+	markers map[int32]string // control tokens whose text the output keeps: tool-call markers (tools.go)
 }
 
 // delta is newly released output: one token and its text, or text alone at
@@ -499,7 +500,7 @@ func (r *relayer) tokens(chunk *stream.Chunk) error {
 			res.lps = append(res.lps, chunk.Logprobs[i])
 			lps = res.lps[len(res.lps)-1:]
 		}
-		out, hit := r.stops.add(r.dt.add(id))
+		out, hit := r.stops.add(r.dt.add(id) + r.g.markers[id])
 		r.text.WriteString(out)
 		if err := r.emit(delta{text: out, ids: res.ids[len(res.ids)-1:], by: res.by[len(res.by)-1:], lps: lps}); err != nil {
 			return err

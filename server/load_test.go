@@ -17,7 +17,7 @@ import (
 
 // loadEnv gates the full load test: TOKENROUTER_LOAD=1 runs 500 concurrent
 // streams (or TOKENROUTER_LOAD=N runs N). TOKENROUTER_LOAD_URL points it at
-// a server already running (e.g. "tokenrouter serve" under /usr/bin/time -v)
+// a server already running (e.g. "tokenrouter serve --engine sim" under /usr/bin/time -v)
 // instead of an in-process one.
 const loadEnv = "TOKENROUTER_LOAD"
 

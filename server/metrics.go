@@ -37,6 +37,7 @@ type metrics struct {
 	panics, engineRestarts, loopBusy, kernels, busDropped     *prometheus.Desc
 	active, routedFrac, largeRatio, inFlight                  *prometheus.Desc
 	kvBlocks, threshold                                       *prometheus.Desc
+	replicasUp, placements                                    *prometheus.Desc
 	prefixLooked, prefixHit                                   *prometheus.Desc
 	conns, connLimit, connsDropped, connsEvicted              *prometheus.Desc
 	tunerSeconds, tunerPlans, tunerDeferred                   *prometheus.Desc
@@ -116,6 +117,8 @@ func (m *metrics) describeModels() {
 	m.panics = desc("tokenrouter_model_panics_total", "Panics recovered in the model's sub-server: each failed one request, or one step's requests (engine), and was logged with its stack.", pm...)
 	m.engineRestarts = desc("tokenrouter_model_engine_restarts_total", "Times the model's engine was reopened after it panicked.", pm...)
 	m.kernels = desc("tokenrouter_model_kernel_choice", "1 for the kernel level the model's engine runs for each class of operation (decode, batch, prompt, attention; \"class/type\" where it differs by weight type), chosen by measurement at start or forced by --kernels.", "preset", "model", "class", "level")
+	m.replicasUp = desc("tokenrouter_model_replicas_up", "Replicas of the model serving requests (one sub-server each; 1 for a model without replicas while it is up).", pm...)
+	m.placements = desc("tokenrouter_model_placements_total", "Placements of requests on the model's replicas by outcome: placed (a new request, or a first hand-off to the model), affine (a hand-off back to the replica holding the request's KV), replaced (moved to another replica, the pinned one being gone or overloaded, and re-prefilled there), none (no replica up). Zero without replicas.", "preset", "model", "outcome")
 	m.loopBusy = desc("tokenrouter_model_loop_busy_seconds", "How long the model's loop has been in its current iteration (0 while it waits for work); past the stall timeout the model is stalled and restarted.", pm...)
 }
 
@@ -169,7 +172,7 @@ func (m *metrics) handler() http.Handler {
 // http counts one HTTP request.
 func (m *metrics) http(path string, code int) {
 	switch {
-	case path == "/v1/completions", path == "/v1/chat/completions", path == "/v1/models", path == "/generate",
+	case path == "/v1/completions", path == "/v1/chat/completions", path == "/v1/embeddings", path == "/v1/models", path == "/generate",
 		path == "/tokenize", path == "/detokenize", path == "/version", path == "/health", path == "/ready", path == "/metrics":
 	case strings.HasPrefix(path, "/v1/models/"):
 		path = "/v1/models/{id}"
@@ -206,7 +209,7 @@ type BusDropper interface {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.queue, m.requestsBy, m.kv, m.lastBatch, m.lastStep, m.simulated, m.up,
 		m.steps, m.tokens, m.busy, m.restarts, m.panics, m.engineRestarts, m.loopBusy, m.kernels, m.busDropped, m.active, m.routedFrac, m.largeRatio, m.inFlight, m.conns, m.connLimit, m.connsDropped, m.connsEvicted,
-		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit,
+		m.tunerSeconds, m.tunerPlans, m.tunerDeferred, m.kvBlocks, m.threshold, m.prefixLooked, m.prefixHit, m.replicasUp, m.placements,
 		m.specTokens, m.specKept, m.specRolled, m.specVerified, m.specAgreed, m.specAgreement, m.specDepth} {
 		ch <- d
 	}
@@ -302,6 +305,14 @@ func (m *metrics) collectModel(ch chan<- prometheus.Metric, dep *deployment, i i
 	c(m.panics, float64(st.Panics), p, name)
 	c(m.engineRestarts, float64(st.Restarts), p, name)
 	g(m.loopBusy, st.Busy.Seconds(), p, name)
+	g(m.replicasUp, float64(dep.r.ReplicasUp(i)), p, name)
+	pl := dep.r.Placements(i)
+	for _, o := range []struct {
+		outcome string
+		n       uint64
+	}{{"placed", pl.Placed}, {"affine", pl.Affine}, {"replaced", pl.Replaced}, {"none", pl.NoReplica}} {
+		c(m.placements, float64(o.n), p, name, o.outcome)
+	}
 	for class, level := range dep.models[i].info.Kernels {
 		g(m.kernels, 1, p, name, class, level)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokenrouter/tokenrouter/chat"
+	"github.com/tokenrouter/tokenrouter/config"
 )
 
 // The OpenAI layer is pure conversion around the native handler: each
@@ -88,16 +89,22 @@ type ChatRequest struct {
 	// most likely tokens (needs Logprobs).
 	Logprobs    bool `json:"logprobs"`
 	TopLogprobs *int `json:"top_logprobs"`
+	// tools, tool_choice and parallel_tool_calls (tools.go).
+	toolParams
 }
 
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	messageToolParts
 }
 
 // toNative converts the shared parameters.
 func (c *commonParams) toNative() (NativeRequest, *apiError) {
 	nr := NativeRequest{Model: c.Model, Stream: c.Stream}
+	if c.StreamOptions != nil && !c.Stream {
+		return nr, badRequest("stream_options", "invalid_value", "stream_options is only allowed when stream is true")
+	}
 	sp := &nr.SamplingParams
 	sp.MaxNewTokens, sp.Temperature, sp.TopP, sp.TopK, sp.Seed, sp.IgnoreEOS = c.MaxTokens, c.Temperature, c.TopP, c.TopK, c.Seed, c.IgnoreEOS
 	sp.penaltyParams = c.penaltyParams
@@ -204,6 +211,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := newSSE(w)
+	ev.usage = req.StreamOptions.includeUsage()
 	id := ""
 	offsets := make([]int, g.n)
 	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
@@ -228,11 +236,15 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		final := resp(id, []completionChoice{{Index: i, FinishReason: &res.reason}})
 		if i == len(rs)-1 {
 			final.Routing = g.routing(rs...)
-			if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-				final.Usage = g.usage(rs...)
-			}
 		}
 		if ev.send(final) != nil {
+			return
+		}
+	}
+	if ev.usage {
+		u := resp(id, []completionChoice{})
+		u.Usage, u.Routing = g.usage(rs...), g.routing(rs...)
+		if ev.send(u) != nil {
 			return
 		}
 	}
@@ -276,17 +288,18 @@ func (req *CompletionRequest) check(nr *NativeRequest) *apiError {
 
 // chatChoice is a choice of a chat completion.
 type chatChoice struct {
-	Index        int      `json:"index"`
-	Message      *chatOut `json:"message,omitempty"`
-	Delta        *chatOut `json:"delta,omitempty"`
-	Logprobs     any      `json:"logprobs"`
-	FinishReason *string  `json:"finish_reason"`
+	Index        int             `json:"index"`
+	Message      *chatMessageOut `json:"message,omitempty"`
+	Delta        *chatOut        `json:"delta,omitempty"`
+	Logprobs     any             `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
 }
 
 // chatOut is an assistant message or a delta of one.
 type chatOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   *string       `json:"content,omitempty"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 // chatResponse is a chat completion or one of its chunks.
@@ -325,10 +338,16 @@ func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest,
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	if nr.InputIDs, aerr = d.encodeChat(msgs); aerr != nil {
+	if req.spec, aerr = req.toolSpec(d); aerr != nil {
+		return nil, nil, aerr
+	}
+	if nr.InputIDs, aerr = d.encodeChatTools(msgs, req.spec.promptTools()); aerr != nil {
 		return nil, nil, aerr
 	}
 	g, aerr := s.prepare(&nr, chatNames)
+	if aerr == nil {
+		aerr = req.spec.apply(g, &nr.SamplingParams)
+	}
 	return &req, g, aerr
 }
 
@@ -351,16 +370,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		out := resp("chat.completion", "chatcmpl-"+rs[0].id, make([]chatChoice, len(rs)))
 		for i, res := range rs {
-			out.Choices[i] = chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &res.text}, FinishReason: &res.reason,
-				Logprobs: g.chatLogprobs(res.lps, res.by)}
+			msg, reason := req.spec.answer(res)
+			out.Choices[i] = chatChoice{Index: i, Message: msg, FinishReason: reason, Logprobs: g.chatLogprobs(res.lps, res.by)}
 		}
 		out.Usage, out.Routing = g.usage(rs...), g.routing(rs...)
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	ev := newSSE(w)
+	ev.usage = req.StreamOptions.includeUsage()
 	id := ""
 	chunk := func(c chatChoice) chatResponse { return resp("chat.completion.chunk", id, []chatChoice{c}) }
+	send := func(i int) func(*chatOut, *chatLogprobs) error {
+		return func(o *chatOut, lp *chatLogprobs) error {
+			return ev.send(chunk(chatChoice{Index: i, Delta: o, Logprobs: lp}))
+		}
+	}
+	calls := req.spec.newStreams(g.n) // tool calls read from the text (nil: the text is content)
 	rs, err := s.generateN(r.Context(), g, func(i int, d delta) error {
 		switch {
 		case d.start:
@@ -380,23 +406,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		case d.text == "" && len(d.lps) == 0:
 			return nil
 		}
-		text := d.text
-		return ev.send(chunk(chatChoice{Index: i, Delta: &chatOut{Content: &text}, Logprobs: g.chatLogprobs(d.lps, d.by)}))
+		return sendText(calls, i, d.text, g.chatLogprobs(d.lps, d.by), send(i))
 	})
 	if err != nil {
 		s.failStream(ev, w, r, err)
 		return
 	}
 	for i, res := range rs {
-		final := chunk(chatChoice{Index: i, Delta: &chatOut{}, FinishReason: &res.reason})
+		reason, err := finishStream(calls, i, res.reason, send(i))
+		final := chunk(chatChoice{Index: i, Delta: &chatOut{}, FinishReason: reason})
 		if i == len(rs)-1 {
 			final.Routing = g.routing(rs...)
 		}
-		if ev.send(final) != nil {
+		if err != nil || ev.send(final) != nil {
 			return
 		}
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if ev.usage {
 		u := resp("chat.completion.chunk", id, []chatChoice{})
 		u.Usage, u.Routing = g.usage(rs...), g.routing(rs...)
 		if ev.send(u) != nil {
@@ -429,6 +455,9 @@ func (req *ChatRequest) check() ([]chat.Message, *apiError) {
 			return nil, badRequest("messages", "invalid_type", "messages[%d].content must be a string or a list of text parts", i)
 		}
 		out[i] = chat.Message{Role: role, Content: content}
+		if aerr := m.readToolParts(i, &out[i]); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return out, nil
 }
@@ -509,8 +538,11 @@ func (d *deployment) encodeChat(msgs []chat.Message) ([]int32, *apiError) {
 func (d *deployment) card() modelCard {
 	c := modelCard{ID: d.name, Object: "model", Created: d.created, OwnedBy: "tokenrouter", Simulated: d.simulated(),
 		Algorithm: d.algorithm, Params: d.params, ChatFormat: d.template.Name(), ContextLen: d.ctxLen}
-	var sims, reals []string
+	var sims, reals, embedded []string
 	for _, m := range d.models {
+		if _, ok := config.Embedded(m.path); ok {
+			embedded = append(embedded, m.name)
+		}
 		c.Models = append(c.Models, modelEntry{Name: m.name, Engine: m.engine, Simulated: m.simulated, Path: m.path,
 			ContextLength: m.info.ContextLength, VocabSize: m.info.VocabSize})
 		if m.simulated {
@@ -525,6 +557,8 @@ func (d *deployment) card() modelCard {
 		desc += ". SIMULATED: no weights are loaded; the models are latency profiles and the text is pseudo-words."
 	case len(sims) > 0:
 		desc += ". Partly SIMULATED: " + strings.Join(sims, ", ") + " run no weights."
+	case len(embedded) == len(reals):
+		desc += " (real weights on the CPU engine, built into the binary: the tiny TinyStories pair of models/tiny)."
 	default:
 		desc += " (real weights on the CPU engine)."
 	}

@@ -3,7 +3,8 @@
 // and with a native API that exposes the routing.
 //
 // Endpoints: POST /v1/completions and POST /v1/chat/completions (streaming
-// as server-sent events ending with "data: [DONE]", or not), GET /v1/models,
+// as server-sent events ending with "data: [DONE]", or not), POST
+// /v1/embeddings (presets of one model, embeddings.go), GET /v1/models,
 // the native POST /generate (text or input_ids in; output ids, the model
 // that produced each token and per-model counts out), GET /health and
 // GET /metrics (Prometheus), and the web console at GET / (package
@@ -325,6 +326,7 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.Handle("/v1/completions", api(http.MethodPost, s.handleCompletions))
 	mux.Handle("/v1/chat/completions", api(http.MethodPost, s.handleChat))
+	mux.Handle("/v1/embeddings", api(http.MethodPost, s.handleEmbeddings))
 	mux.Handle("/v1/models", api(http.MethodGet, s.handleModels))
 	mux.Handle("/generate", api(http.MethodPost, s.handleGenerate))
 	mux.Handle("/v1/models/{id...}", api(http.MethodGet, s.handleModel))

@@ -15,7 +15,23 @@ type sse struct {
 	rc     *http.ResponseController
 	opened bool
 	buf    []byte
+	// usage marks a stream that asked for usage (stream_options.
+	// include_usage): as OpenAI sends it, the usage comes in a last chunk
+	// of its own (no choices) before [DONE], and every other chunk has
+	// "usage": null.
+	usage bool
 }
+
+// usageCarrier is a streamed chunk that may hold the usage.
+type usageCarrier interface {
+	hasUsage() bool
+}
+
+func (r chatResponse) hasUsage() bool       { return r.Usage != nil }
+func (r completionResponse) hasUsage() bool { return r.Usage != nil }
+
+// includeUsage reports whether o asks for the usage.
+func (o *streamOptions) includeUsage() bool { return o != nil && o.IncludeUsage }
 
 func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, rc: http.NewResponseController(w)}
@@ -41,6 +57,9 @@ func (e *sse) send(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("sse: %w", err)
+	}
+	if c, ok := v.(usageCarrier); ok && e.usage && !c.hasUsage() && len(b) > 2 && b[len(b)-1] == '}' {
+		b = append(b[:len(b)-1], `,"usage":null}`...) // the field omitted when unset
 	}
 	e.buf = append(append(append(e.buf[:0], "data: "...), b...), "\n\n"...)
 	if _, err := e.w.Write(e.buf); err != nil {

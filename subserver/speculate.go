@@ -3,6 +3,7 @@ package subserver
 import (
 	"context"
 	"encoding"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -253,11 +254,27 @@ func popFront[T any](s []T) []T {
 }
 
 // sendVerify sends the verify job of routed position pos to model to: the
-// tokens to has not seen up to pos.
+// tokens to has not seen up to pos. A round's first job goes to the
+// replica r is pinned to there (or the one placement chooses); the round's
+// other jobs follow it to the same replica, which answers them in order.
 func (s *Server) sendVerify(ctx context.Context, r *rec, to, pos int) {
+	ep := r.vto
+	if len(r.draft.open) <= 1 || bus.ModelOf(ep) != to {
+		var ok bool
+		if ep, ok = s.placeHandOff(ctx, r, to); !ok {
+			return
+		}
+		r.vto = ep
+	}
+	s.sendVerifyTo(ctx, r, to, ep, pos)
+}
+
+// sendVerifyTo sends the verify job of position pos to endpoint ep of
+// model to.
+func (s *Server) sendVerifyTo(ctx context.Context, r *rec, to, ep, pos int) {
 	q := &r.req
 	e := s.cfg.Bus.Get()
-	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.cfg.Index
+	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.ep
 	m := &e.Msg
 	anchor := min(r.seen[to], pos)
 	m.ID, m.From, m.To, m.Anchor = q.ID, s.cfg.Index, to, anchor
@@ -265,10 +282,15 @@ func (s *Server) sendVerify(ctx context.Context, r *rec, to, pos int) {
 	m.By = append(m.By[:0], q.By[anchor:pos]...)
 	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
 	m.Seen = append(m.Seen[:0], r.seen...)
+	m.Placed = m.Placed[:0]
+	if s.cfg.Placer != nil {
+		m.Placed = append(m.Placed, r.placed...)
+	}
 	m.Verify = append(m.Verify[:0], int32(pos))
 	m.Epoch = r.draft.epoch
 	r.seen[to] = pos // what to holds once the job has run
-	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
+	err := s.emit(ctx, ep, e)
+	if err != nil && !(errors.Is(err, bus.ErrNoEndpoint) && s.replicas(to) > 1) { // a lost verifier: its Lost resends
 		s.fail(ctx, r, fmt.Errorf("subserver %s: verify on model %d: %w", s.cfg.Name, to, err))
 	}
 }
@@ -314,6 +336,11 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 	m := &e.Msg
 	self := s.cfg.Index
 	queued := r.at == runnable && len(r.verify) > 0
+	if e.From != r.vfromEP {
+		// Another replica speculates now (the one before was lost, DESIGN
+		// §9): the rounds of the one before are over.
+		r.verify, r.vlast, r.vdead = r.verify[:0], r.vlast[:0], false
+	}
 	if !queued && m.Epoch == r.vepoch && (r.vdead || r.refused(m)) {
 		r.vdead = true // the sender rolls back and starts a new round
 		return
@@ -341,7 +368,7 @@ func (s *Server) queueVerify(ctx context.Context, r *rec, e *bus.Event) {
 	for len(r.verify) > 0 && int(r.verify[len(r.verify)-1]) > m.Anchor {
 		r.verify = r.verify[:len(r.verify)-1] // a rolled-back position
 	}
-	r.verify, r.vepoch, r.vfrom = append(r.verify, m.Verify...), m.Epoch, m.From
+	r.verify, r.vepoch, r.vfrom, r.vfromEP = append(r.verify, m.Verify...), m.Epoch, m.From, e.From
 	r.req.State, r.req.Params, r.req.PromptLen, r.req.Committed = m.State, m.Params, m.PromptLen, m.Committed
 	r.req.Tokens = append(r.req.Tokens[:m.Anchor], m.Tokens...)
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
@@ -380,7 +407,7 @@ func (s *Server) answer(ctx context.Context, r *rec, o *engine.Output) {
 	q := &r.req
 	held := len(q.Tokens) - q.Appended // what the KV held before the step
 	e := s.cfg.Bus.Get()
-	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.cfg.Index
+	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.ep
 	m := &e.Msg
 	m.ID, m.From, m.To, m.Epoch = q.ID, s.cfg.Index, r.vfrom, r.vepoch
 	m.Verify, m.Verdict = append(m.Verify[:0], r.verify...), m.Verdict[:0]
@@ -402,7 +429,8 @@ func (s *Server) answer(ctx context.Context, r *rec, o *engine.Output) {
 	}
 	r.verify, r.at = r.verify[:0], pending
 	s.moved[r.vfrom]++
-	if err := s.cfg.Bus.Send(ctx, r.vfrom, e); err != nil {
+	err := s.emit(ctx, r.vfromEP, e)
+	if err != nil && !(errors.Is(err, bus.ErrNoEndpoint) && s.replicas(r.vfrom) > 1) { // a lost speculator: its request's keeper sends it again
 		s.fail(ctx, r, fmt.Errorf("subserver %s: verdict to model %d: %w", s.cfg.Name, r.vfrom, err))
 	}
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// OnPanic, if set, is told about every recovered panic, once, with its
 	// stack (for the log). It is called from the loop goroutine.
 	OnPanic func(*Panic)
+	// Replica is this sub-server's replica of its model (DESIGN §9): its
+	// bus endpoint is bus.Endpoint(Index, Replica).
+	Replica int
+	// Placer, if set, places the requests this sub-server hands to models
+	// with several replicas (replicas.go); nil: every model has one.
+	Placer Placer
 }
 
 // Observer watches a sub-server's steps, for automatic thresholds and
@@ -113,17 +119,30 @@ type rec struct {
 	// Log-probabilities, when the request asks for them: lps of the
 	// uncommitted tokens kept (by position), fresh of the last step.
 	lps, fresh []engine.Logprob
-	// draft is the request's speculation where it speculates from; verify
-	// lists the positions of its verify job queued here, for round vepoch
-	// of model vfrom; vlast holds the positions and verdicts of the job
-	// answered last, and vdead says a later job of its round was found
-	// built on a refused token.
-	draft  draft
-	verify []int32
-	vepoch uint32
-	vfrom  int
-	vlast  []int32
-	vdead  bool
+	// draft is the request's speculation where it speculates from, vto
+	// the endpoint verifying it; verify lists the positions of its verify
+	// job queued here, for round vepoch of model vfrom at endpoint vfromEP;
+	// vlast holds the positions and verdicts of the job answered last, and
+	// vdead says a later job of its round was found built on a refused
+	// token.
+	draft   draft
+	vto     int
+	verify  []int32
+	vepoch  uint32
+	vfrom   int
+	vfromEP int
+	vlast   []int32
+	vdead   bool
+	// Replicas (replicas.go): placed[i] is the replica of model i the
+	// request is pinned to (−1: none); from is the endpoint it last
+	// arrived from. While it is pending here, sent is the copy of the
+	// hand-off this sub-server answers for (nil: none), sentTo where it
+	// went and snap its algorithm state's encoding.
+	placed []int
+	from   int
+	sent   *bus.Event
+	sentTo int
+	snap   []byte
 }
 
 // arrival says how a request became runnable on a sub-server.
@@ -195,11 +214,15 @@ type Stats struct {
 	Progress uint64
 	Busy     time.Duration
 	MaxStep  time.Duration
+	// Losses counts the losses of replicas this sub-server took in
+	// (bus.Lost, DESIGN §9).
+	Losses uint64
 }
 
 // Server is one model's sub-server.
 type Server struct {
 	cfg    Config
+	ep     int // the bus endpoint: bus.Endpoint(Index, Replica)
 	inbox  *queue
 	policy atomic.Pointer[sched.Policy]
 	epoch  time.Time
@@ -238,7 +261,7 @@ type Server struct {
 		speculated, kept, rolledBack          atomic.Uint64
 		verified, agreed, small               atomic.Uint64
 		depth                                 atomic.Int64
-		panics, restarts, progress            atomic.Uint64
+		panics, restarts, progress, losses    atomic.Uint64
 		iterStart, maxStep                    atomic.Int64
 	}
 
@@ -260,10 +283,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Index < 0 || cfg.Index >= cfg.Models || cfg.Models > 127 {
 		return nil, fmt.Errorf("subserver: model index %d of %d", cfg.Index, cfg.Models)
 	}
+	if cfg.Replica < 0 || cfg.Replica >= bus.MaxReplicas {
+		return nil, fmt.Errorf("subserver: replica %d: want 0 to %d", cfg.Replica, bus.MaxReplicas-1)
+	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
-	s := &Server{cfg: cfg, inbox: newQueue(), epoch: time.Now(), recs: map[uint64]*rec{}, moved: make([]int, cfg.Models)}
+	s := &Server{cfg: cfg, ep: bus.Endpoint(cfg.Index, cfg.Replica), inbox: newQueue(), epoch: time.Now(), recs: map[uint64]*rec{},
+		moved: make([]int, cfg.Models)}
 	p := cfg.Policy
 	s.policy.Store(&p)
 	s.bindEngine()
@@ -290,10 +317,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if b, ok := cfg.Bus.(bus.StateBinder); ok {
 		if st, ok := cfg.Algorithm.(route.Stater); ok {
-			b.BindStates(cfg.Index, st) // states arriving here decode into this algorithm's
+			b.BindStates(s.ep, st) // states arriving here decode into this algorithm's
 		}
 	}
-	if err := cfg.Bus.Attach(cfg.Index, s.inbox.push); err != nil {
+	if err := cfg.Bus.Attach(s.ep, s.inbox.push); err != nil {
 		return nil, fmt.Errorf("subserver %s: %w", cfg.Name, err)
 	}
 	return s, nil
@@ -341,6 +368,7 @@ func (s *Server) Stats() Stats {
 		SmallTokens: s.stats.small.Load(),
 		Panics:      s.stats.panics.Load(), Restarts: s.stats.restarts.Load(),
 		Progress: s.stats.progress.Load(), Busy: s.busy(), MaxStep: time.Duration(s.stats.maxStep.Load()),
+		Losses: s.stats.losses.Load(),
 	}
 }
 
@@ -356,7 +384,9 @@ func (s *Server) busy() time.Duration {
 // Run runs the loop until ctx ends; it then detaches from the bus and
 // releases every request's KV. It returns nil on a normal stop, and an
 // error wrapping ErrEngineFailed when the engine panicked and could not be
-// reopened (every request held here has then ended with an error).
+// reopened: every request held here has then ended with an error, unless
+// the model has other replicas, where they go on once the deployment
+// announces this one lost (replicas.go).
 func (s *Server) Run(ctx context.Context) error {
 	defer s.shutdown()
 	s.timer = time.NewTimer(time.Hour)
@@ -364,7 +394,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := s.loopSafe(ctx); err != nil {
 			for _, r := range s.recs {
-				if r.at != finished {
+				if r.at != finished && s.replicas(s.cfg.Index) <= 1 {
 					s.fail(ctx, r, err)
 				}
 			}
@@ -384,7 +414,7 @@ func (s *Server) iterate(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	st := sched.State{Runnable: len(s.run), Active: len(s.recs)}
+	st := sched.State{Runnable: len(s.run), Active: s.active()}
 	if len(s.run) > 0 {
 		st.ReadySince = s.run[0].readyAt
 	}
@@ -431,7 +461,7 @@ func (s *Server) shutdown() {
 		s.closeEngine()
 		return
 	}
-	s.cfg.Bus.Detach(s.cfg.Index)
+	s.cfg.Bus.Detach(s.ep)
 	for _, e := range s.inbox.drain(nil) {
 		s.cfg.Bus.Put(e)
 	}
@@ -467,7 +497,7 @@ func (s *Server) publish() {
 		s.stats.prefixLooked.Store(looked)
 		s.stats.prefixHit.Store(hit)
 	}
-	s.stats.threshold.Store(int64(s.policy.Load().B.At(len(s.recs))))
+	s.stats.threshold.Store(int64(s.policy.Load().B.At(s.active())))
 }
 
 // receive drains the inbox and applies every event.
@@ -485,6 +515,10 @@ func (s *Server) receive(ctx context.Context) {
 			if r := s.recs[e.ID]; r != nil {
 				s.drop(e.ID, r)
 			}
+		case bus.Released:
+			s.released(e)
+		case bus.Lost:
+			s.lost(ctx, e.Endpoint)
 		}
 		s.cfg.Bus.Put(e)
 		s.evs[i] = nil
@@ -497,9 +531,13 @@ func (s *Server) newRec(id uint64) *rec {
 	if n := len(s.spare); n > 0 {
 		r, s.spare = s.spare[n-1], s.spare[:n-1]
 	} else {
-		r = &rec{seen: make([]int, s.cfg.Models)}
+		r = &rec{seen: make([]int, s.cfg.Models), placed: make([]int, s.cfg.Models)}
 	}
 	r.req.ID = id
+	for i := range r.placed {
+		r.placed[i] = -1
+	}
+	r.from = bus.Frontend
 	return r
 }
 
@@ -517,10 +555,11 @@ func (s *Server) drop(id uint64, r *rec) {
 		s.stats.rolledBack.Add(uint64(len(r.req.Tokens) - int(dr.open[0])))
 	}
 	delete(s.recs, id)
+	s.unkeep(r)
 	tok, by, seen := r.req.Tokens[:0], r.req.By[:0], r.seen
 	dr := draft{open: r.draft.open[:0], sent: r.draft.sent[:0], snaps: r.draft.snaps[:0]}
 	clear(seen)
-	*r = rec{seen: seen, draft: dr, verify: r.verify[:0], vlast: r.vlast[:0]}
+	*r = rec{seen: seen, draft: dr, verify: r.verify[:0], vlast: r.vlast[:0], placed: r.placed, snap: r.snap[:0]}
 	r.req.Tokens, r.req.By = tok, by
 	s.spare = append(s.spare, r)
 }
@@ -564,6 +603,7 @@ func (s *Server) resume(ctx context.Context, e *bus.Event) {
 	r.req.By = append(r.req.By[:m.Anchor], m.By...)
 	r.lps = logprobsIn(r.lps[:0], m.Logprobs, m.Committed, len(r.req.Tokens))
 	copy(r.seen, m.Seen)
+	s.arrived(r, m, e.From)
 	// The KV holds the anchor's tokens, or fewer when the engine was
 	// restarted meanwhile: the step recomputes the rest.
 	r.seen[self] = min(m.Anchor, kv)
@@ -887,13 +927,13 @@ func (s *Server) commit(ctx context.Context, r *rec) bool {
 		}
 		s.stats.small.Add(uint64(small))
 		e := s.cfg.Bus.Get()
-		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.cfg.Index, from-q.PromptLen
+		e.Kind, e.ID, e.From, e.Pos = bus.Commit, q.ID, s.ep, from-q.PromptLen
 		e.Tokens = append(e.Tokens[:0], q.Tokens[from:to]...)
 		e.By = append(e.By[:0], q.By[from:to]...)
 		if q.Params.Sampling.Logprobs {
 			e.Logprobs = r.takeLogprobs(from, to)
 		}
-		_ = s.cfg.Bus.Send(ctx, bus.Frontend, e) // a front end that is gone has nobody to tell
+		_ = s.emit(ctx, bus.Frontend, e) // a front end that is gone has nobody to tell
 	}
 	if reason == "" {
 		return false
@@ -906,11 +946,11 @@ func (s *Server) commit(ctx context.Context, r *rec) bool {
 func (s *Server) end(ctx context.Context, r *rec, reason, msg string) {
 	r.at = finished
 	e := s.cfg.Bus.Get()
-	e.Kind, e.ID, e.From, e.Reason, e.Err = bus.Done, r.req.ID, s.cfg.Index, reason, msg
-	_ = s.cfg.Bus.Send(ctx, bus.Frontend, e)
+	e.Kind, e.ID, e.From, e.Reason, e.Err = bus.Done, r.req.ID, s.ep, reason, msg
+	_ = s.emit(ctx, bus.Frontend, e)
 	f := s.cfg.Bus.Get()
-	f.Kind, f.ID, f.From = bus.Finish, r.req.ID, s.cfg.Index
-	_ = s.cfg.Bus.Broadcast(ctx, f)
+	f.Kind, f.ID, f.From = bus.Finish, r.req.ID, s.ep
+	s.announce(ctx, f)
 }
 
 // fail ends a request with an error.
@@ -918,11 +958,16 @@ func (s *Server) fail(ctx context.Context, r *rec, err error) {
 	s.end(ctx, r, "error", err.Error())
 }
 
-// send parks r as pending and hands it to model to.
+// send parks r as pending and hands it to model to: to the replica it is
+// pinned to there, or the one placement chooses (replicas.go).
 func (s *Server) send(ctx context.Context, r *rec, to int) {
+	ep, ok := s.placeHandOff(ctx, r, to)
+	if !ok {
+		return
+	}
 	q := &r.req
 	e := s.cfg.Bus.Get()
-	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.cfg.Index
+	e.Kind, e.ID, e.From = bus.Peer, q.ID, s.ep
 	m := &e.Msg
 	anchor := min(r.seen[to], len(q.Tokens))
 	m.ID, m.From, m.To, m.Anchor = q.ID, s.cfg.Index, to, anchor
@@ -930,14 +975,22 @@ func (s *Server) send(ctx context.Context, r *rec, to int) {
 	m.By = append(m.By[:0], q.By[anchor:]...)
 	m.PromptLen, m.Committed, m.Params, m.State = q.PromptLen, q.Committed, q.Params, q.State
 	m.Seen = append(m.Seen[:0], r.seen...)
+	m.Placed = m.Placed[:0]
+	if s.cfg.Placer != nil {
+		m.Placed = append(m.Placed, r.placed...)
+	}
 	m.Logprobs = append(m.Logprobs[:0], r.lps...)
 	if s.sender != nil {
 		s.sender.Send(q, m)
 	}
 	r.at = pending
-	if err := s.cfg.Bus.Send(ctx, to, e); err != nil {
-		s.fail(ctx, r, fmt.Errorf("subserver %s: hand-off to model %d: %w", s.cfg.Name, to, err))
+	if err := s.keep(r, e, ep); err != nil {
+		s.cfg.Bus.Put(e)
+		s.fail(ctx, r, err)
+		return
 	}
+	s.leaving(ctx, r, ep)
+	s.handOff(ctx, r, e, ep)
 }
 
 // logprobsIn appends to dst the entries of lps at positions in [lo, hi).

@@ -58,6 +58,9 @@ func (s Spec) Member(i int) (MemberSpec, error) {
 	if s.Launch.Auto {
 		return MemberSpec{}, errors.New("system: launch: automatic thresholds are tuned by the front end; a member needs explicit tables")
 	}
+	if s.Models[i].Replicas > 1 {
+		return MemberSpec{}, fmt.Errorf("system: model %s: %w", s.Models[i].Name, ErrReplicasInProcess)
+	}
 	m, err := absPaths(s.Models[i])
 	if err != nil {
 		return MemberSpec{}, err
@@ -70,7 +73,8 @@ func (s Spec) Member(i int) (MemberSpec, error) {
 	return ms, nil
 }
 
-// absPaths returns m with its file paths made absolute.
+// absPaths returns m with its file paths made absolute (an embedded file
+// stays as it is: every process of the binary has it).
 func absPaths(m config.Model) (config.Model, error) {
 	m.CPUs = slices.Clone(m.CPUs)
 	paths := []*string{&m.Path, &m.Tokenizer}
@@ -78,7 +82,7 @@ func absPaths(m config.Model) (config.Model, error) {
 		paths = append(paths, &m.ChatTemplate)
 	}
 	for _, p := range paths {
-		if *p == "" {
+		if _, embedded := config.Embedded(*p); *p == "" || embedded {
 			continue
 		}
 		abs, err := filepath.Abs(*p)

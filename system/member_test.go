@@ -77,3 +77,19 @@ func TestOpenMember(t *testing.T) {
 		t.Errorf("sub-server over %v, index %d", sub.Engine(), m.Index())
 	}
 }
+
+// TestMemberSpecEmbedded: a model built into the binary keeps its
+// embedded: paths in a member's spec (every process of the binary has the
+// files), where file paths become absolute.
+func TestMemberSpecEmbedded(t *testing.T) {
+	s := memberSpec()
+	s.Models = config.Tiny().Models
+	s.Models[1].Tokenizer = "tok512.bin"
+	m, err := s.Member(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Model.Path != "embedded:llama2xs-model.bin" || !filepath.IsAbs(m.Model.Tokenizer) {
+		t.Errorf("model %+v", m.Model)
+	}
+}

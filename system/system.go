@@ -28,6 +28,11 @@ import (
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
+// ErrReplicasInProcess refuses replicas (config.Model.Replicas above 1)
+// where a model's sub-servers would run in other processes: replicas run in
+// the deployment's process.
+var ErrReplicasInProcess = errors.New("replicas run in the front end's process only (not with sub-servers in other processes)")
+
 // System is a serving system requests are submitted to: a deployment, a
 // baseline, or a server elsewhere.
 type System interface {
@@ -115,7 +120,7 @@ func Open(ctx context.Context, s Spec) (*deploy.Deployment, []loader.Text, error
 	for i, o := range opened {
 		texts[i] = o.Text
 	}
-	r, err := s.start(opened)
+	r, err := s.start(ctx, opened)
 	if err != nil {
 		for _, o := range opened {
 			err = errors.Join(err, o.Engine.Close())
@@ -125,19 +130,34 @@ func Open(ctx context.Context, s Spec) (*deploy.Deployment, []loader.Text, error
 	return r, texts, nil
 }
 
-// start builds the deployment over opened engines.
-func (s Spec) start(opened []loader.Model) (*deploy.Deployment, error) {
+// start builds the deployment over opened engines, opening the engines of
+// the models' further replicas (DESIGN §9). On an error it closes those;
+// the caller closes the opened ones.
+func (s Spec) start(ctx context.Context, opened []loader.Model) (*deploy.Deployment, error) {
 	if err := s.sameVocabulary(opened); err != nil {
 		return nil, err
 	}
 	cfg := s.config()
 	cfg.Models = make([]deploy.Model, len(opened))
+	closeReplicas := func(err error) error {
+		for _, m := range cfg.Models {
+			for _, e := range m.Replicas {
+				err = errors.Join(err, e.Close())
+			}
+		}
+		return err
+	}
 	for i, o := range opened {
 		m := deploy.Model{Name: s.Models[i].Name, Engine: s.Faults.Engine(o.Engine), Reopen: s.reopener(s.Models[i])}
 		if s.Vocab != nil {
 			m.Vocab = s.Vocab(o.Text, o.Engine.Info().VocabSize)
 		}
+		var err error
+		m.Replicas, err = s.replicaEngines(ctx, s.Models[i])
 		cfg.Models[i] = m
+		if err != nil {
+			return nil, closeReplicas(err)
+		}
 	}
 	if s.BusDelay > 0 {
 		cfg.Bus, cfg.CloseBus = bus.NewDelayed(bus.NewMemory(), s.BusDelay), true
@@ -147,9 +167,40 @@ func (s Spec) start(opened []loader.Model) (*deploy.Deployment, error) {
 		if cfg.Bus != nil {
 			err = errors.Join(err, cfg.Bus.Close())
 		}
-		return nil, fmt.Errorf("system: %w", err)
+		return nil, closeReplicas(fmt.Errorf("system: %w", err))
 	}
 	return r, nil
+}
+
+// replicaEngines opens the engines of m's further replicas (replica 1 on),
+// with s's faults injected; on an error it closes those it opened.
+func (s Spec) replicaEngines(ctx context.Context, m config.Model) ([]engine.Engine, error) {
+	if m.Replicas > bus.MaxReplicas {
+		return nil, fmt.Errorf("system: model %s: %d replicas: at most %d", m.Name, m.Replicas, bus.MaxReplicas)
+	}
+	var out []engine.Engine
+	for k := 1; k < m.Replicas; k++ {
+		e, err := s.kinds().OpenEngine(ctx, m)
+		if err != nil {
+			for _, o := range out {
+				err = errors.Join(err, o.Close())
+			}
+			return nil, fmt.Errorf("system: model %s, replica %d: %w", m.Name, k, err)
+		}
+		out = append(out, s.Faults.Engine(e))
+	}
+	return out, nil
+}
+
+// replicated returns the first model of s with more than one replica, or
+// "" when there is none.
+func (s Spec) replicated() string {
+	for _, m := range s.Models {
+		if m.Replicas > 1 {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 // sameVocabulary checks, when the spec asks, that the models share their
@@ -191,6 +242,9 @@ func (s Spec) reopener(m config.Model) func(context.Context) (engine.Engine, err
 func Remote(s Spec, infos []engine.Info, b bus.Bus) (*deploy.Deployment, error) {
 	if len(infos) != len(s.Models) {
 		return nil, fmt.Errorf("system: %d model facts for %d models", len(infos), len(s.Models))
+	}
+	if name := s.replicated(); name != "" {
+		return nil, fmt.Errorf("system: model %s: %w", name, ErrReplicasInProcess)
 	}
 	cfg := s.config()
 	cfg.Bus, cfg.Launch, cfg.Tuning = b, sched.Launch{}, nil

@@ -44,6 +44,9 @@ func Build(ctx context.Context, s Spec, name string, largeShare float64) (System
 	if About(name) == "" {
 		return nil, fmt.Errorf("system: unknown system %q (have %v)", name, Kinds())
 	}
+	if m := s.replicated(); m != "" && name == "lockstep" {
+		return nil, fmt.Errorf("system: lockstep runs one engine per model; model %s has replicas", m)
+	}
 	opened, err := s.kinds().OpenAll(ctx, s.Models)
 	if err != nil {
 		return nil, fmt.Errorf("system: %w", err)
@@ -56,7 +59,7 @@ func Build(ctx context.Context, s Spec, name string, largeShare float64) (System
 		return lockstep.New(lockstep.Config{Engines: es, Names: s.Names(), Algorithm: s.Algorithm, Params: s.Params,
 			Registry: s.Registry, Observer: s.Observer})
 	}
-	r, err := variant(s, name, largeShare).start(opened)
+	r, err := variant(s, name, largeShare).start(ctx, opened)
 	if err != nil {
 		for _, o := range opened {
 			_ = o.Engine.Close()

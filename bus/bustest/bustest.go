@@ -170,7 +170,7 @@ func testAttachTwice(t *testing.T, o Options) {
 // other, from whichever handle it was sent.
 func testAddressee(t *testing.T, o Options) {
 	bs := o.New(t, 3)
-	eps := []int{bus.Frontend, 0, 1, 2}
+	eps := []int{bus.Frontend, 0, 1, 2, bus.Endpoint(1, 1), bus.Endpoint(2, bus.MaxReplicas-1)} // replicas have endpoints of their own
 	sinks := map[int]*sink{}
 	for i, ep := range eps {
 		sinks[ep] = attach(t, bs[i%len(bs)], ep)
@@ -203,9 +203,9 @@ func testAddressee(t *testing.T, o Options) {
 // fullEvent is an event with every field set.
 func fullEvent(k bus.Kind) *bus.Event {
 	return &bus.Event{
-		Kind: k, ID: 1<<40 + 7, From: 1,
+		Kind: k, ID: 1<<40 + 7, From: bus.Endpoint(1, 3), Endpoint: bus.Endpoint(2, 1),
 		Msg: route.Message{ID: 1<<40 + 7, From: 1, To: 2, Anchor: 3, Tokens: []int32{9, 8, 1 << 20}, By: []int8{1, 1, -1},
-			PromptLen: 2, Committed: 4, Seen: []int{3, 5, 0}, Finished: true,
+			PromptLen: 2, Committed: 4, Seen: []int{3, 5, 0}, Placed: []int{0, 3, -1}, Finished: true,
 			Params: route.Params{MaxTokens: 99, IgnoreEOS: true, Seed: 1 << 50, Schema: `{"type":"object"}`, Speculate: -3,
 				Sampling: engine.Sampling{Temperature: 0.7, TopK: 40, TopP: 0.9, Seed: 12345, MinP: 0.05, Logprobs: true, TopLogprobs: 5,
 					Penalties: engine.Penalties{Frequency: 0.5, Presence: -0.25, Repetition: 1.3,
@@ -222,7 +222,7 @@ func fullEvent(k bus.Kind) *bus.Event {
 func testFields(t *testing.T, o Options) {
 	bs := o.New(t, 2)
 	to := attach(t, bs[1], 2)
-	kinds := []bus.Kind{bus.Peer, bus.Admit, bus.Finish, bus.Cancel, bus.Commit, bus.Done}
+	kinds := []bus.Kind{bus.Peer, bus.Admit, bus.Finish, bus.Cancel, bus.Commit, bus.Done, bus.Released, bus.Lost}
 	for _, k := range kinds {
 		e := bs[0].Get()
 		bus.Copy(e, fullEvent(k))
@@ -244,13 +244,13 @@ func sameEvent(a, b *bus.Event) bool {
 	ma, mb := a.Msg, b.Msg
 	if !reflect.DeepEqual(ma.State, mb.State) || !slices.Equal(ma.Tokens, mb.Tokens) || !slices.Equal(ma.By, mb.By) ||
 		!slices.Equal(ma.Seen, mb.Seen) || !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.By, b.By) ||
-		!slices.Equal(ma.Verify, mb.Verify) || !slices.Equal(ma.Verdict, mb.Verdict) {
+		!slices.Equal(ma.Verify, mb.Verify) || !slices.Equal(ma.Verdict, mb.Verdict) || !slices.Equal(ma.Placed, mb.Placed) {
 		return false
 	}
-	ma.State, ma.Tokens, ma.By, ma.Seen, ma.Verify, ma.Verdict = nil, nil, nil, nil, nil, nil
-	mb.State, mb.Tokens, mb.By, mb.Seen, mb.Verify, mb.Verdict = nil, nil, nil, nil, nil, nil
+	ma.State, ma.Tokens, ma.By, ma.Seen, ma.Verify, ma.Verdict, ma.Placed = nil, nil, nil, nil, nil, nil, nil
+	mb.State, mb.Tokens, mb.By, mb.Seen, mb.Verify, mb.Verdict, mb.Placed = nil, nil, nil, nil, nil, nil, nil
 	return a.Kind == b.Kind && a.ID == b.ID && a.From == b.From && reflect.DeepEqual(ma, mb) && reflect.DeepEqual(a.Logprobs, b.Logprobs) &&
-		a.Pos == b.Pos && a.Reason == b.Reason && a.Err == b.Err
+		a.Pos == b.Pos && a.Reason == b.Reason && a.Err == b.Err && a.Endpoint == b.Endpoint
 }
 
 // TestBroadcast: a broadcast reaches every model endpoint on every handle,
@@ -259,7 +259,7 @@ func sameEvent(a, b *bus.Event) bool {
 func testBroadcast(t *testing.T, o Options) {
 	bs := o.New(t, 2)
 	front := attach(t, bs[0], bus.Frontend)
-	models := []*sink{attach(t, bs[0], 0), attach(t, bs[1], 1), attach(t, bs[1], 2)}
+	models := []*sink{attach(t, bs[0], 0), attach(t, bs[1], 1), attach(t, bs[1], 2), attach(t, bs[0], bus.Endpoint(1, 1))}
 	// The first endpoint to see an event scribbles over it: no other may
 	// see the change.
 	models[0].edit = func(e *bus.Event) {

@@ -16,8 +16,10 @@ import (
 // encoded event. A decoder rejects any other version (ErrVersion).
 //
 // Version 4 added the origin (sender, sequence number, send time) after
-// the version byte.
-const Version = 4
+// the version byte; version 5 the replicas (DESIGN §9): replicas'
+// endpoints as senders, Msg.Placed, Event.Endpoint and the released and
+// lost kinds.
+const Version = 5
 
 // OriginSize is the size of the encoded origin: Sender, Seq and Time as
 // little-endian 64-bit numbers, right after the version byte.
@@ -48,6 +50,8 @@ const (
 	MaxTokens = 1 << 22
 	// MaxModels bounds the per-model positions of a message.
 	MaxModels = 128
+	// MaxEndpoint bounds an endpoint: the last replica of the last model.
+	MaxEndpoint = bus.ReplicaStride*bus.MaxReplicas - 1
 	// MaxState bounds an encoded algorithm state in bytes.
 	MaxState = 1 << 24
 	// MaxSchema bounds a request's output schema in bytes.
@@ -67,13 +71,15 @@ const (
 
 // Section flags: which optional parts an encoded event carries.
 const (
-	hasMsg    = 1 << iota // Msg (peer messages)
-	hasCommit             // Tokens, By, Pos, Logprobs (commits)
-	hasText               // Reason, Err (done)
-	hasState              // Msg.State (only with hasMsg)
-	hasFinish             // Msg.Finished
-	hasSpec               // Msg.Verify, Verdict, Epoch, Params.Speculate
-	allFlags  = hasMsg | hasCommit | hasText | hasState | hasFinish | hasSpec
+	hasMsg      = 1 << iota // Msg (peer messages)
+	hasCommit               // Tokens, By, Pos, Logprobs (commits)
+	hasText                 // Reason, Err (done)
+	hasState                // Msg.State (only with hasMsg)
+	hasFinish               // Msg.Finished
+	hasSpec                 // Msg.Verify, Verdict, Epoch, Params.Speculate
+	hasPlaced               // Msg.Placed (only with hasMsg)
+	hasEndpoint             // Endpoint (lost)
+	allFlags    = hasMsg | hasCommit | hasText | hasState | hasFinish | hasSpec | hasPlaced | hasEndpoint
 )
 
 // ErrDecode wraps every decoding error.
@@ -110,6 +116,9 @@ func AppendEvent(b []byte, o Origin, e *bus.Event) ([]byte, error) {
 		b = appendText(b, e.Reason)
 		b = appendText(b, e.Err)
 	}
+	if flags&hasEndpoint != 0 {
+		b = binary.AppendVarint(b, int64(e.Endpoint))
+	}
 	return b, nil
 }
 
@@ -128,6 +137,12 @@ func eventFlags(e *bus.Event) byte {
 		if len(m.Verify) > 0 || len(m.Verdict) > 0 || m.Epoch != 0 || m.Params.Speculate != 0 {
 			flags |= hasSpec
 		}
+		if len(m.Placed) > 0 {
+			flags |= hasPlaced
+		}
+	}
+	if e.Endpoint != 0 {
+		flags |= hasEndpoint
 	}
 	if len(e.Tokens) > 0 || len(e.By) > 0 || e.Pos != 0 || len(e.Logprobs) > 0 {
 		flags |= hasCommit
@@ -174,6 +189,12 @@ func appendMsg(b []byte, m *route.Message, flags byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(m.Epoch))
 		b = binary.AppendVarint(b, int64(m.Params.Speculate))
 	}
+	if flags&hasPlaced != 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.Placed)))
+		for _, r := range m.Placed {
+			b = binary.AppendVarint(b, int64(r))
+		}
+	}
 	return b, nil
 }
 
@@ -209,7 +230,7 @@ func appendStops(b []byte, p *route.Params) []byte {
 func msgZero(m *route.Message) bool {
 	return m.ID == 0 && m.From == 0 && m.To == 0 && m.Anchor == 0 && m.PromptLen == 0 && m.Committed == 0 &&
 		len(m.Tokens) == 0 && len(m.By) == 0 && len(m.Seen) == 0 && !m.Finished && paramsZero(&m.Params) && m.State == nil &&
-		len(m.Logprobs) == 0 && len(m.Verify) == 0 && len(m.Verdict) == 0 && m.Epoch == 0
+		len(m.Logprobs) == 0 && len(m.Verify) == 0 && len(m.Verdict) == 0 && m.Epoch == 0 && len(m.Placed) == 0
 }
 
 // paramsZero reports whether p is the zero Params.
@@ -389,6 +410,10 @@ func DecodeEvent(b []byte, e *bus.Event, newState NewStateFunc) (Origin, error) 
 		e.Reason = string(d.bytes(MaxText))
 		e.Err = string(d.bytes(MaxText))
 	}
+	e.Endpoint = 0
+	if flags&hasEndpoint != 0 {
+		e.Endpoint = d.int(bus.Frontend, MaxEndpoint)
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
 	}
@@ -434,6 +459,12 @@ func (d *decoder) msg(m *route.Message, flags byte, id uint64, newState NewState
 			d.fail("epoch")
 		}
 		p.Speculate = d.int(math.MinInt32, math.MaxInt32)
+	}
+	m.Placed = m.Placed[:0]
+	if flags&hasPlaced != 0 {
+		for range d.length(MaxModels, 1) {
+			m.Placed = append(m.Placed, d.int(-1, bus.MaxReplicas-1))
+		}
 	}
 	return nil
 }
@@ -514,13 +545,13 @@ func (d *decoder) header() (Header, byte) {
 	if o.Sender == 0 || o.Seq == 0 {
 		d.fail(fmt.Sprintf("origin %d/%d", o.Sender, o.Seq))
 	}
-	if k < bus.Peer || k > bus.Done {
+	if k < bus.Peer || k > bus.Lost {
 		d.fail(fmt.Sprintf("unknown kind %d", k))
 	}
-	if flags&^allFlags != 0 || (flags&(hasState|hasFinish|hasSpec) != 0 && flags&hasMsg == 0) {
+	if flags&^allFlags != 0 || (flags&(hasState|hasFinish|hasSpec|hasPlaced) != 0 && flags&hasMsg == 0) {
 		d.fail(fmt.Sprintf("flags %#x", flags))
 	}
-	h := Header{Origin: o, Kind: k, ID: d.uvarint(), From: d.int(-1, MaxModels)}
+	h := Header{Origin: o, Kind: k, ID: d.uvarint(), From: d.int(-1, MaxEndpoint)}
 	if d.err != nil {
 		return Header{}, 0
 	}

@@ -46,13 +46,18 @@ func sampleEvents() []*bus.Event {
 		{Kind: bus.Peer, ID: 44, From: 1, Msg: route.Message{ID: 44, From: 1, To: 0, Verify: []int32{5, 8}, Verdict: []int32{17, 3}, Epoch: 2}},
 		{Kind: bus.Commit, ID: 7, From: 1, Tokens: []int32{10, 11}, By: []int8{0, 1}, Pos: 12},
 		{Kind: bus.Done, ID: 7, From: 1, Reason: "error", Err: "engine: boom"},
+		// Replicas: a replica's endpoint as sender, pins, a release, a loss.
+		{Kind: bus.Peer, ID: 45, From: bus.Endpoint(1, 3), Msg: route.Message{ID: 45, From: 1, To: 0, Anchor: 2, Tokens: []int32{5},
+			By: []int8{1}, Seen: []int{3, 3}, Placed: []int{2, 3}}},
+		{Kind: bus.Released, ID: 45, From: bus.Endpoint(0, 2)},
+		{Kind: bus.Lost, From: bus.Frontend, Endpoint: bus.Endpoint(MaxModels-2, bus.MaxReplicas-1)},
 	}
 }
 
 // normalise makes nil and empty slices compare equal.
 func normalise(e *bus.Event) bus.Event {
 	c := *e
-	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen, &c.Msg.Verify, &c.Msg.Verdict} {
+	for _, s := range []any{&c.Tokens, &c.By, &c.Msg.Tokens, &c.Msg.By, &c.Msg.Seen, &c.Msg.Verify, &c.Msg.Verdict, &c.Msg.Placed} {
 		v := reflect.ValueOf(s).Elem()
 		if v.Len() == 0 {
 			v.Set(reflect.Zero(v.Type()))
@@ -103,8 +108,8 @@ func TestEncodingIsCompact(t *testing.T) {
 // carries, so the encoding is extended (and its version bumped) with it.
 func TestCodecCoversEveryField(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[bus.Event]():     10,
-		reflect.TypeFor[route.Message](): 16,
+		reflect.TypeFor[bus.Event]():     11,
+		reflect.TypeFor[route.Message](): 17,
 		reflect.TypeFor[route.Params]():  8,
 		// History, PromptLen and Record are set by every model for its own
 		// step.
@@ -124,18 +129,19 @@ func TestDecodeRejects(t *testing.T) {
 	clear(noSender[1:9])
 	clear(noSeq[seqOffset : seqOffset+8])
 	cases := map[string][]byte{
-		"empty":       nil,
-		"short":       good[:1+OriginSize],
-		"kind":        header(99, 0, 1, 0),
-		"flags":       header(bus.Admit, 0x80, 1, 0),
-		"state alone": header(bus.Admit, hasState, 1, 0),
-		"spec alone":  header(bus.Admit, hasSpec, 1, 0),
-		"truncated":   good[:len(good)-3],
-		"trailing":    append(append([]byte(nil), good...), 0),
-		"huge length": huge,
-		"bad from":    header(bus.Admit, 0, 1, 0x7f),
-		"sender 0":    noSender,
-		"sequence 0":  noSeq,
+		"empty":        nil,
+		"short":        good[:1+OriginSize],
+		"kind":         header(99, 0, 1, 0),
+		"placed alone": header(bus.Admit, hasPlaced, 1, 0),
+		"far endpoint": header(bus.Lost, hasEndpoint, append([]byte{1, 0}, binary.AppendVarint(nil, MaxEndpoint+1)...)...),
+		"state alone":  header(bus.Admit, hasState, 1, 0),
+		"spec alone":   header(bus.Admit, hasSpec, 1, 0),
+		"truncated":    good[:len(good)-3],
+		"trailing":     append(append([]byte(nil), good...), 0),
+		"huge length":  huge,
+		"bad from":     header(bus.Admit, 0, 1, 0x7f),
+		"sender 0":     noSender,
+		"sequence 0":   noSeq,
 	}
 	for name, b := range cases {
 		if _, err := DecodeEvent(b, &bus.Event{}, intsState); !errors.Is(err, ErrDecode) || errors.Is(err, ErrVersion) {

@@ -1,8 +1,8 @@
 // Package nats carries TokenRouter's bus over NATS, so sub-servers can run
 // in other processes or on other machines. Each deployment owns a subject
-// prefix; every endpoint has one subject (prefix.ep.<model> or
-// prefix.ep.front) and model endpoints also listen on the broadcast
-// subject (prefix.all). Events travel in the compact, versioned binary
+// prefix; every endpoint has one subject (prefix.ep.<model>, for a
+// model's further replicas prefix.ep.<model>.<replica>, or prefix.ep.front)
+// and model endpoints also listen on the broadcast subject (prefix.all). Events travel in the compact, versioned binary
 // encoding of codec.go, per-request algorithm state included: the
 // receiving sub-server's algorithm supplies the empty state it is decoded
 // into (bus.StateBinder).
@@ -97,16 +97,19 @@ const DefaultClockSkew = 30 * time.Second
 // bus.StateBinder.
 type Bus struct {
 	bus.Pool
-	conn   *gonats.Conn
-	opt    Options
-	seal   *sealer  // nil: messages carry no tag
-	subj   []string // subj[i] is model i's subject
-	front  string
-	all    string
-	bufs   sync.Pool
-	errors atomic.Uint64
-	drops  dropCounters
-	sender uint64 // this connection's identity in every event's origin
+	conn *gonats.Conn
+	opt  Options
+	seal *sealer  // nil: messages carry no tag
+	subj []string // subj[i] is model i's subject
+	// rsubj names the subjects of further replicas as they are used.
+	rsubjMu sync.Mutex
+	rsubj   map[int]string
+	front   string
+	all     string
+	bufs    sync.Pool
+	errors  atomic.Uint64
+	drops   dropCounters
+	sender  uint64 // this connection's identity in every event's origin
 
 	pubMu sync.Mutex // sequence numbers go on the wire in order
 	seq   uint64     // the last event's sequence number
@@ -170,7 +173,7 @@ func (b *Bus) init(conn *gonats.Conn, o Options, seal *sealer) {
 	}
 	b.conn, b.opt = conn, o
 	b.front, b.all = o.Prefix+".ep.front", o.Prefix+".all"
-	b.subj = make([]string, MaxModels)
+	b.subj, b.rsubj = make([]string, MaxModels), map[int]string{}
 	for i := range b.subj {
 		b.subj[i] = o.Prefix + ".ep." + strconv.Itoa(i)
 	}
@@ -208,13 +211,23 @@ func (b *Bus) drop(c *atomic.Uint64, err error) {
 }
 
 func (b *Bus) subject(ep int) (string, error) {
-	if ep == bus.Frontend {
+	switch {
+	case ep == bus.Frontend:
 		return b.front, nil
-	}
-	if ep < 0 || ep >= len(b.subj) {
+	case ep < 0 || ep > MaxEndpoint:
 		return "", fmt.Errorf("%w: %d", bus.ErrNoEndpoint, ep)
+	case ep < len(b.subj):
+		return b.subj[ep], nil
 	}
-	return b.subj[ep], nil
+	// A further replica of a model (DESIGN §9), named once.
+	b.rsubjMu.Lock()
+	defer b.rsubjMu.Unlock()
+	s, ok := b.rsubj[ep]
+	if !ok {
+		s = b.subj[bus.ModelOf(ep)] + "." + strconv.Itoa(bus.ReplicaOf(ep))
+		b.rsubj[ep] = s
+	}
+	return s, nil
 }
 
 // BindStates makes st supply the empty states that algorithm states

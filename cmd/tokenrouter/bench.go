@@ -11,13 +11,15 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/bench"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/internal/progress"
 )
 
 // benchLong is the bench command's help text.
 const benchLong = `bench measures serving systems under a closed loop of concurrent requests,
 and the throughput model against them. Each subcommand keeps --concurrency
 requests in flight (a finished request is replaced at once), warms up, then
-counts committed tokens over a measured window; progress goes to stderr.
+counts committed tokens over a measured window; on a terminal, a bar on stderr
+shows each run's progress.
 
   tokenrouter bench run --profile paper-r2r --concurrency 4 --thresholds 1,3
   tokenrouter bench compare --model slm=A.gguf --model llm=B.gguf --systems all --concurrency 1,4,8
@@ -185,7 +187,10 @@ func newBenchRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return bench.Measure(cmd.Context(), s, system)
+			bars := newBenchBars(cmd.ErrOrStderr(), progress.Options{})
+			defer bars.end()
+			s.Progress, s.Loop.Progress = bars, bars.tick
+			return bench.Measure(withLoadBars(cmd.Context(), cmd.ErrOrStderr()), s, system)
 		},
 	}
 	fl := cmd.Flags()

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokenrouter/tokenrouter/bench"
+	"github.com/tokenrouter/tokenrouter/internal/progress"
 	"github.com/tokenrouter/tokenrouter/lab"
 )
 
@@ -54,7 +55,7 @@ or token ids; each streamed chunk with text is a token, reconciled with the
 final usage. For the same prompts, describe the server's models here too
 (--model, --config) or give --vocab.
 
-  tokenrouter serve --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared --port 30001 &
+  tokenrouter serve --model slm=smol135.gguf --model llm=smol360.gguf --algorithm r2r-random --placement time-shared --port 30001 &
   tokenrouter bench compare --model slm=smol135.gguf --model llm=smol360.gguf --placement time-shared \
     --systems tokenrouter --url served=http://127.0.0.1:30001 --concurrency 8 --rounds 4
 
@@ -94,8 +95,11 @@ func newBenchCompareCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			bars := newBenchBars(cmd.ErrOrStderr(), progress.Options{})
+			defer bars.end()
+			s.Progress, s.Loop.Progress, c.Progress = bars, bars.tick, bars.slice
 			c.Spec, c.URLs, c.Recalibrate, c.RecalibrateEvery, c.Calibrate = s, m.urls, rc.on, rc.every, rc.grid.options(l.promptLen)
-			return lab.Compare(cmd.Context(), c)
+			return lab.Compare(withLoadBars(cmd.Context(), cmd.ErrOrStderr()), c)
 		},
 	}
 	fl := cmd.Flags()

@@ -22,6 +22,7 @@ import (
 // workload and servers given by URL.
 type benchModelFlags struct {
 	models, threads, cpus, urls []string
+	replicas                    []string
 	configPath, preset          string
 	tokenizer, placement        string
 	prompts, urlModel, apiKey   string
@@ -54,6 +55,7 @@ func addModelFlags(fl *pflag.FlagSet, m *benchModelFlags) {
 	addModelFileFlags(fl, m)
 	addModelSourceFlags(fl, m)
 	addPlacementFlag(fl, m)
+	addReplicasFlag(fl, &m.replicas)
 }
 
 // addWorkloadFlags registers the prompts' flags.
@@ -117,6 +119,9 @@ func benchDescribe(changed func(string) bool, f deployFlags, m benchModelFlags) 
 	if err := applyPlacementFlags(d.Models, m.threads, m.cpus); err != nil {
 		return d, err
 	}
+	if err := applyReplicas(d.Models, m.replicas); err != nil {
+		return d, err
+	}
 	if d.Label == "cpu engine" || strings.HasPrefix(d.Label, "config") {
 		d.Label += ": " + strings.Join(modelNames(d.Models), ", ")
 	}
@@ -141,6 +146,7 @@ func describeConfig(d *bench.Spec, path, name string, changed func(string) bool)
 	}
 	for _, n := range p.Models {
 		m, _ := cfg.Model(n) // Load validated the references
+		m.Replicas = p.ReplicasOf(m)
 		d.Models = append(d.Models, m)
 	}
 	if !changed("algorithm") {

@@ -82,7 +82,7 @@ func TestBenchModelFlagErrors(t *testing.T) {
 
 func TestServePlacementFlags(t *testing.T) {
 	cmd := newServeCmd()
-	if err := cmd.ParseFlags([]string{"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--threads", "2", "--threads", "b=1",
+	if err := cmd.ParseFlags([]string{"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--algorithm", "r2r-random", "--threads", "2", "--threads", "b=1",
 		"--cpus", "a=0-1", "--placement", "time-shared"}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestBenchCPU(t *testing.T) {
 	}
 }
 
-// TestBenchURL measures `tokenrouter serve`'s default deployment over
+// TestBenchURL measures `tokenrouter serve --engine sim`'s deployment over
 // HTTP beside the same deployment in process, interleaved: the
 // throughputs agree within generous bounds (a shared machine).
 func TestBenchURL(t *testing.T) {

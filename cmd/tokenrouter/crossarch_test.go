@@ -16,7 +16,7 @@ import (
 // TestArm64GeneratesTheSameText cross-builds tokenrouter for linux/arm64,
 // runs it under qemu-user (qemu-aarch64), and checks that it generates,
 // greedily, the same prompt ids, output ids and text as this amd64 build
-// on the tiny real models of testdata/models: the F32 GGUF file, its
+// on the tiny real models of models/tiny: the F32 GGUF file, its
 // llama2.c checkpoint, the second llama2.c model, and the GGUF file
 // quantised to Q8_0, Q4_0 and Q4_K_M (whose 64-value rows take Q5_0), so
 // the arm64 weight kernels of those types run end to end. Two generated

@@ -35,8 +35,8 @@ prefix, and log-lik its mean log-probability per response token (nats). Scorers 
 column: agreement (default), prefix — the share of the large model's own greedy output reproduced
 before the first difference; exact — the output starts with the reference answer.
 
-  tokenrouter eval --dataset data.jsonl --model slm=testdata/models/stories260K.gguf \
-    --model llm=testdata/models/llama2xs-model.bin --tokenizer testdata/models/tok512.bin \
+  tokenrouter eval --dataset data.jsonl --model slm=models/tiny/stories260K.gguf \
+    --model llm=models/tiny/llama2xs-model.bin --tokenizer models/tiny/tok512.bin \
     --algorithm r-stitch --sweep tau=0.1,0.3,0.5,0.7,0.9 --max-tokens 32 --plot out/
 
 Curve mode (--arm, repeatable) runs several algorithms' sweeps on the same prompts and draws each

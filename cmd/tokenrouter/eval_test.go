@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokenrouter/tokenrouter/internal/testmodels"
 )
 
 // TestEvalParetoOnRealPair sweeps r-stitch's entropy threshold on the real
@@ -16,7 +18,7 @@ import (
 func TestEvalParetoOnRealPair(t *testing.T) {
 	m := modelsDir(t)
 	dir := t.TempDir()
-	data := filepath.Join(m, "..", "eval", "stories.jsonl")
+	data := filepath.Join(testmodels.EvalDir(t), "stories.jsonl")
 	out, err := runCmd(t, "eval", "--dataset", data,
 		"--model", "slm="+filepath.Join(m, "llama2xs-model.bin"), "--model", "llm="+filepath.Join(m, "stories260K.gguf"),
 		"--tokenizer", filepath.Join(m, "tok512.bin"), "--algorithm", "r-stitch", "--sweep", "tau=0.0,0.3,0.6,1.0",
@@ -73,7 +75,7 @@ func TestEvalParetoOnRealPair(t *testing.T) {
 func TestEvalCurveOnRealPair(t *testing.T) {
 	m := modelsDir(t)
 	dir := t.TempDir()
-	args := []string{"eval", "--dataset", filepath.Join(m, "..", "eval", "stories.jsonl"),
+	args := []string{"eval", "--dataset", filepath.Join(testmodels.EvalDir(t), "stories.jsonl"),
 		"--model", "slm=" + filepath.Join(m, "stories260K.gguf"), "--model", "llm=" + filepath.Join(m, "llama2xs-model.bin"),
 		"--tokenizer", filepath.Join(m, "tok512.bin"), "--max-tokens", "16", "--threads", "1",
 		"--arm", "r-stitch tau=0,0.3,1", "--arm", "random=r2r-random p=0,0.5,1", "--shares", "10%,50%",

@@ -134,7 +134,7 @@ func runGenerate(cmd *cobra.Command, cfg generateConfig) error {
 		return err
 	}
 	ctx := cmd.Context()
-	m, err := loader.Builtin().Open(ctx, cpuModel(cfg.models[0], 0, cfg.tokenizer, cfg.threads))
+	m, err := loader.Builtin().Open(withLoadBars(ctx, cmd.ErrOrStderr()), cpuModel(cfg.models[0], 0, cfg.tokenizer, cfg.threads))
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}

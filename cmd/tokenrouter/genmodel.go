@@ -2,14 +2,19 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokenrouter/tokenrouter/gguf"
+	"github.com/tokenrouter/tokenrouter/gguf/quantize"
 	"github.com/tokenrouter/tokenrouter/gguf/synth"
+	"github.com/tokenrouter/tokenrouter/internal/progress"
 )
 
 // newGenModelCmd builds `tokenrouter gen-model --shape S --type T --out F`.
@@ -28,7 +33,8 @@ func newGenModelCmd() *cobra.Command {
 		Short: "Write a GGUF model of a real model's shape with random weights",
 		Long: "gen-model writes a model with the shape of a real one (--shape " + strings.Join(names, ", ") + ")\n" +
 			"and random weights (N(0, 0.02), norms 1.0, a synthetic byte-level BPE vocabulary), typed like\n" +
-			"`tokenrouter quantize --type` would type it. Generation streams; the file depends on --seed only.",
+			"`tokenrouter quantize --type` would type it. Generation streams; the file depends on --seed only.\n" +
+			"On a terminal, a bar on stderr shows the bytes written.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := synth.Lookup(shape)
@@ -43,7 +49,7 @@ func newGenModelCmd() *cobra.Command {
 				opts.Threads = runtime.GOMAXPROCS(0)
 			}
 			start := time.Now()
-			if err := synth.WriteFile(cmd.Context(), out, s, m, opts); err != nil {
+			if err := writeModel(cmd, out, s, m, opts); err != nil {
 				return err
 			}
 			st, err := os.Stat(out)
@@ -64,4 +70,21 @@ func newGenModelCmd() *cobra.Command {
 	_ = cmd.MarkFlagRequired("shape")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// writeModel writes the model to out (synth.WriteFile), with a bar of the
+// bytes written.
+func writeModel(cmd *cobra.Command, out string, s synth.Shape, m quantize.Mix, opts synth.Options) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
+	total, err := ggufSize(s.Header(m))
+	if err != nil {
+		return err
+	}
+	bar := newBar(cmd, filepath.Base(out), total, progress.Bytes)
+	defer bar.Done()
+	return gguf.WriteFile(out, func(w io.Writer) error {
+		return synth.Write(cmd.Context(), bar.CountWriter(w), s, m, opts)
+	})
 }

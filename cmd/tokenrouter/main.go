@@ -76,6 +76,7 @@ func newRoot() (*cobra.Command, *profiler) {
 		newQuantizeCmd(), newGenModelCmd(),
 		newTrainRouterCmd(),
 		newConvertRouterCmd(),
+		newChatCmd(),
 	// one line per subcommand constructor (newXxxCmd), each in its own file
 	)
 	return root, prof

@@ -88,7 +88,7 @@ func TestPlanFeedsServeAndBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := newServeCmd()
-	if err := cmd.ParseFlags([]string{"--thresholds", "@" + path}); err != nil {
+	if err := cmd.ParseFlags([]string{"--engine", "sim", "--thresholds", "@" + path}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := serveConfig(cmd, flagsOf(t, cmd))

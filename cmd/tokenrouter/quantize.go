@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/gguf"
 	"github.com/tokenrouter/tokenrouter/gguf/quantize"
+	"github.com/tokenrouter/tokenrouter/internal/progress"
 )
 
 // newQuantizeCmd builds `tokenrouter quantize IN.gguf OUT.gguf --type T`.
@@ -26,7 +28,8 @@ func newQuantizeCmd() *cobra.Command {
 		Long: "quantize copies IN to OUT with its weight matrices in the types of a llama.cpp preset\n" +
 			"(--type " + strings.Join(quantize.Names(), ", ") + "),\n" +
 			"or all in one tensor type with --pure. All metadata are kept and general.file_type is set.\n" +
-			"Tensors stream one at a time, rows quantised on --threads cores.",
+			"Tensors stream one at a time, rows quantised on --threads cores. On a terminal, a bar on\n" +
+			"stderr shows the bytes written.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := parseMix(typ, pure)
@@ -39,11 +42,7 @@ func newQuantizeCmd() *cobra.Command {
 			}
 			defer src.Close()
 			start := time.Now()
-			var sum quantize.Summary
-			err = gguf.WriteFile(args[1], func(w io.Writer) error {
-				sum, err = quantize.File(cmd.Context(), w, src, m, opts)
-				return err
-			})
+			sum, err := quantizeFile(cmd, args[1], src, m, opts)
 			if err != nil {
 				return err
 			}
@@ -58,6 +57,23 @@ func newQuantizeCmd() *cobra.Command {
 	f.IntVar(&opts.Threads, "threads", 0, "threads quantising rows (0: all cores)")
 	f.BoolVar(&opts.AllowRequantize, "allow-requantize", false, "decode already quantised tensors and quantise them again")
 	return cmd
+}
+
+// quantizeFile writes src quantised with m to out (quantize.File), with a
+// bar of the bytes written.
+func quantizeFile(cmd *cobra.Command, out string, src *gguf.File, m quantize.Mix, opts quantize.Options) (quantize.Summary, error) {
+	total, err := ggufSize(quantize.Header(src, m))
+	if err != nil {
+		return quantize.Summary{}, err
+	}
+	bar := newBar(cmd, filepath.Base(out), total, progress.Bytes)
+	defer bar.Done()
+	var sum quantize.Summary
+	err = gguf.WriteFile(out, func(w io.Writer) error {
+		sum, err = quantize.File(cmd.Context(), bar.CountWriter(w), src, m, opts)
+		return err
+	})
+	return sum, err
 }
 
 // parseMix turns --type and --pure into a mix.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,13 +19,15 @@ import (
 	"github.com/tokenrouter/tokenrouter/engine/sim"
 	"github.com/tokenrouter/tokenrouter/internal/faults"
 	"github.com/tokenrouter/tokenrouter/loader"
+	"github.com/tokenrouter/tokenrouter/route/builtin"
+	"github.com/tokenrouter/tokenrouter/route/single"
 	"github.com/tokenrouter/tokenrouter/server"
 )
 
 // serveFlags are the serve command's flags.
 type serveFlags struct {
 	configPath, host, apiKey, profile, algorithm, thresholds, preset, tokenizer string
-	placement, chatTemplate, kernels                                            string
+	placement, chatTemplate, kernels, engine                                    string
 	port, maxInFlight, defaultMaxTokens, kvReserveMB                            int
 	maxBody                                                                     int64
 	p                                                                           float64
@@ -41,21 +45,33 @@ type serveFlags struct {
 	joinTimeout time.Duration
 	natsAuth    natsAuthFlags
 	speculate   speculateFlags
+	replicas    []string
 }
 
 // serveLong is the serve command's help text.
-const serveLong = `serve starts the HTTP server. With no arguments it serves two simulated models
-(the paper-r2r latency profile: slm 6.0 ms, llm 27.9 ms per step) under r2r-random
-routing (p = 0.35) on 127.0.0.1:30000, as the preset "r2r-random":
+const serveLong = `serve starts the HTTP server. With no arguments it serves the tiny trained pair
+built into the binary (TinyStories models of 260K and 280K parameters, about
+2.2 MB: their text is childish stories) on the CPU engine, slm and llm, under
+r-stitch routing on 127.0.0.1:30000, as the preset "r-stitch":
 
   tokenrouter serve
   curl -N localhost:30000/v1/chat/completions -H 'Content-Type: application/json' \
-    -d '{"model":"r2r-random","messages":[{"role":"user","content":"Hi"}],"stream":true,"max_tokens":32}'
+    -d '{"model":"r-stitch","messages":[{"role":"user","content":"Tell me a story"}],"stream":true,"max_tokens":64}'
 
-Real models run on the CPU engine: --model NAME=PATH (GGUF, or a llama2.c
-checkpoint with --tokenizer), in routing order (small model first):
+--engine sim serves two simulated models instead (no weights, pseudo-word
+text; the paper-r2r latency profile: slm 6.0 ms, llm 27.9 ms per step) under
+r2r-random (p = 0.35), as the preset "r2r-random".
 
-  tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin
+Your own models run on the CPU engine: --model NAME=PATH (GGUF, or a llama2.c
+checkpoint with --tokenizer), in routing order (small model first). One
+--model alone is served without routing (algorithm single); two or more need
+--algorithm:
+
+  tokenrouter serve --model slm=stories260K.bin --model llm=llama2xs-model.bin --tokenizer tok512.bin \
+    --algorithm r-stitch
+
+A PATH (or --tokenizer) embedded:FILE names a file built into the binary:
+embedded:stories260K.bin, embedded:llama2xs-model.bin, embedded:tok512.bin.
 
 Chat requests are laid out by the model's own chat template (GGUF
 tokenizer.chat_template, run as Jinja); --chat-template FILE, or a built-in
@@ -80,9 +96,10 @@ Scale out: --processes runs each model's sub-server in its own OS process
 loopback; the HTTP front end stays in this process. A child that dies ends its
 requests in flight with a 503 (an error event mid-stream) within about 1.5 s
 and is restarted; shutdown stops every child. Each preset gets its own set of
-children.
+children. Thresholds "auto" across processes need step times known up front
+(--engine sim); give others explicit ones:
 
-  tokenrouter serve --processes
+  tokenrouter serve --processes --thresholds 1
 
 --nats nats://HOST:PORT joins an external NATS server whose sub-servers run
 elsewhere, started by hand with "tokenrouter subserver" (one preset per front
@@ -110,6 +127,13 @@ func newServeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
+	addServeFlags(cmd, &f)
+	return cmd
+}
+
+// addServeFlags registers serve's flags on cmd, bound to f (chat takes the
+// same ones for the deployment it starts).
+func addServeFlags(cmd *cobra.Command, f *serveFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.configPath, "config", "", "YAML configuration file")
 	fl.StringVar(&f.host, "host", config.DefaultHost, "listen host")
@@ -128,16 +152,17 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", 0, "report a model down and restart it when its loop makes no progress for this long, e.g. an engine step that never returns (0: five of its longest steps, at least 10s)")
 	fl.BoolVar(&f.allowNoKey, "allow-no-key", false, "allow a non-loopback --host without --api-key")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "allow browser calls from this origin (scheme://host[:port], or * for any; repeatable; default: no CORS)")
-	fl.StringVar(&f.profile, "profile", config.DefaultProfile, "sim latency profile of the default models")
-	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first)")
+	fl.StringVar(&f.engine, "engine", loader.KindCPU, "cpu: --model files, or with none the tiny pair built into the binary; sim: two simulated models (no weights, pseudo-words)")
+	fl.StringVar(&f.profile, "profile", "", "--engine sim: latency profile of the simulated models (default "+config.DefaultProfile+")")
+	fl.StringArrayVar(&f.models, "model", nil, "real model NAME=PATH on the CPU engine (repeatable, small model first; PATH may be embedded:FILE, a file built into the binary)")
 	fl.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer file: for llama2.c checkpoints (tokenizer.bin or .model), or a Hugging Face tokenizer.json (or its folder)")
 	fl.StringVar(&f.chatTemplate, "chat-template", "", "chat template of every model: a Jinja file, or a built-in layout (plain, chatml, llama2, llama3); default: the one the model file ships")
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
-	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 0, "--model files: KV cache memory (MiB per model, at most its budget) written at start-up, so that the cache does not fault in new memory while it grows during the first minutes (0: none)")
-	fl.StringVar(&f.kernels, "kernels", "", "--model files: one kernel level for every class of operation (generic, avx2, avx512, neon, neondot; default: the fastest measured per class at start-up, cached per CPU)")
+	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 0, "cpu engine: KV cache memory (MiB per model, at most its budget) written at start-up, so that the cache does not fault in new memory while it grows during the first minutes (0: none)")
+	fl.StringVar(&f.kernels, "kernels", "", "cpu engine: one kernel level for every class of operation (generic, avx2, avx512, neon, neondot; default: the fastest measured per class at start-up, cached per CPU)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
-	fl.StringVar(&f.algorithm, "algorithm", config.DefaultAlgorithm, "routing algorithm")
+	fl.StringVar(&f.algorithm, "algorithm", "", "routing algorithm (default: "+config.TinyAlgorithm+" over the built-in pair, "+config.DefaultAlgorithm+" over --engine sim, single for one --model; two or more --model files need one)")
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")
 	fl.Float64Var(&f.p, "p", 0.35, "routing probability (r2r-random)")
 	fl.StringArrayVar(&f.params, "param", nil, "algorithm parameter name=value (repeatable)")
@@ -150,7 +175,7 @@ func newServeCmd() *cobra.Command {
 	fl.DurationVar(&f.busDelay, "bus-delay", 0, "delay every event between the sub-servers by this much, one way (an experiment: a split deployment's network; 0: none)")
 	f.natsAuth.register(fl)
 	addSpeculateFlags(fl, &f.speculate)
-	return cmd
+	addReplicasFlag(fl, &f.replicas)
 }
 
 // serveConfig turns flags (and the config file) into a configuration.
@@ -172,7 +197,7 @@ func loadServeConfig(cmd *cobra.Command, f serveFlags) (config.Config, error) {
 	if f.configPath == "" {
 		return flagsConfig(f)
 	}
-	for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "kv-reserve-mb", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth"} {
+	for _, n := range []string{"profile", "model", "tokenizer", "chat-template", "threads", "cpus", "kv-reserve-mb", "placement", "algorithm", "preset", "p", "param", "thresholds", "max-wait", "speculate", "speculate-depth", "replicas"} {
 		if cmd.Flags().Changed(n) {
 			return config.Config{}, fmt.Errorf("--%s: describe models and presets in the --config file", n)
 		}
@@ -241,8 +266,8 @@ func applyServeFlags(cmd *cobra.Command, f serveFlags, cfg *config.Config) error
 }
 
 // flagsConfig is the configuration the model and preset flags describe:
-// --model files on the CPU engine, or --profile's simulated models, under
-// one preset.
+// --model files on the CPU engine, with none the tiny pair built into the
+// binary, or --engine sim's simulated models, under one preset.
 func flagsConfig(f serveFlags) (config.Config, error) {
 	cfg := config.Default()
 	if f.maxWait < 0 {
@@ -252,35 +277,24 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if _, ok := params["p"]; !ok && f.algorithm == config.DefaultAlgorithm {
+	var algorithm string
+	if cfg.Models, algorithm, err = serveModels(f); err != nil {
+		return cfg, err
+	}
+	if f.algorithm != "" {
+		algorithm = f.algorithm
+	}
+	if _, ok := params["p"]; !ok && algorithm == config.DefaultAlgorithm {
 		params["p"] = strconv.FormatFloat(f.p, 'g', -1, 64)
 	}
-	cfg.Models = nil
-	switch {
-	case f.kvReserveMB < 0:
-		return cfg, fmt.Errorf("--kv-reserve-mb %d: must not be negative", f.kvReserveMB)
-	case f.kvReserveMB > 0 && len(f.models) == 0:
-		return cfg, errors.New("--kv-reserve-mb applies to --model files (the simulated models hold no KV memory)")
-	case f.kernels != "" && len(f.models) == 0:
-		return cfg, errors.New("--kernels applies to --model files (the simulated models run no kernels)")
-	}
-	if len(f.models) > 0 {
-		for i, v := range f.models {
-			m := cpuModel(parseModelSpec(v), i, f.tokenizer, 0)
-			m.KVReserveMB, m.Kernels = f.kvReserveMB, f.kernels
-			cfg.Models = append(cfg.Models, m)
-		}
-	} else {
-		preset, err := sim.LookupPreset(f.profile)
-		if err != nil {
-			return cfg, fmt.Errorf("--profile: %w", err)
-		}
-		for i, n := range preset.Models {
-			cfg.Models = append(cfg.Models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
-		}
+	if _, ok := params["tau"]; !ok && algorithm == config.TinyAlgorithm && len(f.models) == 0 {
+		params["tau"] = config.TinyTau
 	}
 	for i := range cfg.Models {
 		cfg.Models[i].ChatTemplate = f.chatTemplate
+	}
+	if err := applyReplicas(cfg.Models, f.replicas); err != nil {
+		return cfg, err
 	}
 	if err := applyPlacementFlags(cfg.Models, f.threads, f.cpus); err != nil {
 		return cfg, err
@@ -289,17 +303,100 @@ func flagsConfig(f serveFlags) (config.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--placement: %w", err)
 	}
-	names := modelNames(cfg.Models)
-	name := f.preset
-	if name == "" {
-		name = f.algorithm
-	}
-	cfg.Presets = []config.Preset{{Name: name, Algorithm: f.algorithm, Models: names, Params: params,
+	name := cmp.Or(f.preset, algorithm)
+	cfg.Presets = []config.Preset{{Name: name, Algorithm: algorithm, Models: modelNames(cfg.Models), Params: params,
 		Thresholds: f.thresholds, MaxWait: f.maxWait, Placement: placement, Speculate: f.speculate.mode, SpeculateDepth: f.speculate.depth}}
 	if f.maxWait == 0 {
 		cfg.Presets[0].MaxWait = -1 // explicit 0 disables the guard
 	}
 	return cfg, nil
+}
+
+// serveModels returns the models the flags describe and the algorithm that
+// routes them when --algorithm names none: r2r-random over --engine sim's
+// simulated pair, r-stitch over the pair built into the binary (no
+// --model), single for one --model file; two or more files need
+// --algorithm, and the error lists the algorithms that serve that many.
+func serveModels(f serveFlags) ([]config.Model, string, error) {
+	switch {
+	case f.kvReserveMB < 0:
+		return nil, "", fmt.Errorf("--kv-reserve-mb %d: must not be negative", f.kvReserveMB)
+	case f.engine == loader.KindSim:
+		models, err := simModels(f)
+		return models, config.DefaultAlgorithm, err
+	case f.engine != loader.KindCPU:
+		return nil, "", fmt.Errorf("--engine %q: want cpu or sim", f.engine)
+	case f.profile != "":
+		return nil, "", errors.New("--profile is the simulated models' latency profile: add --engine sim")
+	case len(f.models) == 0 && f.tokenizer != "":
+		return nil, "", errors.New("--tokenizer applies to --model files (the built-in pair has its own)")
+	case len(f.models) == 0:
+		models := config.Tiny().Models
+		for i := range models {
+			models[i].KVReserveMB, models[i].Kernels = f.kvReserveMB, f.kernels
+		}
+		return models, config.TinyAlgorithm, nil
+	}
+	var models []config.Model
+	for i, v := range f.models {
+		m := cpuModel(parseModelSpec(v), i, f.tokenizer, 0)
+		m.KVReserveMB, m.Kernels = f.kvReserveMB, f.kernels
+		models = append(models, m)
+	}
+	if len(models) == 1 {
+		return models, single.Name, nil
+	}
+	if f.algorithm == "" {
+		return nil, "", fmt.Errorf("%d models need a routing algorithm: give --algorithm, one of %s (r-stitch needs no trained router; a single --model is served alone)",
+			len(models), strings.Join(builtin.Registry().Fitting(len(models)), ", "))
+	}
+	return models, "", nil
+}
+
+// simModels are --engine sim's models: those of the --profile preset. The
+// flags of models with weights are refused.
+func simModels(f serveFlags) ([]config.Model, error) {
+	if len(f.models) > 0 {
+		return nil, errors.New("--model files run on the cpu engine; --engine sim serves two simulated models (--profile)")
+	}
+	for _, c := range []struct {
+		flag string
+		set  bool
+	}{{"--tokenizer", f.tokenizer != ""}, {"--kv-reserve-mb", f.kvReserveMB > 0}, {"--kernels", f.kernels != ""}} {
+		if c.set {
+			return nil, fmt.Errorf("%s applies to the cpu engine (the simulated models hold no weights)", c.flag)
+		}
+	}
+	preset, err := sim.LookupPreset(cmp.Or(f.profile, config.DefaultProfile))
+	if err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	var models []config.Model
+	for i, n := range preset.Models {
+		models = append(models, config.Model{Name: n, Engine: loader.KindSim, Profile: preset.Name + "/" + n, Seed: uint64(i + 1)})
+	}
+	return models, nil
+}
+
+// logModels says what serve serves where the flags left the choice to it:
+// one --model file alone, the pair built into the binary, or the simulated
+// pair.
+func logModels(log *slog.Logger, f serveFlags, cfg config.Config) {
+	if f.configPath != "" || len(cfg.Presets) != 1 {
+		return
+	}
+	p := cfg.Presets[0]
+	switch {
+	case len(f.models) == 1 && f.algorithm == "":
+		log.Info("one model: serving it alone, without routing (algorithm single); routing takes a second --model and --algorithm",
+			"model", cfg.Models[0].Name, "path", cfg.Models[0].Path)
+	case len(f.models) > 0:
+	case f.engine == loader.KindSim:
+		log.Info("serving two simulated models: no weights, pseudo-word text (without --engine sim: real models)", "models", p.Models, "algorithm", p.Algorithm)
+	default:
+		log.Info("serving the tiny trained pair built into the binary (TinyStories, 260K and 280K parameters: childish stories); "+
+			"--model NAME=PATH serves your own, --engine sim two simulated models", "models", p.Models, "algorithm", p.Algorithm)
+	}
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {
@@ -309,6 +406,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	ctx := cmd.Context()
 	log := slog.Default()
+	logModels(log, f, cfg)
 	inject, err := faults.Parse(os.Getenv(faults.Env))
 	if err != nil {
 		return err

@@ -440,7 +440,7 @@ func TestServeJoinsNATS(t *testing.T) {
 func TestServeProcessesSIGTERM(t *testing.T) {
 	logs := &logBuffer{}
 	// Explicit thresholds: the default "auto" plans a table for 4 s first.
-	cmd := exec.Command(bin.path, "serve", "--processes", "--port", "0", "--shutdown-timeout", "5s", "--thresholds", "1,3")
+	cmd := exec.Command(bin.path, "serve", "--engine", "sim", "--processes", "--port", "0", "--shutdown-timeout", "5s", "--thresholds", "1,3")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

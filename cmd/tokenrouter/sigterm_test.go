@@ -74,7 +74,7 @@ func TestServeSIGTERMStreams(t *testing.T) {
 		n = v
 	}
 	logs := &logBuffer{}
-	cmd := exec.Command(bin.path, "serve", "--port", "0", "--shutdown-timeout", "2s", "--thresholds", "1,3",
+	cmd := exec.Command(bin.path, "serve", "--engine", "sim", "--port", "0", "--shutdown-timeout", "2s", "--thresholds", "1,3",
 		"--max-in-flight", strconv.Itoa(2*n))
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -88,7 +88,7 @@ func (f *subserverFlags) register(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.desc.Seed, "seed", 0, "sim seed (default: index+1; an explicit 0 is seed 0)")
 	fl.IntVar(&f.desc.VocabSize, "vocab-size", 0, "sim: vocabulary size (0: the sim default)")
 	fl.IntVar(&f.desc.ContextLength, "context-length", 0, "sim: context length; cpu: cap on the model's own (0: default)")
-	fl.StringVar(&f.desc.Path, "path", "", "cpu: GGUF file or llama2.c checkpoint")
+	fl.StringVar(&f.desc.Path, "path", "", "cpu: GGUF file or llama2.c checkpoint (or embedded:FILE, a file built into the binary)")
 	fl.IntVar(&f.desc.Threads, "threads", 0, "cpu: kernel threads (0: GOMAXPROCS)")
 	fl.IntVar(&f.desc.KVBudgetMB, "kv-budget-mb", 0, "cpu: KV cache budget in MiB (0: the engine default)")
 	fl.IntVar(&f.desc.KVReserveMB, "kv-reserve-mb", 0, "cpu: KV cache memory in MiB (at most the budget) written at start-up (0: none)")

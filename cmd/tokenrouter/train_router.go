@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/config"
 	"github.com/tokenrouter/tokenrouter/eval"
+	"github.com/tokenrouter/tokenrouter/internal/progress"
 	"github.com/tokenrouter/tokenrouter/routertrain"
 )
 
@@ -32,9 +32,11 @@ large model differ over K tokens, by --judge). The features are what the router 
 Training holds out --heldout of the positions, stops early on their loss, and sets the threshold on
 them for --target-share (the fraction of positions sent to the large model) or --target-recall (of
 the differing ones). The router goes to --out (safetensors with "tokenrouter.router" metadata), the
-loss, ROC and precision-recall figures beside it (OUT-loss.png, OUT-roc.png, OUT-pr.png).
+loss, ROC and precision-recall figures beside it (OUT-loss.png, OUT-roc.png, OUT-pr.png). A line
+per epoch goes to stderr, and on a terminal bars of the models' loading, the data phases and the
+epoch under way.
 
-  tokenrouter train-router --slm testdata/models/stories260K.gguf --llm testdata/models/llama2xs-model.bin \
+  tokenrouter train-router --slm models/tiny/stories260K.gguf --llm models/tiny/llama2xs-model.bin \
     --prompts testdata/eval/train-prompts.jsonl --algorithm r2r --out r2r-tiny.safetensors`
 
 func newTrainRouterCmd() *cobra.Command {
@@ -106,8 +108,10 @@ func runTrainRouter(cmd *cobra.Command, f *trainRouterFlags) error {
 	f.o.SLM, f.o.LLM = trainModel(f.slm, f.tokenizer, f.threads), trainModel(f.llm, f.tokenizer, f.threads)
 	f.o.Collect.Sampling.Seed = f.o.Fit.Seed
 	errw := cmd.ErrOrStderr()
-	f.o.Printer = &routertrain.Printer{W: errw, Bar: isTerminal(errw)}
-	rep, err := routertrain.Train(cmd.Context(), f.o)
+	tp := &trainProgress{w: errw}
+	f.o.Collect.Progress, f.o.Fit.Progress = tp.phase, tp.train
+	rep, err := routertrain.Train(withLoadBars(cmd.Context(), errw), f.o)
+	tp.end()
 	if err != nil {
 		return fmt.Errorf("train-router: %w", err)
 	}
@@ -138,13 +142,52 @@ func printTrainReport(w io.Writer, rep *routertrain.Report) error {
 	return err
 }
 
-// isTerminal reports whether w is a character device (a terminal), where
-// progress is redrawn in place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// trainProgress shows train-router's progress on w: on a terminal a bar
+// per data phase and one for the epoch under way with its running loss;
+// everywhere a line per finished epoch.
+type trainProgress struct {
+	w     io.Writer
+	bar   *progress.Bar
+	label string
+}
+
+// phase is routertrain's CollectOptions.Progress.
+func (p *trainProgress) phase(phase string, done, total int) {
+	p.show(phase, int64(done), int64(total), "")
+}
+
+// train is routertrain's FitOptions.Progress.
+func (p *trainProgress) train(q routertrain.Progress) {
+	label := fmt.Sprintf("epoch %d/%d", q.Epoch, q.Epochs)
+	if !q.EpochDone {
+		p.show(label, int64(q.Batch), int64(q.Batches), fmt.Sprintf("loss %.4f", q.Loss))
+		return
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	if p.bar != nil {
+		p.bar.Clear()
+		p.bar = nil
+	}
+	mark := ""
+	if q.Best {
+		mark = " (best)"
+	}
+	fmt.Fprintf(p.w, "%s  train loss %.4f  held-out loss %.4f%s\n", label, q.Loss, q.HeldoutLoss, mark)
+}
+
+// show draws done of total under label, on a new bar when the label
+// changes (the last one's final frame kept).
+func (p *trainProgress) show(label string, done, total int64, note string) {
+	if p.bar == nil || p.label != label {
+		p.end()
+		p.bar, p.label = progress.New(p.w, label, total, progress.Options{}), label
+	}
+	p.bar.Update(done, total, note)
+}
+
+// end finishes the bar under way, if any.
+func (p *trainProgress) end() {
+	if p.bar != nil {
+		p.bar.Done()
+		p.bar = nil
+	}
 }

@@ -1,19 +1,20 @@
 // The live dashboard: one events stream (/console/events), open while the
-// dashboard is shown, drawn as small charts per model and per deployment.
+// dashboard is shown, drawn as charts per deployment (preset), one line
+// per model in the model's playground colour.
 
 import { request, readEvents, el, Unauthorized } from "./api.js";
+import { Chart, PALETTE, fmt } from "./chart.js";
 
-const HISTORY = 300; // points per chart: five minutes at one a second
-const SVG = "http://www.w3.org/2000/svg";
-
-// The per-model charts: frame field, title, unit, digits.
+// The per-preset charts, a series per model: frame field, title, the value
+// axis's quantity and unit, decimals, whether it counts things, and how a
+// model's frame gives the value.
 const METRICS = [
-  ["runnable", "Queue (runnable)", "", 0],
-  ["pending", "Pending (handed off)", "", 0],
-  ["batch", "Batch size (mean)", "", 1],
-  ["step_ms", "Step latency", " ms", 1],
-  ["tok_s", "Tokens/s", "", 1],
-  ["routed", "Routed away", " %", 1],
+  ["runnable", "Queue: requests waiting for a step here", "Queue length", "requests", 0, true, (m) => m.runnable],
+  ["pending", "Parked: requests waiting on another model", "Parked", "requests", 0, true, (m) => m.pending],
+  ["batch", "Batch size (mean per step)", "Batch size", "sequences", 1, false, (m) => m.batch],
+  ["step_ms", "Step latency (mean per step)", "Latency", "ms", 1, false, (m) => m.step_ms],
+  ["tok_s", "Throughput: tokens committed", "Throughput", "tok/s", 1, false, (m) => m.tok_s],
+  ["routed", "Handed off: stepped requests sent to another model", "Handed off", "%", 1, false, (m) => 100 * m.routed],
 ];
 
 export class Dashboard {
@@ -21,10 +22,9 @@ export class Dashboard {
     this.depRoot = deployment;
     this.root = presets;
     this.status = status;
-    this.charts = new Map(); // key -> Chart
     this.models = new Map(); // preset/model -> card elements
     this.presetEls = new Map();
-    this.inflight = new Chart("in_flight", "Generation requests in flight", "", 0);
+    this.inflight = new Chart("in_flight", "Generation requests in flight", "In flight", "requests", 0, true);
     this.depState = el("p", "dep-state");
     this.depRoot.append(this.depState, this.inflight.fig);
   }
@@ -61,18 +61,22 @@ export class Dashboard {
   }
 
   frame(f) {
+    this.t = f.t;
     this.depState.textContent = f.draining ? "The server is shutting down." :
       "Updated " + new Date(f.t).toLocaleTimeString() + ".";
-    this.inflight.push(f.in_flight);
+    this.inflight.push(f.t, [{ name: "in_flight", label: "all presets", cls: "total", v: f.in_flight }]);
     for (const p of f.presets) this.preset(p);
   }
 
   preset(p) {
     let pe = this.presetEls.get(p.name);
     if (!pe) {
-      pe = { sec: el("section", "preset"), head: el("p", "preset-head"), lat: el("dl", "latency"), grid: el("div", "models") };
+      pe = { sec: el("section", "preset"), head: el("p", "preset-head"), lat: el("dl", "latency"), grid: el("div", "models"),
+        charts: METRICS.map((d) => new Chart(...d.slice(0, 6))) };
       pe.sec.dataset.preset = p.name;
-      pe.sec.append(el("h2", "", p.name), pe.head, pe.lat, pe.grid);
+      const charts = el("div", "charts");
+      charts.append(...pe.charts.map((c) => c.fig));
+      pe.sec.append(el("h2", "", p.name), pe.head, pe.lat, pe.grid, charts);
       this.root.append(pe.sec);
       this.presetEls.set(p.name, pe);
     }
@@ -85,19 +89,20 @@ export class Dashboard {
     };
     pe.lat.replaceChildren(...lat("Time to first token", p.ttft, "ttft"), ...lat("Time per output token", p.tpot, "tpot"));
     p.models.forEach((m, i) => this.model(p, pe, m, i));
+    pe.charts.forEach((c, k) => c.push(this.t, p.models.map((m, i) => ({
+      name: m.name, label: m.name + (i === 0 ? " (small)" : " (large)"), cls: "s" + (i % PALETTE), v: METRICS[k][6](m),
+    }))));
   }
 
   model(p, pe, m, i) {
     const key = p.name + "/" + m.name;
     let c = this.models.get(key);
     if (!c) {
-      c = { card: el("article", "model"), health: el("span", "health"), th: el("p", "thresholds"), charts: METRICS.map((d) => new Chart(...d)) };
+      c = { card: el("article", "model"), health: el("span", "health"), th: el("p", "thresholds") };
       c.card.dataset.model = m.name;
       const h = el("h3", "");
-      h.append(el("span", "swatch m" + (i % 7), "Aa"), " " + m.name + (i === 0 ? " (small)" : " (large)") + " ", c.health);
-      const grid = el("div", "charts");
-      grid.append(...c.charts.map((ch) => ch.fig));
-      c.card.append(h, c.th, grid);
+      h.append(el("span", "swatch m" + (i % PALETTE), "Aa"), " " + m.name + (i === 0 ? " (small)" : " (large)") + " ", c.health);
+      c.card.append(h, c.th);
       pe.grid.append(c.card);
       this.models.set(key, c);
     }
@@ -112,49 +117,5 @@ export class Dashboard {
         (m.b_since ? "; in force since " + new Date(m.b_since).toLocaleTimeString() : "");
     }
     c.th.textContent = th + "; batch of the last step " + m.last_batch + (m.restarts ? "; restarted " + m.restarts + "×" : "") + ".";
-    for (const ch of c.charts) ch.push(ch.key === "routed" ? 100 * m.routed : m[ch.key]);
-  }
-}
-
-function fmt(v) { return v >= 100 ? v.toFixed(0) : v.toFixed(1); }
-
-// Chart is one small line chart with its current value and range as text.
-class Chart {
-  constructor(key, title, unit, digits) {
-    this.key = key;
-    this.unit = unit;
-    this.digits = digits;
-    this.values = [];
-    this.fig = el("figure", "chart");
-    this.fig.dataset.metric = key;
-    const cap = el("figcaption", "");
-    this.value = el("span", "v");
-    this.range = el("span", "range");
-    cap.append(el("span", "t", title), " ", this.value, this.range);
-    this.svg = document.createElementNS(SVG, "svg");
-    this.svg.setAttribute("viewBox", "0 0 " + HISTORY + " 40");
-    this.svg.setAttribute("preserveAspectRatio", "none");
-    this.svg.setAttribute("aria-hidden", "true");
-    this.line = document.createElementNS(SVG, "polyline");
-    this.svg.append(this.line);
-    this.fig.append(cap, this.svg);
-  }
-
-  push(v) {
-    this.values.push(Number.isFinite(v) ? v : 0);
-    if (this.values.length > HISTORY) this.values.shift();
-    const max = Math.max(...this.values);
-    const min = Math.min(...this.values);
-    const top = max > 0 ? max : 1;
-    // The line fills the chart from the right; until a minute is seen it
-    // spreads over a minute's width.
-    const slots = Math.max(this.values.length, 60);
-    const dx = HISTORY / (slots - 1);
-    const x0 = HISTORY - dx * (this.values.length - 1);
-    this.line.setAttribute("points", this.values.map((y, i) => (x0 + i * dx).toFixed(1) + "," + (38 - 36 * y / top).toFixed(1)).join(" "));
-    this.value.textContent = v.toFixed(this.digits) + this.unit;
-    this.range.textContent = " (range " + min.toFixed(this.digits) + " to " + max.toFixed(this.digits) + this.unit + ")";
-    this.fig.dataset.last = String(v);
-    this.fig.dataset.max = String(max);
   }
 }

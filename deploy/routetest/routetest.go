@@ -3,7 +3,9 @@
 // token is counted once and attributed to one model; the same seeds give
 // the same output; cancelling requests right after hand-offs leaves nothing
 // held in any sub-server; per-request state survives a binary round trip
-// on every hand-off without changing the output; and the deployment
+// on every hand-off without changing the output; two replicas of every
+// model give the same output, also when one of them is lost mid-run
+// (DESIGN §9); and the deployment
 // neither deadlocks nor misbehaves with two or three models (an algorithm that does not support a model count must
 // refuse it at construction). It also writes the small random router
 // weight files the learned algorithms (r2r, citer, co-llm) load.
@@ -89,6 +91,7 @@ func Run(t *testing.T, reg *route.Registry, c Case, mk Engines, o Options) {
 				}
 			}
 			cancelMidHandoff(t, reg, c, mk(t, n), o)
+			replicas(t, reg, c, mk, n, o, first)
 		})
 	}
 }
@@ -178,6 +181,112 @@ func cancelMidHandoff(t *testing.T, reg *route.Registry, c Case, es []engine.Eng
 	}
 	WaitIdle(t, r)
 }
+
+// replicas runs the prompts on two replicas of every model and loses a
+// second replica in its first step, while it holds requests: every request
+// completes, with the output of the run on one replica each (first).
+func replicas(t *testing.T, reg *route.Registry, c Case, mk Engines, n int, o Options, first []stream.Result) {
+	t.Helper()
+	g := &gate{entered: make(chan int, 1), release: make(chan struct{})}
+	cfg := deploy.Config{Models: models(mk(t, n)), Algorithm: c.Algorithm, Params: c.Params, Registry: reg, PlaceSeed: 5}
+	for i, e := range mk(t, n) {
+		cfg.Models[i].Replicas = []engine.Engine{g.wrap(e, i)}
+	}
+	if o.Bus != nil {
+		cfg.Bus, cfg.CloseBus = o.Bus(t), true
+	}
+	r, err := deploy.New(cfg)
+	if err != nil {
+		t.Fatalf("deploy: %v", err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	streams := make([]*stream.Stream, len(o.Prompts))
+	for i, p := range o.Prompts {
+		if streams[i], err = r.Submit(ctx, p, params(i, o)); err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+	}
+	victim := testkit.Receive(t, g.entered, o.Timeout)
+	close(g.release)
+	if err := r.StopReplica(ctx, victim, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		res, err := s.Wait(ctx)
+		if err != nil {
+			t.Fatalf("replicas, replica 1 of model %d lost: request %d: %v", victim, i, err)
+		}
+		if !slices.Equal(res.Tokens, first[i].Tokens) || !slices.Equal(res.By, first[i].By) {
+			t.Errorf("replicas, replica 1 of model %d lost: request %d differs from one replica each:\n %v %v\n %v %v",
+				victim, i, res.Tokens, res.By, first[i].Tokens, first[i].By)
+		}
+	}
+	WaitIdle(t, r)
+}
+
+// gate holds the engines of second replicas in their first step: the
+// first to step (the victim) until its loop ends, the others until release
+// is closed.
+type gate struct {
+	once    sync.Once
+	entered chan int // the victim's model
+	release chan struct{}
+}
+
+// wrap returns e, of model m, behind the gate (an Embedder stays one).
+func (g *gate) wrap(e engine.Engine, m int) engine.Engine {
+	h := &held{Engine: e, g: g, model: m}
+	if em, ok := e.(engine.Embedder); ok {
+		return heldEmbedder{h, em}
+	}
+	return h
+}
+
+// held is an engine behind a gate.
+type held struct {
+	engine.Engine
+	g     *gate
+	model int
+	done  atomic.Bool
+}
+
+// Step waits at the gate on the first call: the victim until ctx ends,
+// the others until the gate opens.
+func (h *held) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
+	if !h.done.Swap(true) {
+		victim := false
+		h.g.once.Do(func() { victim = true; h.g.entered <- h.model })
+		if victim {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		select {
+		case <-h.g.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Engine.Step(ctx, in, out)
+}
+
+// Unwrap returns the engine behind the gate.
+func (h *held) Unwrap() engine.Engine { return h.Engine }
+
+// heldEmbedder is a held engine that embeds tokens.
+type heldEmbedder struct {
+	*held
+	engine.Embedder
+}
+
+// Step is the gated step.
+func (h heldEmbedder) Step(ctx context.Context, in []engine.Input, out []engine.Output) error {
+	return h.held.Step(ctx, in, out)
+}
+
+// Info is the engine's.
+func (h heldEmbedder) Info() engine.Info { return h.held.Info() }
 
 // watch notes the first hand-off between models: moved is closed then.
 type watch struct {

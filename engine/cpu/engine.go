@@ -86,6 +86,13 @@ type Options struct {
 	// vocabulary (a GGUF file's tokenizer.ggml.tokens); a llama2.c
 	// checkpoint carries none, and its Info.VocabHash is then "".
 	Tokenizer string
+	// Vocab, when set, is the model's vocabulary already read (its text
+	// side's token texts, in id order): Info.VocabHash is its hash, and
+	// Tokenizer is not read.
+	Vocab []string
+	// LoadProgress, if set, is told as a GGUF file's weights are read in
+	// by OpenContext: done of total bytes (gguf.OpenOptions.Progress).
+	LoadProgress func(done, total int64)
 }
 
 // DefaultKVBudget is the KV cache budget when Options.KVBudgetBytes is 0.
@@ -160,6 +167,7 @@ type Engine struct {
 	sp                seqTask
 	tokenMACs         int // weight multiply-adds per token
 	closed            bool
+	enc               *encoder // pooled embeddings beside the steps (embeddings.go)
 }
 
 type workerScratch struct {
@@ -180,14 +188,32 @@ func Open(path string, opts Options) (*Engine, error) {
 // OpenContext is Open, with ctx bounding the KV reserve
 // (Options.KVReserveBytes).
 func OpenContext(ctx context.Context, path string, opts Options) (*Engine, error) {
-	c, w, err := loadFile(path)
+	c, w, err := loadFile(path, opts.LoadProgress)
 	if err != nil {
 		return nil, err
 	}
+	return openLoaded(ctx, path, c, w, opts)
+}
+
+// OpenBytes is OpenContext for a model file held in memory (GGUF, or a
+// llama2.c checkpoint); name stands for its path (a checkpoint's model
+// name, errors). A GGUF file is parsed in place: its weights stay in data,
+// which must not change while the engine lives (read-only memory will do).
+// A checkpoint is decoded once into weights of the engine's own.
+func OpenBytes(ctx context.Context, name string, data []byte, opts Options) (*Engine, error) {
+	c, w, err := loadBytes(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return openLoaded(ctx, name, c, w, opts)
+}
+
+// openLoaded builds the engine of a model read from path.
+func openLoaded(ctx context.Context, path string, c *config, w *weights, opts Options) (*Engine, error) {
 	if c.name == "llama2.c" {
 		c.name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
-	err = c.readTokenizer(opts.Tokenizer)
+	err := c.readTokenizer(opts)
 	var e *Engine
 	if err == nil {
 		e, err = newEngine(ctx, c, w, opts)
@@ -198,8 +224,14 @@ func OpenContext(ctx context.Context, path string, opts Options) (*Engine, error
 	return e, err
 }
 
-// readTokenizer sets c.vocabHash from the Options.Tokenizer file, if any.
-func (c *config) readTokenizer(path string) error {
+// readTokenizer sets c.vocabHash from Options.Vocab, or else the
+// Options.Tokenizer file, if any.
+func (c *config) readTokenizer(opts Options) error {
+	if opts.Vocab != nil {
+		c.vocabHash = engine.VocabHash(opts.Vocab)
+		return nil
+	}
+	path := opts.Tokenizer
 	if path == "" {
 		return nil
 	}
@@ -221,7 +253,7 @@ func NewFromGGUF(f *gguf.File, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.readTokenizer(opts.Tokenizer); err != nil {
+	if err := c.readTokenizer(opts); err != nil {
 		return nil, err
 	}
 	return newEngine(context.Background(), c, w, opts)
@@ -264,6 +296,7 @@ func newEngine(ctx context.Context, c *config, w *weights, opts Options) (*Engin
 		kv:    newKVPool(c.layers, c.kvDim(), budget, !opts.NoPrefixCache, opts.Arena),
 		seqs:  make(map[engine.SeqID]*sequence),
 		scale: float32(1 / math.Sqrt(float64(c.headDim))),
+		enc:   newEncoder(),
 	}
 	if e.kv.maxBlocks < 1 {
 		return nil, fmt.Errorf("cpu: KV budget of %d bytes holds less than one block of %d tokens: %w", budget, blockTokens, engine.ErrOutOfMemory)
@@ -430,6 +463,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.enc.close() // waits for a Pool in progress, which reads the weights
 	e.pool.close()
 	e.seqs = nil
 	e.kv.close()

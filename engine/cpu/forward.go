@@ -356,6 +356,30 @@ func (e *Engine) rope(v []float32, n int, cs []float64) {
 	}
 }
 
+// placeRow readies row r of a pass for token tok at position pos of s:
+// the row's input (the token's embedding, scaled where the architecture
+// says) and its rotary cos and sin.
+func (e *Engine) placeRow(r int, s *sequence, pos int, tok int32) {
+	c := e.cfg
+	dim := c.dim
+	e.rowSeq[r], e.rowPos[r] = s, pos
+	x := e.x[r*dim : (r+1)*dim]
+	e.embed(tok, x)
+	if c.embedScale != 0 {
+		for i := range x {
+			x[i] *= c.embedScale
+		}
+	}
+	half := c.ropeDim / 2
+	for t, freq := range e.ropes {
+		cs, ms := e.cosSinOf(r, t), e.mscale[t]
+		for k := range half {
+			sin, cos := math.Sincos(float64(pos) * freq[k])
+			cs[2*k], cs[2*k+1] = cos*ms, sin*ms
+		}
+	}
+}
+
 // forward runs the model over the T rows of the admitted batch and leaves
 // the logits of its O output rows in e.logits.
 //
@@ -367,8 +391,6 @@ func (e *Engine) rope(v []float32, n int, cs []float64) {
 func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error {
 	c := e.cfg
 	e.ensure(T, O)
-	dim := c.dim
-	half := c.ropeDim / 2
 	r, o := 0, 0
 	work := 0
 	for i := range in {
@@ -380,21 +402,7 @@ func (e *Engine) forward(ctx context.Context, in []engine.Input, T, O int) error
 		}
 		for j, tok := range in[i].Tokens {
 			pos := s.n + j
-			e.rowSeq[r], e.rowPos[r] = s, pos
-			x := e.x[r*dim : (r+1)*dim]
-			e.embed(tok, x)
-			if c.embedScale != 0 {
-				for i := range x {
-					x[i] *= c.embedScale
-				}
-			}
-			for t, freq := range e.ropes {
-				cs, ms := e.cosSinOf(r, t), e.mscale[t]
-				for k := range half {
-					sin, cos := math.Sincos(float64(pos) * freq[k])
-					cs[2*k], cs[2*k+1] = cos*ms, sin*ms
-				}
-			}
+			e.placeRow(r, s, pos, tok)
 			if j >= first {
 				e.outRows[o] = r
 				o++

@@ -36,6 +36,8 @@ type config struct {
 	embedScale        float32  // factor of the token embeddings (0: none)
 	attnCap, finalCap float32  // soft-capping of attention scores and logits (0: none)
 	gelu              bool     // GELU-tanh gated FFN instead of SwiGLU (see ffnGate)
+
+	pooling engine.Pooling // <arch>.pooling_type as the file says (0: none or absent; see Pooling)
 }
 
 func (c *config) qDim() int  { return c.heads * c.headDim }
@@ -122,8 +124,9 @@ func (c *config) validate() error {
 // loadFile reads a model file: GGUF when it starts with the GGUF magic
 // (mapped and populated, in huge pages where the system has them; the
 // weights stay in the mapping, which w.file releases), otherwise a
-// llama2.c checkpoint.
-func loadFile(path string) (*config, *weights, error) {
+// llama2.c checkpoint. progress, if set, is told as a GGUF file is read
+// in.
+func loadFile(path string, progress func(done, total int64)) (*config, *weights, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cpu: %w", err)
@@ -135,7 +138,7 @@ func loadFile(path string) (*config, *weights, error) {
 		return nil, nil, fmt.Errorf("cpu: %s: %w", path, err)
 	}
 	if string(magic[:]) == gguf.Magic {
-		f, err := gguf.OpenWith(path, gguf.OpenOptions{Populate: true})
+		f, err := gguf.OpenWith(path, gguf.OpenOptions{Populate: true, Progress: progress})
 		if err != nil {
 			return nil, nil, fmt.Errorf("cpu: %w", err)
 		}
@@ -150,6 +153,24 @@ func loadFile(path string) (*config, *weights, error) {
 	ck, err := llama2c.OpenCheckpoint(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
+	c, w := fromCheckpoint(ck)
+	return c, w, nil
+}
+
+// loadBytes reads a model file held in memory: GGUF when it starts with the
+// GGUF magic (the weights stay in data), otherwise a llama2.c checkpoint.
+func loadBytes(name string, data []byte) (*config, *weights, error) {
+	if len(data) >= len(gguf.Magic) && string(data[:len(gguf.Magic)]) == gguf.Magic {
+		f, err := gguf.Parse(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cpu: %s: %w", name, err)
+		}
+		return fromGGUF(f)
+	}
+	ck, err := llama2c.ParseCheckpoint(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cpu: %s: %w", name, err)
 	}
 	c, w := fromCheckpoint(ck)
 	return c, w, nil
@@ -210,6 +231,7 @@ func fromGGUF(f *gguf.File) (*config, *weights, error) {
 	if err := c.readHyper(m); err != nil {
 		return nil, nil, err
 	}
+	c.pooling = filePooling(f, arch)
 	if tokens, ok := f.Strings("tokenizer.ggml.tokens"); ok {
 		c.vocabHash = engine.VocabHash(tokens)
 	}

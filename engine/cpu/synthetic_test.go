@@ -34,6 +34,8 @@ type tinyShape struct {
 	// original context of 32 and an attention factor.
 	scaling     string
 	scaleFactor float32
+	// pooling, when set, is written as <arch>.pooling_type.
+	pooling *uint32
 }
 
 // tinyCtx is the context length of the generated models.
@@ -109,6 +111,9 @@ func (g *tinyWriter) meta() {
 	}
 	if s.window > 0 {
 		kv(a+".attention.sliding_window", uint32(s.window))
+	}
+	if s.pooling != nil {
+		kv(a+".pooling_type", *s.pooling)
 	}
 	if s.pattern > 0 {
 		kv(a+".attention.sliding_window_pattern", uint32(s.pattern))
@@ -443,13 +448,29 @@ func (m *refModel) attention(q []float64, keys, vals [][]float64, first, pos int
 
 // logits returns the logits after every position of tokens.
 func (m *refModel) logits(t testing.TB, tokens []int32) [][]float64 {
-	s := m.s
-	const eps = 1e-6
-	emb := m.tensor(t, "token_embd.weight")
 	outName := "output.weight"
 	if _, ok := m.f.Tensor(outName); !ok {
 		outName = "token_embd.weight"
 	}
+	var res [][]float64
+	for _, h := range m.hidden(t, tokens) {
+		lg := m.mv(t, outName, h)
+		if c := float64(m.s.finalCap); c > 0 {
+			for i, v := range lg {
+				lg[i] = c * math.Tanh(v/c)
+			}
+		}
+		res = append(res, lg)
+	}
+	return res
+}
+
+// hidden returns the final hidden state (after the final norm) at every
+// position of tokens.
+func (m *refModel) hidden(t testing.TB, tokens []int32) [][]float64 {
+	s := m.s
+	const eps = 1e-6
+	emb := m.tensor(t, "token_embd.weight")
 	gemma := strings.HasPrefix(s.arch, "gemma")
 	keys := make([][][]float64, s.layers)
 	vals := make([][][]float64, s.layers)
@@ -487,13 +508,7 @@ func (m *refModel) logits(t testing.TB, tokens []int32) [][]float64 {
 				x[i] += d[i]
 			}
 		}
-		lg := m.mv(t, outName, refNorm(x, m.tensor(t, "output_norm.weight"), eps))
-		if c := float64(s.finalCap); c > 0 {
-			for i, v := range lg {
-				lg[i] = c * math.Tanh(v/c)
-			}
-		}
-		res = append(res, lg)
+		res = append(res, refNorm(x, m.tensor(t, "output_norm.weight"), eps))
 	}
 	return res
 }

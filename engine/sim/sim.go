@@ -331,9 +331,7 @@ func (e *Engine) stepSeq(i int, in *engine.Input, cur *stepCursor) engine.Output
 	if in.Want&engine.WantHidden != 0 {
 		o.Hidden = e.hid[cur.th : cur.th+e.cfg.HiddenSize : cur.th+e.cfg.HiddenSize]
 		cur.th += e.cfg.HiddenSize
-		for k := range o.Hidden {
-			o.Hidden[k] = float32(unit(mix(last^uint64(k)*0xff51afd7ed558ccd)))*2 - 1
-		}
+		hiddenOf(last, o.Hidden)
 	}
 	return o
 }
@@ -342,11 +340,11 @@ func (e *Engine) stepSeq(i int, in *engine.Input, cur *stepCursor) engine.Output
 // set it also samples a next token after each one into toks.
 func (e *Engine) appendTokens(s *seq, in *engine.Input, toks []int32, all bool) {
 	for j, t := range in.Tokens {
-		prev := uint64(0x5eed)
+		prev := uint64(emptyHash)
 		if len(s.h) > 0 {
 			prev = s.h[len(s.h)-1]
 		}
-		h := mix(prev ^ mix(uint64(uint32(t))+0x9e3779b97f4a7c15))
+		h := extend(prev, t)
 		s.h = append(s.h, h)
 		if all {
 			toks[j] = e.sampled(h, &in.Sampling, len(s.h), in.AllowFor(j))

@@ -17,6 +17,8 @@ func Level(pkg string) (int, bool) {
 	levels := map[string]int{
 		// Concepts with no dependency on the runtime.
 		"engine": 0, "stream": 0, "sched": 0, "steptime": 0, "gguf": 0, "llama2c": 0, "internal": 0, "constrain": 0,
+		// Model files built into the binary (models/tiny).
+		"models": 0,
 		// Formats (chat templates among them), engines, the algorithm
 		// interface, the throughput model.
 		"tokenizer": 1, "chat": 1, "engine/sim": 1, "engine/cpu": 1, "route": 1, "perfmodel": 1,
@@ -31,7 +33,7 @@ func Level(pkg string) (int, bool) {
 		// model against what bench measures), and the web console that
 		// shows it.
 		"cluster": 4, "bench": 4, "lab": 4, "eval": 4, "server": 4, "console": 4,
-		"routertrain": 4,
+		"routertrain": 4, "termchat": 4,
 		// The binary.
 		"cmd": 5,
 	}

@@ -36,7 +36,7 @@ type Algorithm struct {
 // New builds an instance: parameters weights (path) and eta; two models.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (base, assistant), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (base, assistant), got %d", route.ErrModels, len(s.Models))
 	}
 	a := &Algorithm{}
 	var err error

@@ -30,7 +30,7 @@ type Algorithm struct {
 // New builds an instance: parameter weights ("1,3"), two or more models.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) < 2 {
-		return nil, fmt.Errorf("needs 2 or more models, got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs 2 or more models, got %d", route.ErrModels, len(s.Models))
 	}
 	w := strings.Split(s.Params["weights"], ",")
 	if s.Params["weights"] == "" {

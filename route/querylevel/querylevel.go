@@ -33,7 +33,7 @@ type Algorithm struct {
 // threshold (default 32); two models (weak, strong).
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (weak, strong), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (weak, strong), got %d", route.ErrModels, len(s.Models))
 	}
 	a := &Algorithm{Score: s.Params["score"]}
 	if a.Score == "" {

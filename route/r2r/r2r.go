@@ -129,7 +129,7 @@ type Algorithm struct {
 // New builds an instance: parameters weights (path) and threshold.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (small, large), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (small, large), got %d", route.ErrModels, len(s.Models))
 	}
 	a := &Algorithm{}
 	_, hasThr := s.Params["threshold"]

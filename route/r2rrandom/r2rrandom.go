@@ -41,7 +41,7 @@ type Algorithm struct {
 // p-after and switch-at (both or neither), two models.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (small, large), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (small, large), got %d", route.ErrModels, len(s.Models))
 	}
 	p, err := s.Float("p", 0.35)
 	if err != nil {

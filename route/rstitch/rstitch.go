@@ -28,7 +28,7 @@ type Algorithm struct {
 // New builds an instance: parameter tau, two models.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (small, large), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (small, large), got %d", route.ErrModels, len(s.Models))
 	}
 	tau, err := s.Float("tau", 0.5)
 	if err != nil || tau < 0 || tau > 1 {

@@ -33,7 +33,7 @@ type Algorithm struct {
 // New builds an instance: parameter k (default 4), two models.
 func New(s route.Spec) (route.Algorithm, error) {
 	if len(s.Models) != 2 {
-		return nil, fmt.Errorf("needs exactly 2 models (draft, target), got %d", len(s.Models))
+		return nil, fmt.Errorf("%w: needs exactly 2 models (draft, target), got %d", route.ErrModels, len(s.Models))
 	}
 	k, err := s.Int("k", 4)
 	if err != nil || k < 1 || k > 64 {

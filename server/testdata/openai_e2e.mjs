@@ -101,6 +101,10 @@ try {
   summary.error = { status: err.status, code: err.code, type: err.type };
 }
 
+// A tool for the tool fields: the simulated model calls it when forced.
+const countTool = { type: 'function', function: { name: 'count', description: 'Count.',
+  parameters: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false } } };
+
 // Every honoured request field (TR_CHAT_FIELDS, TR_COMPLETION_FIELDS: the
 // server's tables), non-streaming and streaming; an unknown field name
 // here fails the run.
@@ -133,6 +137,9 @@ const values = {
     response_format: { type: 'json_schema', json_schema: { name: 'count', strict: true,
       schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false } } },
   },
+  tools: { tools: [countTool] },
+  tool_choice: { max_tokens: 120, tools: [countTool], tool_choice: 'required' },
+  parallel_tool_calls: { max_tokens: 120, tools: [countTool], tool_choice: 'required', parallel_tool_calls: false },
 };
 // Values that differ by endpoint.
 const completionValues = { logprobs: { logprobs: 2 } };
@@ -151,6 +158,12 @@ async function exercise(kind, create, base, fields, own = {}) {
       let parsed = null;
       try { parsed = JSON.parse(plain.choices[0].message.content); } catch (e) { parsed = null; }
       check(parsed && Number.isInteger(parsed.n), kind + ' ' + f + ': JSON matching the schema, got ' + plain.choices[0].message.content);
+    }
+    if (params.tool_choice === 'required') {
+      const calls = plain.choices[0].message.tool_calls || [];
+      check(calls.length >= 1 && calls.every((c) => c.function.name === 'count' && Number.isInteger(JSON.parse(c.function.arguments).n)),
+        kind + ' ' + f + ': calls of count with an integer, got ' + JSON.stringify(plain.choices[0].message));
+      check(params.parallel_tool_calls !== false || calls.length === 1, kind + ' ' + f + ': one call');
     }
     if ('logprobs' in params) {
       const lp = plain.choices[0].logprobs;
@@ -187,12 +200,12 @@ summary.fields = {
     (process.env.TR_COMPLETION_FIELDS || '').split(',').filter(Boolean), completionValues),
 };
 
-// A refused field is a BadRequestError naming it.
+// A malformed tools entry is a BadRequestError naming it.
 try {
-  await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] });
-  check(false, 'tools must be refused');
+  await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'no spaces allowed' } }] });
+  check(false, 'a malformed tool must be refused');
 } catch (err) {
-  check(err instanceof OpenAI.BadRequestError && err.param === 'tools' && err.code === 'unsupported_parameter', 'refusal names the field, got ' + err);
+  check(err instanceof OpenAI.BadRequestError && err.param === 'tools[0].function.name' && err.code === 'invalid_value', 'refusal names the tool, got ' + err);
 }
 
 console.log(JSON.stringify(summary));
