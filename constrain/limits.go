@@ -53,3 +53,26 @@ const (
 // MaxProperties, MaxAutomatonStates, MaxAutomatonWork, MaxMultipleOf,
 // MaxDecimalDigits) or whose every value nests deeper than MaxDepth.
 var ErrLimit = errors.New("constrain: schema too large")
+
+// JSONDepth is the deepest nesting of objects and arrays in a JSON text
+// (brackets inside strings not counted); it reads malformed text too.
+func JSONDepth(raw []byte) int {
+	depth, deepest, in, esc := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -16,28 +16,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/internal/testkit"
 )
 
-// jsonDepth is the nesting of objects and arrays in a JSON text.
-func jsonDepth(text string) int {
-	depth, deepest, in, esc := 0, 0, false, false
-	for i := range len(text) {
-		switch c := text[i]; {
-		case esc:
-			esc = false
-		case in && c == '\\':
-			esc = true
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
-}
-
 // deepest writes the value that goes as deep as the automaton lets it:
 // it opens an object or array whenever it may, else closes whatever it
 // may, else takes the smallest byte allowed. "" if it gets stuck or runs
@@ -136,7 +114,7 @@ func TestRecursionDepthBound(t *testing.T) {
 		if text == "" {
 			t.Fatalf("%s: the deepest walk got stuck", name)
 		}
-		if d := jsonDepth(text); d != c.depth {
+		if d := JSONDepth([]byte(text)); d != c.depth {
 			t.Errorf("%s: deepest output nests %d, want %d: %s", name, d, c.depth, text)
 		}
 		v := testkit.JSONSchema(t, c.schema)

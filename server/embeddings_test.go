@@ -333,14 +333,7 @@ func TestEmbeddingsNodeSDK(t *testing.T) {
 	node, dir := openaiNPM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script, err := os.ReadFile(filepath.Join("testdata", "openai_embeddings.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "openai_embeddings.mjs")
-	if err := os.WriteFile(path, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := nodeScript(t, dir, "openai_embeddings.mjs")
 	_, edit := embedPresets(t)
 	e := start(t, func(c *config.Config) {
 		edit(c)

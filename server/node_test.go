@@ -96,6 +96,21 @@ func registryReachable(ctx context.Context, npm string) error {
 	return nil
 }
 
+// nodeScript copies testdata/name beside the npm install in dir (so that
+// node resolves the openai package) and returns its path.
+func nodeScript(t *testing.T, dir, name string) string {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestRegistryUnreachableSkips checks the reason the npm tests skip with
 // when the registry cannot be reached: npm pointed at a closed port.
 func TestRegistryUnreachableSkips(t *testing.T) {
@@ -123,14 +138,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	node, dir := openaiNPM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script, err := os.ReadFile(filepath.Join("testdata", "openai_e2e.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "openai_e2e.mjs")
-	if err := os.WriteFile(path, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := nodeScript(t, dir, "openai_e2e.mjs")
 
 	e := start(t, func(c *config.Config) { c.APIKey = "sk-tokenrouter-test" })
 	run := exec.CommandContext(ctx, node, path)

@@ -174,7 +174,7 @@ func parseTool(raw json.RawMessage, pn string) (chat.Tool, *apiError) {
 		if !isObject(f.Parameters) {
 			return chat.Tool{}, badRequest(pn+".function.parameters", "invalid_type", "%s.function.parameters must be a JSON Schema object", pn)
 		}
-		if len(f.Parameters) > constrain.MaxSchemaBytes || jsonDepth(f.Parameters) > maxParameterDepth {
+		if len(f.Parameters) > constrain.MaxSchemaBytes || constrain.JSONDepth(f.Parameters) > maxParameterDepth {
 			return chat.Tool{}, badRequest(pn+".function.parameters", "schema_too_large", "%s.function.parameters exceeds %d bytes or %d levels of nesting",
 				pn, constrain.MaxSchemaBytes, maxParameterDepth)
 		}
@@ -226,28 +226,6 @@ func checkName(name *string, pn string) *apiError {
 func isObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) > 0 && raw[0] == '{'
-}
-
-// jsonDepth is the deepest nesting of objects and arrays in a JSON text.
-func jsonDepth(raw []byte) int {
-	depth, deepest, in, esc := 0, 0, false, false
-	for _, c := range raw {
-		switch {
-		case esc:
-			esc = false
-		case in && c == '\\':
-			esc = true
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
 
 // parseToolChoice reads tool_choice: "none", "auto", "required" or

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,14 +20,7 @@ func TestOpenAINodeSDKTools(t *testing.T) {
 	node, dir := openaiNPM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script, err := os.ReadFile(filepath.Join("testdata", "openai_tools.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "openai_tools.mjs")
-	if err := os.WriteFile(path, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := nodeScript(t, dir, "openai_tools.mjs")
 	e := toolServer(t, func(c *config.Config) { c.APIKey = "sk-node-tools" })
 	run := exec.CommandContext(ctx, node, path)
 	run.Env = append(os.Environ(), "TR_BASE_URL="+e.url+"/v1", "TR_API_KEY=sk-node-tools")
