@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -623,6 +624,12 @@ func (r *Deployment) deliver(e *bus.Event) {
 		var err error
 		if e.Reason == stream.Error {
 			err = errors.New(e.Err)
+			// Errors cross the bus as text: a sub-server that found no
+			// replica of a model up ends the request the way the front end
+			// does when it sees the model down first.
+			if strings.Contains(e.Err, subserver.ErrNoReplica.Error()) {
+				err = fmt.Errorf("deploy: %w: %w", ErrUnavailable, err)
+			}
 		}
 		s.Finish(e.Reason, err)
 	}
