@@ -181,6 +181,13 @@ func pythonRender(t *testing.T, cases []pyCase) []pyResult {
 	if !ok {
 		t.Skip("no python3 with jinja2 (Debian: python3-jinja2): the comparison with jinja2 is skipped")
 	}
+	return runReference(t, python, cases, len(cases))
+}
+
+// runReference renders the n cases (JSON-encoded) with the Python jinja2
+// reference script and returns its results, one per case.
+func runReference(t *testing.T, python string, cases any, n int) []pyResult {
+	t.Helper()
 	in, err := json.Marshal(cases)
 	if err != nil {
 		t.Fatal(err)
@@ -197,8 +204,8 @@ func pythonRender(t *testing.T, cases []pyCase) []pyResult {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != len(cases) {
-		t.Fatalf("python3 rendered %d of %d cases", len(res), len(cases))
+	if len(res) != n {
+		t.Fatalf("python3 rendered %d of %d cases", len(res), n)
 	}
 	return res
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -144,7 +143,7 @@ func TestToolTemplatesMatchJinja2(t *testing.T) {
 			cases = append(cases, pc)
 		}
 	}
-	want := pyToolRender(t, python, cases)
+	want := runReference(t, python, cases, len(cases))
 	n := len(toolConversations())
 	for i, w := range want {
 		f := toolFamilies()[i/n]
@@ -170,27 +169,6 @@ func TestToolTemplatesMatchJinja2(t *testing.T) {
 			t.Errorf("%s conversation %d:\n got %q\nwant %q", f.file, i%n, got[i], *w.Text)
 		}
 	}
-}
-
-func pyToolRender(t *testing.T, python string, cases []pyToolCase) []pyResult {
-	t.Helper()
-	in, err := json.Marshal(cases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), python, "-c", reference)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python3: %v\n%s", err, stderr.String())
-	}
-	var res []pyResult
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(cases) {
-		t.Fatalf("python3 answered %d of %d cases: %v", len(res), len(cases), err)
-	}
-	return res
 }
 
 // TestToolsNeverSpecial: control-token texts in tool definitions, call
