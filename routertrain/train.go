@@ -3,7 +3,8 @@
 // prompt; every position it wrote is labelled 1 when the large model,
 // given the same prefix, would have written a different token (R2R's
 // first label), optionally kept only when the two tokens' continuations
-// by the large model diverge (Verify). The features are exactly what the
+// by the large model diverge (Verify); each also records its likelihood
+// gap, by which FitOptions.Weight can weigh it. The features are exactly what the
 // routers see when serving: the small model's last hidden state, the
 // input embedding of the token it sampled and its top logits
 // (descending). Training runs in float64 with hand-written forward and
