@@ -42,6 +42,9 @@ type MeasureRow struct {
 	EstimatedLatencyMS []float64   `json:"estimated_latency_ms,omitempty"`
 	// Placement is how the models shared the cores.
 	Placement string `json:"placement,omitempty"`
+	// Deployed says where the deployment's sub-servers ran when not in
+	// bench's process (Spec.Deployed).
+	Deployed string `json:"deployed,omitempty"`
 }
 
 // Measure is `tokenrouter bench run`: it measures the system named system
@@ -80,6 +83,9 @@ func printMeasure(out io.Writer, run Prepared, rows []MeasureRow) {
 	if pl := run.Placement(); pl != "" {
 		fmt.Fprintf(out, "%s, placement %s\n", run.Spec.Label, pl)
 	}
+	if d := run.Spec.Deployed; d != "" {
+		fmt.Fprintf(out, "sub-servers in %s\n", d)
+	}
 	fmt.Fprintf(out, "%-12s %-12s %4s %-10s %10s %8s %7s %s\n", "system", "algorithm", "N", "B", "tok/s", "tokens", "routed", "plans")
 	for _, r := range rows {
 		b := perfmodel.FormatB(r.Thresholds)
@@ -117,7 +123,7 @@ func (r Prepared) measurePoint(ctx context.Context, system string, n int) (Measu
 		return MeasureRow{}, fmt.Errorf("closing %s: %w", system, cerr)
 	}
 	row := MeasureRow{System: system, Algorithm: setup.Algorithm, Concurrency: n, TokensPerSecond: res.TokensPerSecond,
-		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction, Placement: r.Placement()}
+		Tokens: res.Tokens, Seconds: res.Seconds, RoutedFraction: res.RoutedFraction, Placement: r.Placement(), Deployed: r.Spec.Deployed}
 	if system == "tokenrouter" {
 		if st != nil && st.Err != nil {
 			fmt.Fprintf(r.Spec.Progress, "auto thresholds: %v\n", st.Err)

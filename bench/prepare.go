@@ -45,6 +45,10 @@ type Spec struct {
 	BusDelay time.Duration
 	// HTTP configures the systems named by a server's URL.
 	HTTP HTTPOptions
+	// Deploy and Deployed, if set, start the routed deployment elsewhere
+	// (Setup.Deploy); Deployed says where, for reports.
+	Deploy   Deployer
+	Deployed string
 	// KVReserveMB is the KV memory (MB) the cpu engines warm before the
 	// first measurement (Kinds).
 	KVReserveMB int
@@ -126,7 +130,7 @@ func Prepare(ctx context.Context, s Spec, inProcess bool) (Prepared, error) {
 		return r, fmt.Errorf("the longest request (a %d-token prompt and %d output tokens) exceeds the models' context of %d tokens: lower --max-tokens or --prompt-len", p, o, voc.ContextLength)
 	}
 	r.Setup = Setup{Models: s.Models, Algorithm: s.Algorithm, Params: s.Params, Registry: builtin.Registry(), Launch: launch, BusDelay: s.BusDelay,
-		HTTP: s.HTTP, Speculate: s.Speculate, Kinds: ks}
+		HTTP: s.HTTP, Speculate: s.Speculate, Kinds: ks, Deploy: s.Deploy}
 	if !inProcess {
 		return r, nil
 	}

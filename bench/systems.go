@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -73,7 +74,15 @@ type Setup struct {
 	// TokenRouter's systems assume (agreement and depth; the zero value:
 	// none). Its BusDelay is taken from Setup.BusDelay.
 	Speculation perfmodel.Speculation
+	// Deploy, if set, starts "tokenrouter", the one system Build then
+	// builds, in place of system.Build: a deployment whose sub-servers run
+	// elsewhere (bench run --processes: child processes over NATS).
+	Deploy Deployer
 }
+
+// Deployer starts the deployment s describes outside system.Build (its
+// sub-servers in other processes), returning it as a System.
+type Deployer func(ctx context.Context, s system.Spec) (System, error)
 
 // SimModels describes a latency preset's models on the simulated engine,
 // small first: model i has seed i+1, and model 0 samples model 1's token
@@ -95,12 +104,24 @@ func SimModels(p sim.Preset, agree float64) []config.Model {
 // Build starts the named system on fresh engines (system.Build), or
 // connects to the server a URL names.
 func (s Setup) Build(ctx context.Context, name string) (System, error) {
-	if _, u := splitURL(name); u != "" {
+	if _, u := splitURL(name); u != "" && s.Deploy == nil {
 		return NewHTTPSystem(ctx, u, s.HTTP)
 	}
-	return system.Build(ctx, system.Spec{Models: s.Models, Kinds: s.Kinds, Algorithm: s.Algorithm, Params: s.Params,
+	spec := system.Spec{Models: s.Models, Kinds: s.Kinds, Algorithm: s.Algorithm, Params: s.Params,
 		Registry: s.Registry, Launch: s.Launch, Observer: s.Observer, Speculate: s.Speculate, TimeShared: s.TimeShared,
-		BusDelay: s.BusDelay}, name, s.LargeShare)
+		BusDelay: s.BusDelay}
+	if s.Deploy == nil {
+		return system.Build(ctx, spec, name, s.LargeShare)
+	}
+	switch {
+	case name != "tokenrouter":
+		return nil, fmt.Errorf("bench: system %q runs in bench's process only; sub-servers elsewhere run tokenrouter (its thresholds as given)", name)
+	case s.TimeShared:
+		return nil, errors.New("bench: time-shared placement takes turns in one process; sub-servers elsewhere step on their own (placement partitioned)")
+	case s.BusDelay > 0:
+		return nil, errors.New("bench: the bus delay applies to the in-process bus, not to sub-servers elsewhere")
+	}
+	return s.Deploy(ctx, spec)
 }
 
 // Row is one system at one concurrency, measured over interleaved rounds.

@@ -37,11 +37,12 @@ import (
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
+	"github.com/tokenrouter/tokenrouter/sched/place"
 	"github.com/tokenrouter/tokenrouter/subserver"
 )
 
 // beatVersion is the heartbeat encoding's version.
-const beatVersion = 4
+const beatVersion = 5
 
 // Defaults of the liveness settings.
 const (
@@ -52,12 +53,24 @@ const (
 )
 
 // Beat is one heartbeat: a member's (Index >= 0) or a front end's
-// (Index = -1). It is published on prefix.hb.<index> or prefix.hb.front.
+// (Index = -1). It is published on prefix.hb.<endpoint> (the member's bus
+// endpoint, bus.Endpoint(Index, Replica)) or prefix.hb.front.
 type Beat struct {
 	// V is the encoding version.
 	V int `json:"v"`
 	// Index is the model index, -1 for a front end.
 	Index int `json:"index"`
+	// Replica is the member's replica of its model.
+	Replica int `json:"replica,omitempty"`
+	// Load is the member's load (placement compares it).
+	Load place.Load `json:"load"`
+	// Up are the replicas the front end places requests on, with their
+	// loads, for the members' hand-offs (front end; only in deployments
+	// with replicas).
+	Up []UpReplica `json:"up,omitempty"`
+	// Placing says the front end places requests: Up lists every replica
+	// up (before, a member takes every replica as up).
+	Placing bool `json:"placing,omitempty"`
 	// Models are the model names of the deployment, in index order.
 	Models []string `json:"models,omitempty"`
 	// Algorithm names the routing algorithm the member runs.
@@ -80,6 +93,18 @@ type Beat struct {
 	BusDropped busnats.DropCounts
 }
 
+// UpReplica is a replica up, as a front end's heartbeat lists it.
+type UpReplica struct {
+	// Model and Replica name it and Incarnation its run; Since is the
+	// last request admitted before it came up (it knows only later ones);
+	// Load is its load.
+	Model       int        `json:"model"`
+	Replica     int        `json:"replica"`
+	Incarnation uint64     `json:"incarnation"`
+	Since       uint64     `json:"since"`
+	Load        place.Load `json:"load"`
+}
+
 func (b *Beat) encode() []byte {
 	b.V = beatVersion
 	out, _ := json.Marshal(b) // a Beat always marshals
@@ -100,12 +125,13 @@ func decodeBeat(data []byte) (Beat, error) {
 	return b, nil
 }
 
-// beatSubject is the heartbeat subject of index (-1: the front end).
-func beatSubject(prefix string, index int) string {
-	if index < 0 {
+// beatSubject is the heartbeat subject of bus endpoint ep (-1: the front
+// end).
+func beatSubject(prefix string, ep int) string {
+	if ep < 0 {
 		return prefix + ".hb.front"
 	}
-	return prefix + ".hb." + strconv.Itoa(index)
+	return prefix + ".hb." + strconv.Itoa(ep)
 }
 
 // maxRetired bounds the retired incarnations a receiver remembers.

@@ -54,11 +54,11 @@ type BusSpec struct {
 	Misses    int           `json:"misses"`
 }
 
-// NewChildSpec is the ChildSpec of model i of the deployment s on bus b:
-// the one function both a parent and a member started by hand derive
-// theirs with.
-func NewChildSpec(s system.Spec, i int, b BusSpec) (ChildSpec, error) {
-	m, err := s.Member(i)
+// NewChildSpec is the ChildSpec of replica rep of model i of the
+// deployment s on bus b: the one function both a parent and a member
+// started by hand derive theirs with.
+func NewChildSpec(s system.Spec, i, rep int, b BusSpec) (ChildSpec, error) {
+	m, err := s.Member(i, rep)
 	if err != nil {
 		return ChildSpec{}, fmt.Errorf("cluster: %w", err)
 	}
@@ -185,7 +185,7 @@ func RunChild(ctx context.Context, c ChildSpec, hooks system.Spec) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	m, err := system.OpenMember(ctx, c.Member.Spec(hooks), c.Member.Index)
+	m, err := system.OpenMember(ctx, c.Member.Spec(hooks), c.Member.Index, c.Member.Replica)
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", c.Member.Index, err)
 	}

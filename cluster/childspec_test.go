@@ -30,7 +30,7 @@ func childSpec(t *testing.T) cluster.ChildSpec {
 		Launch: sched.Launch{Tables: []sched.Table{{1}, {1, 2, 3}}, MaxWait: 50 * time.Millisecond}, MaxBatch: 8,
 		Speculate: subserver.Speculation{Mode: subserver.SpeculateOn, Depth: 4}, StallTimeout: 3 * time.Second,
 	}
-	c, err := cluster.NewChildSpec(s, 1, cluster.BusSpec{NATS: "nats://127.0.0.1:4222", Prefix: "tokenrouter.abc",
+	c, err := cluster.NewChildSpec(s, 1, 0, cluster.BusSpec{NATS: "nats://127.0.0.1:4222", Prefix: "tokenrouter.abc",
 		Secrets:   cluster.Secrets{Auth: busnats.Auth{User: "u", Password: "p"}, Key: busnats.NewKey()},
 		Heartbeat: 250 * time.Millisecond, Misses: 4})
 	if err != nil {
@@ -108,7 +108,7 @@ func TestChildSpecRefused(t *testing.T) {
 // child needs tables.
 func TestChildSpecAutoRefused(t *testing.T) {
 	s := system.Spec{Models: []config.Model{{Name: "a"}, {Name: "b"}}, Algorithm: "r2r-random", Launch: sched.Launch{Auto: true}}
-	_, err := cluster.NewChildSpec(s, 0, cluster.BusSpec{NATS: "nats://x:1", Prefix: "p", Secrets: cluster.Secrets{Key: busnats.NewKey()},
+	_, err := cluster.NewChildSpec(s, 0, 0, cluster.BusSpec{NATS: "nats://x:1", Prefix: "p", Secrets: cluster.Secrets{Key: busnats.NewKey()},
 		Heartbeat: time.Second, Misses: 3})
 	if err == nil || !strings.Contains(err.Error(), "automatic thresholds") {
 		t.Fatalf("got %v", err)

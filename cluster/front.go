@@ -47,15 +47,19 @@ type FrontConfig struct {
 	JoinTimeout time.Duration
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
-	// Watch, if set, is told when model i goes up (up) or down; missed
-	// says it went down because it missed its heartbeats (hung or dead,
-	// not restarted). It is called from the front end's monitor and must
-	// be quick.
-	Watch func(i int, up, missed bool)
+	// Watch, if set, is told when member slot goes up (up) or down;
+	// missed says it went down because it missed its heartbeats (hung or
+	// dead, not restarted). Slots number the models' replicas in model
+	// order (Slots); without replicas, slot i is model i. It is called
+	// from the front end's monitor and must be quick.
+	Watch func(slot int, up, missed bool)
 }
 
-// Member is the front end's view of one model's sub-server.
+// Member is the front end's view of one sub-server: one replica of one
+// model.
 type Member struct {
+	// Model and Replica say which.
+	Model, Replica int
 	// Up says whether the model serves requests.
 	Up bool
 	// Last is its last heartbeat, Seen when it arrived.
@@ -74,13 +78,17 @@ type Member struct {
 type Front struct {
 	cfg    FrontConfig
 	models []string // cfg.Spec's model names
+	slots  Slots
 	bus    *busnats.Bus
 	r      *deploy.Deployment
+	dep    atomic.Pointer[deploy.Deployment] // r, once built (for announce)
 	inc    uint64
 	seq    atomic.Uint64 // the last heartbeat's number
 	sub    *gonats.Subscription
 	beats  chan Beat
 	lost   chan struct{} // the NATS connection was lost and restored
+	poke   chan struct{} // a replica went up or down: beat now
+	exits  chan exit     // member processes that exited (Exited)
 	fresh  *freshness    // owned by await, then by monitor
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -123,10 +131,14 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	f := &Front{cfg: cfg, models: models, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost,
-		fresh: newFreshness(len(models)), members: make([]Member, len(models))}
+	slots := SlotsOf(cfg.Spec)
+	f := &Front{cfg: cfg, models: models, slots: slots, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost, poke: make(chan struct{}, 1), exits: make(chan exit, 64),
+		fresh: newFreshness(slots.Len()), members: make([]Member, slots.Len())}
+	for k := range f.members {
+		f.members[k].Model, f.members[k].Replica = slots.Of(k)
+	}
 	f.sub, err = b.Subscribe(cfg.Prefix+".hb.*", func(_ string, data []byte) {
-		if mb, err := decodeBeat(data); err == nil && mb.Index >= 0 && mb.Index < len(models) {
+		if mb, err := decodeBeat(data); err == nil && slots.Slot(mb.Index, mb.Replica) >= 0 {
 			select {
 			case f.beats <- mb:
 			default: // beats are periodic: a dropped one is replaced
@@ -151,6 +163,11 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		f.shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	for k := range f.members {
+		f.r.ReplicaUp(slots.Of(k))
+	}
+	f.dep.Store(f.r)
+	signal(f.poke)
 	f.wg.Add(1)
 	go f.monitor(mctx)
 	return f, nil
@@ -165,47 +182,60 @@ func (f *Front) check(b Beat) error {
 	return nil
 }
 
-// await waits until every model beats for this front end.
+// await waits until every replica of every model beats for this front
+// end.
 func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.JoinTimeout)
 	defer cancel()
 	infos := make([]engine.Info, len(f.models))
-	joined := make([]bool, len(f.models))
-	left := len(f.models)
+	joined := make([]bool, f.slots.Len())
+	left := len(joined)
 	var last error
 	for left > 0 {
 		select {
 		case <-ctx.Done():
 			var missing []string
-			for i, ok := range joined {
+			for k, ok := range joined {
 				if !ok {
-					missing = append(missing, f.models[i])
+					missing = append(missing, f.slotName(k))
 				}
 			}
 			return nil, fmt.Errorf("cluster: models %v did not join (%w; last problem: %v)", missing, ctx.Err(), last)
 		case b := <-f.beats:
-			if !f.fresh.accept(b.Index, b.Incarnation, b.Seq) {
+			k := f.slots.Slot(b.Index, b.Replica)
+			if !f.fresh.accept(k, b.Incarnation, b.Seq) {
 				continue
 			}
 			if err := f.check(b); err != nil {
 				last = err
 				continue
 			}
-			f.note(b, b.Front == f.inc)
-			if b.Front == f.inc && !joined[b.Index] {
-				joined[b.Index], infos[b.Index] = true, b.Info
+			f.note(k, b, b.Front == f.inc)
+			if b.Front == f.inc && !joined[k] {
+				joined[k], infos[b.Index] = true, b.Info
 				left--
-				f.cfg.OnEvent("model joined", "model", f.models[b.Index], "index", b.Index)
-				f.cfg.Watch(b.Index, true, false)
+				f.cfg.OnEvent("model joined", "model", f.models[b.Index], "index", b.Index, "replica", b.Replica)
+				f.cfg.Watch(k, true, false)
 			}
 		}
 	}
 	return infos, nil
 }
 
-func (f *Front) note(b Beat, up bool) {
+// slotName names member slot k: the model, and its replica when the model
+// runs several.
+func (f *Front) slotName(k int) string {
+	i, rep := f.slots.Of(k)
+	if f.slots.Count(i) == 1 {
+		return f.models[i]
+	}
+	return fmt.Sprintf("%s#%d", f.models[i], rep)
+}
+
+// note records beat b of member slot k, up or not.
+func (f *Front) note(k int, b Beat, up bool) {
 	f.mu.Lock()
-	m := &f.members[b.Index]
+	m := &f.members[k]
 	if m.Last.Incarnation != 0 && m.Last.Incarnation != b.Incarnation && m.joined {
 		m.Restarts++
 	}
@@ -224,11 +254,14 @@ func (f *Front) announce(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		beat.Seq = f.seq.Add(1)
+		beat.Up = f.upReplicas(beat.Up[:0])
+		beat.Placing = f.dep.Load() != nil
 		_ = f.bus.Publish(subject, beat.encode()) // a lost beat is replaced by the next
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-f.poke: // the members learn of a replica up or down now
 		}
 	}
 }
@@ -255,33 +288,17 @@ func (f *Front) monitor(ctx context.Context) {
 				f.members[i].quiet = now
 			}
 			f.mu.Unlock()
-			for i := range f.members {
-				f.down(i, errors.New("the front end's NATS connection was lost and restored; events in flight may be lost"), false)
+			for k := range f.members {
+				f.down(k, errors.New("the front end's NATS connection was lost and restored; events in flight may be lost"), false)
 			}
 		case b := <-f.beats:
-			if !f.fresh.accept(b.Index, b.Incarnation, b.Seq) {
-				continue // replayed, or from an incarnation that was replaced
-			}
+			f.memberBeat(b)
+		case x := <-f.exits:
 			f.mu.Lock()
-			was := f.members[b.Index]
+			m := f.members[x.slot]
 			f.mu.Unlock()
-			if f.stalled(b, was.Up) {
-				continue
-			}
-			fits := f.check(b) == nil && b.Front == f.inc
-			switch {
-			case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
-				// Restarted, or dropped its requests: they are lost.
-				f.down(b.Index, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front), false)
-				if fits {
-					f.up(b)
-				} else {
-					f.note(b, false)
-				}
-			case !was.Up && fits:
-				f.up(b)
-			default:
-				f.note(b, was.Up)
+			if m.Up && m.Seen.Before(x.at) { // no beat of a new process yet
+				f.down(x.slot, x.cause, false)
 			}
 		case now := <-tick.C:
 			for i := range f.members {
@@ -296,7 +313,7 @@ func (f *Front) monitor(ctx context.Context) {
 				case silent:
 					// Down already (the front end's connection was lost
 					// and restored), and silent since: hung or stopped.
-					f.cfg.OnEvent("model silent", "model", f.models[i], "index", i, "for", now.Sub(m.quiet).Round(time.Millisecond))
+					f.cfg.OnEvent("model silent", "member", f.slotName(i), "for", now.Sub(m.quiet).Round(time.Millisecond))
 					f.cfg.Watch(i, false, true)
 				}
 			}
@@ -304,11 +321,65 @@ func (f *Front) monitor(ctx context.Context) {
 	}
 }
 
-// stalled reports whether member b.Index's loop is stalled by its beat b
+// exit is a member process's exit, as its supervisor saw it.
+type exit struct {
+	slot  int
+	at    time.Time
+	cause error
+}
+
+// Exited tells the front end that the process of member slot exited at
+// time at (its supervisor saw it): it goes down now rather than after its
+// missed heartbeats, unless a new process beat since.
+func (f *Front) Exited(slot int, at time.Time, cause error) {
+	if slot < 0 || slot >= len(f.members) {
+		return
+	}
+	select {
+	case f.exits <- exit{slot, at, cause}:
+	default: // its missed heartbeats tell the same, later
+	}
+}
+
+// memberBeat takes member beat b in: a member that restarted or dropped
+// its requests goes down (and up again when it serves this front end), one
+// that serves this front end again goes up, and its load is recorded.
+func (f *Front) memberBeat(b Beat) {
+	k := f.slots.Slot(b.Index, b.Replica)
+	if !f.fresh.accept(k, b.Incarnation, b.Seq) {
+		return // replayed, or from an incarnation that was replaced
+	}
+	f.mu.Lock()
+	was := f.members[k]
+	f.mu.Unlock()
+	if f.stalled(k, b, was.Up) {
+		return
+	}
+	fits := f.check(b) == nil && b.Front == f.inc
+	switch {
+	case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
+		// Restarted, or dropped its requests: they are lost.
+		f.down(k, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front), false)
+		if fits {
+			f.up(k, b)
+		} else {
+			f.note(k, b, false)
+		}
+	case !was.Up && fits:
+		f.up(k, b)
+	default:
+		f.note(k, b, was.Up)
+	}
+	if fits {
+		f.r.ReplicaLoad(b.Index, b.Replica, b.Load)
+	}
+}
+
+// stalled reports whether member slot k's loop is stalled by its beat b
 // (subserver.Stalled); a stalled member that was up (was) goes down, as
 // one that missed its heartbeats, and Watch is told again at each of its
 // beats until it is replaced.
-func (f *Front) stalled(b Beat, was bool) bool {
+func (f *Front) stalled(k int, b Beat, was bool) bool {
 	if f.cfg.Spec.StallTimeout < 0 {
 		return false
 	}
@@ -316,31 +387,56 @@ func (f *Front) stalled(b Beat, was bool) bool {
 	if err == nil {
 		return false
 	}
-	f.note(b, false)
+	f.note(k, b, false)
 	if was {
-		f.down(b.Index, err, true)
+		f.down(k, err, true)
 	} else {
-		f.cfg.Watch(b.Index, false, true)
+		f.cfg.Watch(k, false, true)
 	}
 	return true
 }
 
-// down marks model i down and ends every request in flight; missed says
-// it missed its heartbeats.
-func (f *Front) down(i int, cause error, missed bool) {
+// down marks member slot k down; missed says it missed its heartbeats.
+// Its requests go on on the model's other replicas, or, when none is
+// left, end (deploy.Deployment.ReplicaDown).
+func (f *Front) down(k int, cause error, missed bool) {
 	f.mu.Lock()
-	f.members[i].Up = false
+	f.members[k].Up = false
 	f.mu.Unlock()
-	n := f.r.ModelDown(i, cause)
-	f.cfg.OnEvent("model down", "model", f.models[i], "index", i, "ended", n, "cause", cause)
-	f.cfg.Watch(i, false, missed)
+	i, rep := f.slots.Of(k)
+	n := f.r.ReplicaDown(i, rep, cause)
+	signal(f.poke)
+	f.cfg.OnEvent("model down", "model", f.models[i], "index", i, "replica", rep, "ended", n, "cause", cause)
+	f.cfg.Watch(k, false, missed)
 }
 
-func (f *Front) up(b Beat) {
-	f.note(b, true)
-	f.r.ModelUp(b.Index)
-	f.cfg.OnEvent("model up", "model", f.models[b.Index], "index", b.Index)
-	f.cfg.Watch(b.Index, true, false)
+// up marks member slot k up after its beat b.
+func (f *Front) up(k int, b Beat) {
+	f.note(k, b, true)
+	f.r.ReplicaUp(b.Index, b.Replica)
+	signal(f.poke)
+	f.cfg.OnEvent("model up", "model", f.models[b.Index], "index", b.Index, "replica", b.Replica)
+	f.cfg.Watch(k, true, false)
+}
+
+// upReplicas appends the replicas up, for the front end's heartbeat
+// (none without replicas, or before the deployment is built).
+func (f *Front) upReplicas(dst []UpReplica) []UpReplica {
+	r := f.dep.Load()
+	if r == nil || f.slots.Len() == len(f.models) {
+		return dst
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.models {
+		for _, st := range r.RemoteReplicas(i) {
+			if st.Up {
+				inc := f.members[f.slots.Slot(i, st.Replica)].Last.Incarnation
+				dst = append(dst, UpReplica{Model: i, Replica: st.Replica, Incarnation: inc, Since: st.Since, Load: st.Load})
+			}
+		}
+	}
+	return dst
 }
 
 // Deployment returns the front end's deployment: Submit, streams, cancellation.

@@ -74,7 +74,8 @@ type Local struct {
 	srv      *busnats.Server
 	url      string
 	secrets  Secrets
-	front    *Front
+	mu       sync.Mutex
+	front    *Front // set once every child joined
 	children []*child
 	stopping chan struct{}
 	wg       sync.WaitGroup
@@ -110,7 +111,7 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 		l.stop()
 		return nil, err
 	}
-	for i := range l.models {
+	for i := range l.specs {
 		c := &child{wake: make(chan struct{}, 1)}
 		l.children = append(l.children, c)
 		if err := l.spawn(i, c); err != nil {
@@ -120,12 +121,15 @@ func Start(ctx context.Context, cfg LocalConfig) (_ *Local, err error) {
 		l.wg.Add(1)
 		go l.supervise(i, c)
 	}
-	l.front, err = Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Spec: cfg.Spec,
+	front, err := Join(ctx, FrontConfig{URL: l.url, Secrets: l.secrets, Prefix: cfg.Prefix, Spec: cfg.Spec,
 		Heartbeat: cfg.Heartbeat, Misses: cfg.Misses, JoinTimeout: cfg.JoinTimeout, OnEvent: cfg.OnEvent, Watch: l.watch})
 	if err != nil {
 		l.stop()
 		return nil, err
 	}
+	l.mu.Lock()
+	l.front = front
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -161,17 +165,30 @@ func (c *LocalConfig) defaults() (err error) {
 // gets the same.
 func (l *Local) encodeSpecs() error {
 	b := BusSpec{NATS: l.url, Prefix: l.cfg.Prefix, Secrets: l.secrets, Heartbeat: l.cfg.Heartbeat, Misses: l.cfg.Misses}
-	l.specs = make([][]byte, len(l.models))
-	for i := range l.models {
-		c, err := NewChildSpec(l.cfg.Spec, i, b)
+	slots := SlotsOf(l.cfg.Spec)
+	l.specs = make([][]byte, slots.Len())
+	for k := range l.specs {
+		i, rep := slots.Of(k)
+		c, err := NewChildSpec(l.cfg.Spec, i, rep, b)
 		if err != nil {
 			return err
 		}
-		if l.specs[i], err = c.Encode(); err != nil {
+		if l.specs[k], err = c.Encode(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// name names child k: its model, and its replica when the model runs
+// several.
+func (l *Local) name(k int) string {
+	slots := SlotsOf(l.cfg.Spec)
+	i, rep := slots.Of(k)
+	if slots.Count(i) == 1 {
+		return l.models[i]
+	}
+	return fmt.Sprintf("%s#%d", l.models[i], rep)
 }
 
 // args are every child's command line: fixed, the rest of what it needs
@@ -210,14 +227,14 @@ func (l *Local) spawn(i int, c *child) error {
 	// the child exits); its exit is handled as any other.
 	go func(spec []byte) {
 		if _, err := stdin.Write(spec); err != nil {
-			l.cfg.OnEvent("sub-server process did not take its spec", "model", l.models[i], "err", err)
+			l.cfg.OnEvent("sub-server process did not take its spec", "model", l.name(i), "err", err)
 		}
 	}(l.specs[i])
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // returns when the process exits; supervise receives it
 	c.cmd, c.stdin, c.exited, c.joined, c.missed = cmd, stdin, exited, false, false
 	c.runs++
-	l.cfg.OnEvent("sub-server process started", "model", l.models[i], "pid", cmd.Process.Pid)
+	l.cfg.OnEvent("sub-server process started", "model", l.name(i), "pid", cmd.Process.Pid)
 	return nil
 }
 
@@ -245,13 +262,17 @@ func (l *Local) supervise(i int, c *child) {
 		cmd, exited := c.cmd, c.exited
 		c.mu.Unlock()
 		stopped, err := l.await(i, c, cmd, exited)
+		exitTime := time.Now()
 		if stopped {
 			return
 		}
 		c.mu.Lock()
 		joined := c.joined
 		c.mu.Unlock()
-		l.cfg.OnEvent("sub-server process exited", "model", l.models[i], "pid", cmd.Process.Pid, "err", err)
+		l.cfg.OnEvent("sub-server process exited", "model", l.name(i), "pid", cmd.Process.Pid, "err", err)
+		if f := l.Front(); f != nil {
+			f.Exited(i, exitTime, fmt.Errorf("sub-server process exited: %v", err))
+		}
 		if l.cfg.NoRestart {
 			return
 		}
@@ -267,7 +288,7 @@ func (l *Local) supervise(i int, c *child) {
 			select {
 			case <-l.stopping:
 			default:
-				l.cfg.OnEvent("sub-server restart failed", "model", l.models[i], "err", err)
+				l.cfg.OnEvent("sub-server restart failed", "model", l.name(i), "err", err)
 			}
 			return
 		}
@@ -296,7 +317,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			missed := c.missed
 			c.mu.Unlock()
 			if missed {
-				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.models[i], "pid", cmd.Process.Pid)
+				l.cfg.OnEvent("sub-server missed its heartbeats: killing it", "model", l.name(i), "pid", cmd.Process.Pid)
 				_ = killGroup(cmd)
 			}
 		case <-start.C:
@@ -304,7 +325,7 @@ func (l *Local) await(i int, c *child, cmd *exec.Cmd, exited <-chan error) (stop
 			joined := c.joined
 			c.mu.Unlock()
 			if !joined {
-				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.models[i], "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
+				l.cfg.OnEvent("sub-server did not join in time: killing it", "model", l.name(i), "pid", cmd.Process.Pid, "timeout", l.cfg.StartTimeout)
 				_ = killGroup(cmd)
 			}
 		}
@@ -323,13 +344,18 @@ func restartDelay(last time.Duration, joined bool, base, max time.Duration) time
 // Deployment returns the front end's deployment.
 func (l *Local) Deployment() *deploy.Deployment { return l.front.Deployment() }
 
-// Front returns the front end.
-func (l *Local) Front() *Front { return l.front }
+// Front returns the front end (nil until every child joined).
+func (l *Local) Front() *Front {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.front
+}
 
 // URL returns the NATS server's URL.
 func (l *Local) URL() string { return l.url }
 
-// PID returns model i's current process id (0 if none).
+// PID returns child i's current process id (0 if none); child i runs
+// member slot i (Slots: model i without replicas).
 func (l *Local) PID(i int) int {
 	c := l.children[i]
 	c.mu.Lock()
@@ -345,7 +371,7 @@ func (l *Local) Submit(ctx context.Context, prompt []int32, p route.Params) (*st
 	return l.front.Submit(ctx, prompt, p)
 }
 
-// Restarts returns how many times model i's process was restarted.
+// Restarts returns how many times child i's process was restarted.
 func (l *Local) Restarts(i int) int {
 	c := l.children[i]
 	c.mu.Lock()
@@ -358,8 +384,8 @@ func (l *Local) Restarts(i int) int {
 // StopTimeout), then the embedded server.
 func (l *Local) Close() error {
 	var err error
-	if l.front != nil {
-		err = l.front.Close()
+	if f := l.Front(); f != nil {
+		err = f.Close()
 	}
 	return errors.Join(err, l.stop())
 }

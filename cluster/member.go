@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
+	"github.com/tokenrouter/tokenrouter/bus"
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/subserver"
@@ -75,10 +77,15 @@ func RunMember(ctx context.Context, cfg MemberConfig) (err error) {
 		return err
 	}
 	spec := cfg.Member.Spec()
-	m := &member{cfg: cfg, index: cfg.Member.Index(), models: spec.Names(), algorithm: spec.Algorithm, eng: cfg.Member.Engine(), inc: incarnation()}
+	m := &member{cfg: cfg, index: cfg.Member.Index(), replica: cfg.Member.Replica(), models: spec.Names(), algorithm: spec.Algorithm,
+		eng: cfg.Member.Engine(), inc: incarnation()}
+	m.ep = bus.Endpoint(m.index, m.replica)
+	if counts := cfg.Member.Replicas(); slices.Max(counts) > 1 {
+		m.view = newView(counts, m.inc)
+	}
 	defer func() { err = errors.Join(err, m.eng.Close()) }()
 	lost := make(chan struct{}, 1)
-	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d", m.index),
+	b, err := busnats.Connect(cfg.URL, busnats.Options{Prefix: cfg.Prefix, Name: fmt.Sprintf("tokenrouter-model-%d-%d", m.index, m.replica),
 		Auth: cfg.Secrets.Auth, Key: cfg.Secrets.Key, OnReconnect: func() { signal(lost) }})
 	if err != nil {
 		return fmt.Errorf("cluster: model %d: %w", m.index, err)
@@ -166,6 +173,9 @@ func (m *member) frontBeat(f *frontEnd, fb Beat) error {
 		return nil // replayed, or from a front end that was replaced
 	}
 	f.last = time.Now()
+	if m.view != nil && fb.Placing && (fb.Incarnation == f.inc || f.inc == 0) {
+		m.view.apply(fb.Up)
+	}
 	if fb.Incarnation == f.inc {
 		return nil
 	}
@@ -200,6 +210,9 @@ func (m *member) tick(f *frontEnd) error {
 type member struct {
 	cfg       MemberConfig
 	index     int      // the model's index
+	replica   int      // its replica
+	ep        int      // its bus endpoint
+	view      *view    // the replicas, for the hand-offs (nil: one each)
 	models    []string // the deployment's model names
 	algorithm string
 	bus       *busnats.Bus
@@ -213,7 +226,11 @@ type member struct {
 
 // start builds a fresh algorithm instance and sub-server and runs it.
 func (m *member) start() error {
-	s, err := m.cfg.Member.SubServer(m.eng, m.bus)
+	var pl subserver.Placer
+	if m.view != nil {
+		pl = m.view
+	}
+	s, err := m.cfg.Member.SubServer(m.eng, m.bus, pl)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -242,10 +259,10 @@ func (m *member) restart() error {
 // beat publishes a heartbeat.
 func (m *member) beat(front uint64) {
 	m.seq++
-	b := Beat{Index: m.index, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq, Front: front,
-		Info: m.eng.Info(), Stats: m.s.Stats(), Goroutines: runtime.NumGoroutine(),
+	b := Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
+		Front: front, Info: m.eng.Info(), Stats: m.s.Stats(), Load: m.s.Load(), Goroutines: runtime.NumGoroutine(),
 		BusDropped: m.bus.Dropped()}
-	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.index), b.encode()) // a lost beat is replaced by the next
+	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.ep), b.encode()) // a lost beat is replaced by the next
 }
 
 // signal wakes the receiver of ch (capacity 1) without blocking.

@@ -175,6 +175,12 @@ type Model struct {
 	// engine's defaults); for cpu ContextLength caps the model's own.
 	VocabSize     int `yaml:"vocab_size,omitempty"`
 	ContextLength int `yaml:"context_length,omitempty"`
+	// NoSpin (sim) makes the simulated engine sleep until each step's
+	// deadline instead of spinning the last stretch before it: its steps
+	// end later by a timer's lateness, but it keeps no core busy while it
+	// waits (many simulated models on few cores, as bench run --processes
+	// runs them).
+	NoSpin bool `yaml:"no_spin,omitempty"`
 	// Path (cpu) is a GGUF file or a llama2.c checkpoint, or a file built
 	// into the binary ("embedded:stories260K.bin", see EmbeddedPrefix).
 	Path string `yaml:"path,omitempty"`
@@ -206,7 +212,7 @@ type Model struct {
 	// requests whose prompts begin alike (on by default).
 	NoPrefixCache bool `yaml:"no_prefix_cache,omitempty"`
 	// Kernels (cpu) forces one kernel level for every class of operation
-	// ("generic", "avx2", "avx512", "neon", "neondot"); empty: each class
+	// ("generic", "avx2", "avx512", "avx512ng", "neon", "neondot"); empty: each class
 	// gets the fastest level measured on this CPU at start-up (cached).
 	Kernels string `yaml:"kernels,omitempty"`
 	// Replicas is how many replicas of the model a deployment runs (0 or

@@ -53,6 +53,11 @@ type Model struct {
 	// requests are placed among them (DESIGN §9). The deployment owns and
 	// closes them. Local models only.
 	Replicas []engine.Engine
+	// RemoteReplicas is how many replicas a remote model runs elsewhere
+	// (0 or 1: one). The front end places requests among them by the loads
+	// their heartbeats report (ReplicaLoad) and marks them up and down
+	// (ReplicaUp, ReplicaDown); each starts down.
+	RemoteReplicas int
 }
 
 // Config describes a deployment.
@@ -220,6 +225,9 @@ func modelNames(cfg Config) ([]string, error) {
 		}
 		if m.Remote != nil && len(m.Replicas) > 0 || len(m.Replicas) >= bus.MaxReplicas || slices.Contains(m.Replicas, nil) {
 			return nil, fmt.Errorf("deploy: model %d (%s): %d further replicas: want up to %d engines of a local model", i, m.Name, len(m.Replicas), bus.MaxReplicas-1)
+		}
+		if m.RemoteReplicas < 0 || m.RemoteReplicas > bus.MaxReplicas || m.Remote == nil && m.RemoteReplicas > 1 {
+			return nil, fmt.Errorf("deploy: model %d (%s): %d remote replicas: want up to %d of a remote model", i, m.Name, m.RemoteReplicas, bus.MaxReplicas)
 		}
 	}
 	return names, nil

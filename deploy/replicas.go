@@ -25,11 +25,14 @@ import (
 // ErrReplicaStopped is the cause StopReplica gives a replica's loss.
 var ErrReplicaStopped = errors.New("replica stopped")
 
-// placer places requests on the replicas of the deployment's local models
-// (subserver.Placer) and counts the outcomes per model.
+// placer places requests on the replicas of the deployment's models
+// (subserver.Placer) and counts the outcomes per model: a local model's
+// replicas by their sub-servers' loads, a remote model's by the board its
+// heartbeats fill (remote).
 type placer struct {
 	r      *Deployment
 	counts []placeCounts // per model index
+	remote *place.Board  // the remote models' replicas
 }
 
 // placeCounts are one model's placement outcomes.
@@ -50,20 +53,28 @@ type Placements struct {
 // newPlacer returns the deployment's placer, or nil when no model has more
 // than one replica.
 func newPlacer(r *Deployment) *placer {
-	for _, ls := range r.models {
-		if len(ls) > 1 {
-			return &placer{r: r, counts: make([]placeCounts, len(r.models))}
-		}
+	counts, many := make([]int, len(r.cfg.Models)), false
+	for i, m := range r.cfg.Models {
+		counts[i] = max(m.RemoteReplicas, 1)
+		many = many || len(r.models[i]) > 1 || counts[i] > 1
 	}
-	return nil
+	if !many {
+		return nil
+	}
+	return &placer{r: r, counts: make([]placeCounts, len(r.models)), remote: place.NewBoard(counts, r.cfg.PlaceSeed)}
 }
 
-// Replicas returns how many replicas model runs (remote models: 1).
-func (p *placer) Replicas(model int) int { return max(len(p.r.models[model]), 1) }
+// Replicas returns how many replicas model runs.
+func (p *placer) Replicas(model int) int {
+	if p.r.models[model] == nil {
+		return p.remote.Replicas(model)
+	}
+	return len(p.r.models[model])
+}
 
-// loads appends the loads of model's replicas for request id: a replica
-// that is down, or joined after the request was admitted (it never saw
-// it), is not up for it.
+// loads appends the loads of local model's replicas for request id: a
+// replica that is down, or joined after the request was admitted (it never
+// saw it), is not up for it.
 func (p *placer) loads(dst []place.Load, model int, id uint64) []place.Load {
 	for _, l := range p.r.models[model] {
 		if !l.up.Load() || id <= l.since.Load() {
@@ -77,9 +88,14 @@ func (p *placer) loads(dst []place.Load, model int, id uint64) []place.Load {
 
 // Place places a hand-off (subserver.Placer).
 func (p *placer) Place(model, pinned int, id uint64, pos int) int {
-	var buf [8]place.Load
-	loads := p.loads(buf[:0], model, id)
-	rep, o := place.HandOff(loads, pinned, place.Mix(p.r.cfg.PlaceSeed, id, uint64(pos)), place.DefaultSlack)
+	var rep int
+	var o place.Outcome
+	if p.r.models[model] == nil {
+		rep, o = p.remote.HandOff(model, pinned, id, pos)
+	} else {
+		var buf [8]place.Load
+		rep, o = place.HandOff(p.loads(buf[:0], model, id), pinned, place.Mix(p.r.cfg.PlaceSeed, id, uint64(pos)), place.DefaultSlack)
+	}
 	p.count(model, o)
 	return rep
 }
@@ -87,8 +103,13 @@ func (p *placer) Place(model, pinned int, id uint64, pos int) int {
 // entry places a new request on a replica of model by the power of two
 // choices; −1 when none is up.
 func (p *placer) entry(model int, id uint64) int {
-	var buf [8]place.Load
-	rep := place.Entry(p.loads(buf[:0], model, id), place.Mix(p.r.cfg.PlaceSeed, id, 0))
+	var rep int
+	if p.r.models[model] == nil {
+		rep = p.remote.Entry(model, id)
+	} else {
+		var buf [8]place.Load
+		rep = place.Entry(p.loads(buf[:0], model, id), place.Mix(p.r.cfg.PlaceSeed, id, 0))
+	}
 	o := place.Placed
 	if rep < 0 {
 		o = place.NoReplica
@@ -139,7 +160,7 @@ func (e *entry) endpoint(model int) int {
 // placeEntry places a new request on a replica of its entry model, and
 // returns what the front end keeps to answer for it (nil without replicas).
 func (r *Deployment) placeEntry(model int, id uint64, prompt []int32, p route.Params) (*entry, error) {
-	if r.placer == nil || r.models[model] == nil {
+	if r.placer == nil {
 		return nil, nil
 	}
 	rep := r.placer.entry(model, id)
@@ -262,7 +283,7 @@ func (r *Deployment) StopReplica(ctx context.Context, i, rep int) error {
 	cancel()
 	<-done
 	marks := r.lossMarks()
-	r.replicaLost(l, fmt.Errorf("deploy: replica %d of model %s: %w", rep, r.cfg.Models[i].Name, ErrReplicaStopped))
+	r.replicaLost(i, rep, fmt.Errorf("deploy: replica %d of model %s: %w", rep, r.cfg.Models[i].Name, ErrReplicaStopped))
 	if r.ReplicasUp(i) == 0 {
 		return nil // the model is down: nothing to take in
 	}
@@ -309,26 +330,26 @@ func (ms lossMarks) wait(ctx context.Context) error {
 	return nil
 }
 
-// replicaLost announces that replica l, marked down, is gone: the
-// hand-offs kept for it go to the model's other replicas. When none of
-// them is up the model is down.
-func (r *Deployment) replicaLost(l *local, cause error) {
-	name := r.cfg.Models[l.index].Name
-	if r.ReplicasUp(l.index) == 0 {
-		n := r.ModelDown(l.index, cause)
+// replicaLost announces that replica rep of model i, marked down, is
+// gone: the hand-offs kept for it go to the model's other replicas. When
+// none of them is up the model is down.
+func (r *Deployment) replicaLost(i, rep int, cause error) {
+	name, ep := r.cfg.Models[i].Name, bus.Endpoint(i, rep)
+	if r.ReplicasUp(i) == 0 {
+		n := r.ModelDown(i, cause)
 		r.event("model down", "model", name, "ended", n, "err", cause)
 		return
 	}
 	ctx := context.Background()
 	e := r.bus.Get()
-	e.Kind, e.From, e.Endpoint = bus.Lost, bus.Frontend, l.ep
+	e.Kind, e.From, e.Endpoint = bus.Lost, bus.Frontend, ep
 	_ = r.bus.Broadcast(ctx, e) // a closed bus has no requests left
 	// The front end takes its part in turn with the events before it: a
 	// request's release from the lost replica, still on its way, counts.
 	f := r.bus.Get()
-	f.Kind, f.From, f.Endpoint = bus.Lost, bus.Frontend, l.ep
+	f.Kind, f.From, f.Endpoint = bus.Lost, bus.Frontend, ep
 	_ = r.bus.Send(ctx, bus.Frontend, f)
-	r.event("replica lost: its requests go on on the model's other replicas", "model", name, "replica", l.replica, "cause", cause)
+	r.event("replica lost: its requests go on on the model's other replicas", "model", name, "replica", rep, "cause", cause)
 }
 
 // Replicas returns local model i's sub-servers, one per replica in
@@ -352,7 +373,10 @@ func (r *Deployment) ReplicasUp(i int) int {
 		return 0
 	}
 	if r.models[i] == nil {
-		if r.Unavailable(i) != nil {
+		switch {
+		case r.placer != nil:
+			return r.placer.remote.Up(i)
+		case r.Unavailable(i) != nil:
 			return 0
 		}
 		return 1

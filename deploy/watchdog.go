@@ -72,7 +72,7 @@ func (r *Deployment) run(l *local) {
 		defer close(done)
 		err := s.Run(ctx)
 		if errors.Is(err, subserver.ErrEngineFailed) && l.up.Swap(false) {
-			r.replicaLost(l, err)
+			r.replicaLost(l.index, l.replica, err)
 		}
 		if err != nil {
 			r.mu.Lock()
@@ -136,7 +136,7 @@ func (r *Deployment) stalled(ctx context.Context, l *local, s *subserver.Server,
 		n := r.ModelDown(l.index, cause)
 		r.event("model stalled: its requests ended", "model", name, "ended", n, "cause", cause)
 	} else {
-		r.replicaLost(l, cause)
+		r.replicaLost(l.index, l.replica, cause)
 	}
 	reopen := r.cfg.Models[l.index].Reopen
 	if reopen == nil {

@@ -237,6 +237,14 @@ func predictModel(run bench.Prepared, preset sim.Preset, name string) (perfmodel
 		return m, err
 	}
 	m.Delta = perfmodel.AutoDelta(m)
+	for i, mo := range d.Models {
+		if mo.Replicas > 1 {
+			if m.Replicas == nil {
+				m.Replicas = make([]int, len(d.Models))
+			}
+			m.Replicas[i] = mo.Replicas
+		}
+	}
 	return m, nil
 }
 

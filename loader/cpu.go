@@ -34,8 +34,8 @@ func cpuKind(arena *cpu.Arena) Kind {
 			if m.Path == "" {
 				return errors.New("engine cpu needs path")
 			}
-			if m.Profile != "" || m.Latency != nil || m.Agree != 0 {
-				return errors.New("profile, latency and agree apply to engine sim only")
+			if m.Profile != "" || m.Latency != nil || m.Agree != 0 || m.NoSpin {
+				return errors.New("profile, latency, agree and no_spin apply to engine sim only")
 			}
 			if m.Threads < 0 || m.KVBudgetMB < 0 || m.KVReserveMB < 0 || m.ContextLength < 0 {
 				return errors.New("threads, kv_budget_mb, kv_reserve_mb and context_length must not be negative")

@@ -31,6 +31,7 @@ func TestCheck(t *testing.T) {
 		{config.Model{Name: "a", Engine: KindSim, Latency: &config.Latency{Base: -1}}, "negative"},
 		{config.Model{Name: "a", Engine: KindCPU}, "needs path"},
 		{config.Model{Name: "a", Engine: KindCPU, Path: "x", Profile: "paper-r2r/slm"}, "sim only"},
+		{config.Model{Name: "a", Engine: KindCPU, Path: "x", NoSpin: true}, "no_spin apply to engine sim only"},
 		{config.Model{Name: "a", Engine: KindCPU, Path: "x", Threads: -1}, "must not be negative"},
 	} {
 		err := ks.Check(c.m)

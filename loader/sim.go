@@ -22,7 +22,7 @@ const KindSim = "sim"
 const minSimVocab = 259
 
 // simKind opens engine/sim models: Profile (or Latency), Seed, VocabSize,
-// ContextLength, Agree and AgreeSeed.
+// ContextLength, Agree, AgreeSeed and NoSpin.
 func simKind() Kind {
 	return Kind{
 		Name: KindSim,
@@ -50,7 +50,7 @@ func simKind() Kind {
 				return nil, err
 			}
 			return sim.New(sim.Config{Name: m.Name, Profile: prof, Seed: m.Seed, VocabSize: m.VocabSize,
-				ContextLength: m.ContextLength, Agree: m.Agree, AgreeSeed: m.AgreeSeed}), nil
+				ContextLength: m.ContextLength, Agree: m.Agree, AgreeSeed: m.AgreeSeed, Spin: simSpin(m)}), nil
 		},
 		Text: func(m config.Model, _ int) (Text, error) {
 			var t Text
@@ -62,6 +62,15 @@ func simKind() Kind {
 			return prof.Latency(1, 1, 0)
 		},
 	}
+}
+
+// simSpin is the simulated engine's spin window for m: none with NoSpin
+// (sim.Config.Spin < 0), else the engine's default.
+func simSpin(m config.Model) time.Duration {
+	if m.NoSpin {
+		return -1
+	}
+	return 0
 }
 
 // SimProfile resolves a simulated model's latency profile: its explicit

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tokenrouter/tokenrouter/steptime"
 )
@@ -104,6 +105,13 @@ type Model struct {
 	// factor above steptime.FoldAbove multiplies the model's step time
 	// (nil: none).
 	Interference []float64
+	// Replicas is, per model, how many replicas serve it (nil or 0: one).
+	// The chain keeps one server per model and prices a launch of b
+	// requests on a model with r replicas as one replica's step of ⌈b/r⌉
+	// (the replicas step in parallel, the requests spread evenly among
+	// them) — an approximation: the replicas' own launches are not in
+	// step.
+	Replicas []int
 }
 
 // ErrInvalidModel is wrapped by every model validation error.
@@ -258,6 +266,9 @@ func (m Model) Extends() ([]float64, error) {
 // StepMS returns the chain's step time of model i for a batch of b
 // requests with extends x (from Extends), before quantisation.
 func (m Model) StepMS(i, b int, x []float64) float64 {
+	if i < len(m.Replicas) && m.Replicas[i] > 1 {
+		b = (b + m.Replicas[i] - 1) / m.Replicas[i]
+	}
 	return m.stepOn(m.Curve(i), i, b, x)
 }
 
@@ -395,6 +406,9 @@ func (m Model) Validate() error {
 	}
 	if err := m.validateSteps(); err != nil {
 		return err
+	}
+	if m.Replicas != nil && len(m.Replicas) != n || slices.ContainsFunc(m.Replicas, func(r int) bool { return r < 0 }) {
+		return fmt.Errorf("%w: replicas %v for %d models", ErrInvalidModel, m.Replicas, n)
 	}
 	for i := range n {
 		if len(m.P[i]) != n || len(m.C[i]) != n {

@@ -44,6 +44,15 @@ type Placer interface {
 	Place(model, pinned int, id uint64, pos int) int
 }
 
+// LossTaker is a Placer that hears of a replica's loss (a Lost event)
+// before the sub-server places again the requests it handed there: one
+// that learns of replicas from periodic heartbeats must not place them on
+// the lost replica before its next heartbeat says so.
+type LossTaker interface {
+	// Lost marks the replica at endpoint ep down.
+	Lost(ep int)
+}
+
 // ErrNoReplica is wrapped by the errors of requests that were handed to a
 // model none of whose replicas is up.
 var ErrNoReplica = errors.New("no replica up")

@@ -518,6 +518,9 @@ func (s *Server) receive(ctx context.Context) {
 		case bus.Released:
 			s.released(e)
 		case bus.Lost:
+			if t, ok := s.cfg.Placer.(LossTaker); ok {
+				t.Lost(e.Endpoint)
+			}
 			s.lost(ctx, e.Endpoint)
 		}
 		s.cfg.Bus.Put(e)

@@ -44,33 +44,48 @@ type MemberSpec struct {
 	// StallTimeout is the deployment's stall timeout (Spec.StallTimeout):
 	// the front end applies it to the member's heartbeats.
 	StallTimeout time.Duration `json:"stall_timeout"`
+	// Replica is this member's replica of its model (DESIGN §9), and
+	// Replicas how many replicas each model runs (nil: one each).
+	Replica  int   `json:"replica,omitempty"`
+	Replicas []int `json:"replicas,omitempty"`
 }
 
-// Member derives model i's MemberSpec from s: the one place that says
-// what of a Spec a sub-server elsewhere receives. Relative file paths in
-// the model's description are made absolute (the member may run in
-// another working directory); automatic thresholds are refused (compute
-// the tables first: a member cannot tune).
-func (s Spec) Member(i int) (MemberSpec, error) {
+// Member derives the MemberSpec of replica rep of model i from s: the one
+// place that says what of a Spec a sub-server elsewhere receives. Relative
+// file paths in the model's description are made absolute (the member may
+// run in another working directory); automatic thresholds are refused
+// (compute the tables first: a member cannot tune).
+func (s Spec) Member(i, rep int) (MemberSpec, error) {
 	if i < 0 || i >= len(s.Models) {
 		return MemberSpec{}, fmt.Errorf("system: member %d of %d models", i, len(s.Models))
 	}
 	if s.Launch.Auto {
 		return MemberSpec{}, errors.New("system: launch: automatic thresholds are tuned by the front end; a member needs explicit tables")
 	}
-	if s.Models[i].Replicas > 1 {
-		return MemberSpec{}, fmt.Errorf("system: model %s: %w", s.Models[i].Name, ErrReplicasInProcess)
-	}
 	m, err := absPaths(s.Models[i])
 	if err != nil {
 		return MemberSpec{}, err
 	}
 	ms := MemberSpec{Index: i, Models: s.Names(), Model: m, Algorithm: s.Algorithm, Params: maps.Clone(s.Params),
-		Policy: s.Launch.Policy(i), MaxBatch: s.MaxBatch, Speculate: s.Speculate, StallTimeout: s.StallTimeout}
+		Policy: s.Launch.Policy(i), MaxBatch: s.MaxBatch, Speculate: s.Speculate, StallTimeout: s.StallTimeout,
+		Replica: rep, Replicas: s.replicaCounts()}
 	if err := ms.Validate(); err != nil {
 		return MemberSpec{}, err
 	}
 	return ms, nil
+}
+
+// replicaCounts returns how many replicas each model of s runs, or nil
+// when every model runs one.
+func (s Spec) replicaCounts() []int {
+	if s.replicated() == "" {
+		return nil
+	}
+	out := make([]int, len(s.Models))
+	for i, m := range s.Models {
+		out[i] = max(m.Replicas, 1)
+	}
+	return out
 }
 
 // absPaths returns m with its file paths made absolute (an embedded file
@@ -127,7 +142,31 @@ func (m MemberSpec) Validate() error {
 	case m.Speculate.Depth < 0 || m.Speculate.Depth > subserver.MaxDepth:
 		return fmt.Errorf("system: member: speculate.depth %d: want 0 to %d", m.Speculate.Depth, subserver.MaxDepth)
 	}
+	return m.validateReplicas()
+}
+
+// validateReplicas checks m's replica counts and its replica index.
+func (m MemberSpec) validateReplicas() error {
+	if m.Replicas != nil && len(m.Replicas) != len(m.Models) {
+		return fmt.Errorf("system: member: replicas: %d counts for %d models", len(m.Replicas), len(m.Models))
+	}
+	for i, n := range m.Replicas {
+		if n < 1 || n > bus.MaxReplicas {
+			return fmt.Errorf("system: member: replicas[%d] = %d: want 1 to %d", i, n, bus.MaxReplicas)
+		}
+	}
+	if n := m.count(m.Index); m.Replica < 0 || m.Replica >= n {
+		return fmt.Errorf("system: member: replica %d: model %s runs %d", m.Replica, m.Model.Name, n)
+	}
 	return nil
+}
+
+// count returns how many replicas model i runs.
+func (m MemberSpec) count(i int) int {
+	if m.Replicas == nil {
+		return 1
+	}
+	return m.Replicas[i]
 }
 
 // Spec is the Spec a member of the deployment m describes builds from: m's
@@ -142,6 +181,9 @@ func (m MemberSpec) Spec(base Spec) Spec {
 		s.Models[i].Name = name
 	}
 	s.Models[m.Index] = m.Model
+	for i, n := range m.Replicas {
+		s.Models[i].Replicas = n
+	}
 	tables := make([]sched.Table, len(m.Models))
 	tables[m.Index] = m.Policy.B
 	s.Algorithm, s.Params, s.MaxBatch, s.Speculate = m.Algorithm, maps.Clone(m.Params), m.MaxBatch, m.Speculate
@@ -154,18 +196,22 @@ func (m MemberSpec) Spec(base Spec) Spec {
 // front end and peers run elsewhere: the cluster's members build their
 // sub-servers here, as Open builds a deployment's.
 type Member struct {
-	spec  Spec
-	index int
-	eng   engine.Engine
-	vocab func() *constrain.Vocab
+	spec    Spec
+	index   int
+	replica int
+	eng     engine.Engine
+	vocab   func() *constrain.Vocab
 }
 
-// OpenMember opens model i of s (with s's faults injected). The caller
-// owns the engine (Engine) and closes it, or the one that replaced it
-// after a panic.
-func OpenMember(ctx context.Context, s Spec, i int) (*Member, error) {
+// OpenMember opens replica rep of model i of s (with s's faults
+// injected). The caller owns the engine (Engine) and closes it, or the one
+// that replaced it after a panic.
+func OpenMember(ctx context.Context, s Spec, i, rep int) (*Member, error) {
 	if i < 0 || i >= len(s.Models) {
 		return nil, fmt.Errorf("system: member %d of %d models", i, len(s.Models))
+	}
+	if n := max(s.Models[i].Replicas, 1); rep < 0 || rep >= n {
+		return nil, fmt.Errorf("system: member: replica %d of model %s, which runs %d", rep, s.Models[i].Name, n)
 	}
 	if s.Registry == nil {
 		return nil, errors.New("system: member needs an algorithm registry")
@@ -174,7 +220,7 @@ func OpenMember(ctx context.Context, s Spec, i int) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system: %w", err)
 	}
-	m := &Member{spec: s, index: i, eng: s.Faults.Engine(o.Engine)}
+	m := &Member{spec: s, index: i, replica: rep, eng: s.Faults.Engine(o.Engine)}
 	if s.Vocab != nil {
 		m.vocab = s.Vocab(o.Text, o.Engine.Info().VocabSize)
 	}
@@ -187,13 +233,26 @@ func (m *Member) Engine() engine.Engine { return m.eng }
 // Index returns the member's model index.
 func (m *Member) Index() int { return m.index }
 
+// Replica returns the member's replica of its model.
+func (m *Member) Replica() int { return m.replica }
+
+// Replicas returns how many replicas each model of the deployment runs.
+func (m *Member) Replicas() []int {
+	out := make([]int, len(m.spec.Models))
+	for i, mm := range m.spec.Models {
+		out[i] = max(mm.Replicas, 1)
+	}
+	return out
+}
+
 // Spec returns the member's Spec.
 func (m *Member) Spec() Spec { return m.spec }
 
 // SubServer builds a sub-server for the member over engine e (the opened
 // one, or the one that replaced it) on bus b, with a fresh instance of the
-// algorithm.
-func (m *Member) SubServer(e engine.Engine, b bus.Bus) (*subserver.Server, error) {
+// algorithm; pl places its hand-offs among replicas (nil: every model runs
+// one).
+func (m *Member) SubServer(e engine.Engine, b bus.Bus, pl subserver.Placer) (*subserver.Server, error) {
 	s, i := m.spec, m.index
 	cfg := s.config()
 	infos := make([]engine.Info, len(s.Models)) // the others run elsewhere
@@ -204,7 +263,7 @@ func (m *Member) SubServer(e engine.Engine, b bus.Bus) (*subserver.Server, error
 	}
 	sub, err := subserver.New(subserver.Config{Index: i, Models: len(s.Models), Name: s.Models[i].Name, Engine: e,
 		Algorithm: alg, Policy: s.Launch.Policy(i), Bus: b, MaxBatch: s.MaxBatch, Observer: s.Observer, Vocab: m.vocab,
-		Speculate: s.Speculate, Reopen: s.reopener(s.Models[i]), OnPanic: s.OnPanic})
+		Speculate: s.Speculate, Reopen: s.reopener(s.Models[i]), OnPanic: s.OnPanic, Replica: m.replica, Placer: pl})
 	if err != nil {
 		return nil, fmt.Errorf("system: model %d: %w", i, err)
 	}

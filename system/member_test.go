@@ -29,7 +29,7 @@ func memberSpec() system.Spec {
 // TestMemberSpec: a member's part of a Spec, and back.
 func TestMemberSpec(t *testing.T) {
 	s := memberSpec()
-	m, err := s.Member(1)
+	m, err := s.Member(1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +40,15 @@ func TestMemberSpec(t *testing.T) {
 		t.Errorf("member %+v", m)
 	}
 	// A member's Spec gives the member back.
-	again, err := m.Spec(system.Spec{}).Member(1)
+	again, err := m.Spec(system.Spec{}).Member(1, 0)
 	if err != nil || !reflect.DeepEqual(again, m) {
 		t.Errorf("again: %+v, %v", again, err)
 	}
-	if _, err := s.Member(2); err == nil {
+	if _, err := s.Member(2, 0); err == nil {
 		t.Error("member 2 of 2 models")
 	}
 	s.Launch.Auto = true
-	if _, err := s.Member(0); err == nil || !strings.Contains(err.Error(), "automatic thresholds") {
+	if _, err := s.Member(0, 0); err == nil || !strings.Contains(err.Error(), "automatic thresholds") {
 		t.Errorf("auto: %v", err)
 	}
 	bad := m
@@ -62,14 +62,14 @@ func TestMemberSpec(t *testing.T) {
 func TestOpenMember(t *testing.T) {
 	s := memberSpec()
 	s.Models[1].ChatTemplate = ""
-	m, err := system.OpenMember(context.Background(), s, 1)
+	m, err := system.OpenMember(context.Background(), s, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Engine().Close()
 	b := bus.NewMemory()
 	defer b.Close()
-	sub, err := m.SubServer(m.Engine(), b)
+	sub, err := m.SubServer(m.Engine(), b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestMemberSpecEmbedded(t *testing.T) {
 	s := memberSpec()
 	s.Models = config.Tiny().Models
 	s.Models[1].Tokenizer = "tok512.bin"
-	m, err := s.Member(1)
+	m, err := s.Member(1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,16 +135,40 @@ func TestReplicaStoppedGreedyEqual(t *testing.T) {
 	}
 }
 
-// TestReplicasRefusedAcrossProcesses: a member (a sub-server in another
-// process) and a front end over remote models refuse replicas, naming why.
-func TestReplicasRefusedAcrossProcesses(t *testing.T) {
+// TestReplicasAcrossProcesses: a member's spec carries its replica and
+// every model's replica count (and refuses a replica the model does not
+// run), and a front end over remote models places among their replicas;
+// lockstep, one engine per model, refuses replicas.
+func TestReplicasAcrossProcesses(t *testing.T) {
 	s := memberSpec()
 	s.Models[0].Replicas = 2
-	if _, err := s.Member(0); !errors.Is(err, system.ErrReplicasInProcess) {
-		t.Fatalf("member with replicas: %v, want ErrReplicasInProcess", err)
+	m, err := s.Member(0, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := system.Remote(s, make([]engine.Info, 2), nil); !errors.Is(err, system.ErrReplicasInProcess) {
-		t.Fatalf("remote deployment with replicas: %v, want ErrReplicasInProcess", err)
+	if m.Replica != 1 || !slices.Equal(m.Replicas, []int{2, 1}) {
+		t.Fatalf("member spec: replica %d, replicas %v; want 1, [2 1]", m.Replica, m.Replicas)
+	}
+	if got := m.Spec(system.Spec{}); got.Models[0].Replicas != 2 || got.Models[1].Replicas != 1 {
+		t.Fatalf("member's spec: replicas %d, %d; want 2, 1", got.Models[0].Replicas, got.Models[1].Replicas)
+	}
+	if _, err := s.Member(0, 2); err == nil || !strings.Contains(err.Error(), "replica 2") {
+		t.Fatalf("replica 2 of 2: %v", err)
+	}
+	r, err := system.Remote(s, make([]engine.Info, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := len(r.RemoteReplicas(0)); got != 2 {
+		t.Fatalf("remote replicas of model 0: %d, want 2", got)
+	}
+	if r.ReplicasUp(0) != 0 {
+		t.Fatalf("replicas up before any joined: %d", r.ReplicasUp(0))
+	}
+	r.ReplicaUp(0, 1)
+	if r.ReplicasUp(0) != 1 || !r.RemoteReplicas(0)[1].Up {
+		t.Fatalf("replica 1 up: %+v", r.RemoteReplicas(0))
 	}
 	if _, err := system.Build(context.Background(), s, "lockstep", 0); err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("lockstep with replicas: %v", err)

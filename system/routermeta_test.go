@@ -40,12 +40,12 @@ func TestMemberChecksRouterAgainstItsModel(t *testing.T) {
 	}
 	b := bus.NewMemory()
 	defer b.Close()
-	m, err := system.OpenMember(context.Background(), s, 0)
+	m, err := system.OpenMember(context.Background(), s, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Engine().Close()
-	_, err = m.SubServer(m.Engine(), b)
+	_, err = m.SubServer(m.Engine(), b, nil)
 	for _, want := range []string{"router " + path, "(32000 tokens, hidden 64)", `of "other"`, `model "stories" has vocabulary`, "(512 tokens, hidden 64)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("SubServer: %v\nwant an error saying %q", err, want)

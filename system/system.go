@@ -28,11 +28,6 @@ import (
 	"github.com/tokenrouter/tokenrouter/tokenizer"
 )
 
-// ErrReplicasInProcess refuses replicas (config.Model.Replicas above 1)
-// where a model's sub-servers would run in other processes: replicas run in
-// the deployment's process.
-var ErrReplicasInProcess = errors.New("replicas run in the front end's process only (not with sub-servers in other processes)")
-
 // System is a serving system requests are submitted to: a deployment, a
 // baseline, or a server elsewhere.
 type System interface {
@@ -192,17 +187,6 @@ func (s Spec) replicaEngines(ctx context.Context, m config.Model) ([]engine.Engi
 	return out, nil
 }
 
-// replicated returns the first model of s with more than one replica, or
-// "" when there is none.
-func (s Spec) replicated() string {
-	for _, m := range s.Models {
-		if m.Replicas > 1 {
-			return m.Name
-		}
-	}
-	return ""
-}
-
 // sameVocabulary checks, when the spec asks, that the models share their
 // tokenizer's vocabulary.
 func (s Spec) sameVocabulary(opened []loader.Model) error {
@@ -243,14 +227,11 @@ func Remote(s Spec, infos []engine.Info, b bus.Bus) (*deploy.Deployment, error) 
 	if len(infos) != len(s.Models) {
 		return nil, fmt.Errorf("system: %d model facts for %d models", len(infos), len(s.Models))
 	}
-	if name := s.replicated(); name != "" {
-		return nil, fmt.Errorf("system: model %s: %w", name, ErrReplicasInProcess)
-	}
 	cfg := s.config()
 	cfg.Bus, cfg.Launch, cfg.Tuning = b, sched.Launch{}, nil
 	cfg.Models = make([]deploy.Model, len(infos))
 	for i := range infos {
-		cfg.Models[i] = deploy.Model{Name: s.Models[i].Name, Remote: &infos[i]}
+		cfg.Models[i] = deploy.Model{Name: s.Models[i].Name, Remote: &infos[i], RemoteReplicas: s.Models[i].Replicas}
 	}
 	r, err := deploy.New(cfg)
 	if err != nil {

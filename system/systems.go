@@ -99,3 +99,14 @@ func variant(s Spec, name string, largeShare float64) Spec {
 	}
 	return s
 }
+
+// replicated returns the first model of s with more than one replica, or
+// "" when there is none.
+func (s Spec) replicated() string {
+	for _, m := range s.Models {
+		if m.Replicas > 1 {
+			return m.Name
+		}
+	}
+	return ""
+}

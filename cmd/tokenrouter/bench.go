@@ -47,7 +47,9 @@ serving does (all requests advance in global steps).
 
 To change r2r-random's probability during a run (drift experiments):
   --param p-after=0.10 --param switch-at=20s
-switches from --p to 0.10 20 s after the system starts (warm-up included).`
+switches from --p to 0.10 20 s after the system starts (warm-up included).
+
+` + benchProcessesLong
 
 // benchModelsLong describes the model, placement and workload flags of
 // bench run and bench compare.
@@ -173,33 +175,56 @@ func parseParams(kv []string) (map[string]string, error) {
 
 // newBenchRunCmd builds "bench run": one system, bench.Measure.
 func newBenchRunCmd() *cobra.Command {
-	var d deployFlags
-	var m benchModelFlags
-	l := loopFlags{concurrency: []int{4}, duration: 15 * time.Second, warmup: 2 * time.Second, maxTokens: 4096}
-	var system string
+	cmd, _ := benchRunCmd()
+	return cmd
+}
+
+// benchRunFlags are bench run's flags.
+type benchRunFlags struct {
+	d         deployFlags
+	m         benchModelFlags
+	l         loopFlags
+	system    string
+	processes bool
+}
+
+// benchRunCmd builds "bench run" and returns it with the flags it parses
+// into.
+func benchRunCmd() (*cobra.Command, *benchRunFlags) {
+	f := &benchRunFlags{l: loopFlags{concurrency: []int{4}, duration: 15 * time.Second, warmup: 2 * time.Second, maxTokens: 4096}}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Measure one system's committed tokens/s under a closed loop of concurrent requests",
 		Long:  benchRunLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := benchSpec(cmd, d, m, l)
+			s, err := f.spec(cmd)
 			if err != nil {
 				return err
 			}
 			bars := newBenchBars(cmd.ErrOrStderr(), progress.Options{})
 			defer bars.end()
 			s.Progress, s.Loop.Progress = bars, bars.tick
-			return bench.Measure(withLoadBars(cmd.Context(), cmd.ErrOrStderr()), s, system)
+			return bench.Measure(withLoadBars(cmd.Context(), cmd.ErrOrStderr()), s, f.system)
 		},
 	}
 	fl := cmd.Flags()
-	addDeployFlags(fl, &d, 50*time.Millisecond)
-	addLoopFlags(fl, &l)
-	addModelFlags(fl, &m)
-	addWorkloadFlags(fl, &m)
-	fl.StringVar(&system, "system", "tokenrouter", "system: "+strings.Join(bench.Systems(), ", "))
-	return cmd
+	addDeployFlags(fl, &f.d, 50*time.Millisecond)
+	addLoopFlags(fl, &f.l)
+	addModelFlags(fl, &f.m)
+	addWorkloadFlags(fl, &f.m)
+	fl.StringVar(&f.system, "system", "tokenrouter", "system: "+strings.Join(bench.Systems(), ", "))
+	fl.BoolVar(&f.processes, "processes", false, "run each model's sub-server in a child process over an embedded NATS server, as serve --processes does (needs static --thresholds)")
+	return cmd, f
+}
+
+// spec is the bench.Spec bench run's flags describe.
+func (f *benchRunFlags) spec(cmd *cobra.Command) (bench.Spec, error) {
+	s, err := benchSpec(cmd, f.d, f.m, f.l)
+	if err != nil || !f.processes {
+		return s, err
+	}
+	return s, applyProcesses(cmd, &s, f.system)
 }
 
 // benchSpec builds the bench.Spec of bench run and bench compare from

@@ -62,7 +62,7 @@ func newBenchEngineCmd() *cobra.Command {
 	fl.IntVar(&o.Prompt, "prompt", 128, "prompt length (tokens)")
 	fl.IntVar(&o.Decode, "decode", 32, "decode steps timed per run")
 	fl.IntVar(&o.Repeat, "repeat", 3, "runs per measurement (the median is reported)")
-	fl.StringVar(&o.Kernels, "kernels", "", "one kernel level for every class: generic, avx2, avx512, neon, neondot (default: measured per class)")
+	fl.StringVar(&o.Kernels, "kernels", "", "one kernel level for every class: generic, avx2, avx512, avx512ng, neon, neondot (default: measured per class)")
 	fl.IntVar(&bandwidthMiB, "bandwidth-mib", 1024, "buffer the read-bandwidth measurement streams over (MiB)")
 	fl.StringVar(&format, "format", "text", "output: text or json")
 	return cmd

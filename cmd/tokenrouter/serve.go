@@ -160,7 +160,7 @@ func addServeFlags(cmd *cobra.Command, f *serveFlags) {
 	fl.StringArrayVar(&f.threads, "threads", nil, "cpu engine threads: N for every model, or NAME=N (repeatable; default: as --placement says)")
 	fl.StringArrayVar(&f.cpus, "cpus", nil, "pin a model's threads (Linux): CPU list such as 0-1 for every model, or NAME=LIST (repeatable)")
 	fl.IntVar(&f.kvReserveMB, "kv-reserve-mb", 0, "cpu engine: KV cache memory (MiB per model, at most its budget) written at start-up, so that the cache does not fault in new memory while it grows during the first minutes (0: none)")
-	fl.StringVar(&f.kernels, "kernels", "", "cpu engine: one kernel level for every class of operation (generic, avx2, avx512, neon, neondot; default: the fastest measured per class at start-up, cached per CPU)")
+	fl.StringVar(&f.kernels, "kernels", "", "cpu engine: one kernel level for every class of operation (generic, avx2, avx512, avx512ng, neon, neondot; default: the fastest measured per class at start-up, cached per CPU)")
 	fl.StringVar(&f.placement, "placement", string(config.PlacementAuto), "how the models share the cores: partitioned (threads of their own), time-shared (one step at a time on every core) or auto (measure and pick, logged)")
 	fl.StringVar(&f.algorithm, "algorithm", "", "routing algorithm (default: "+config.TinyAlgorithm+" over the built-in pair, "+config.DefaultAlgorithm+" over --engine sim, single for one --model; two or more --model files need one)")
 	fl.StringVar(&f.preset, "preset", "", "the name clients put in \"model\" (default: the algorithm's name)")

@@ -31,8 +31,8 @@ import (
 // subserverFlags are the subserver command's flags.
 type subserverFlags struct {
 	url, prefix, model, modelConfig, algorithm, thresholds, policy string
-	models, params                                                 []string
-	index, maxBatch, misses                                        int
+	models, params, replicas                                       []string
+	index, replica, maxBatch, misses                               int
 	desc                                                           config.Model
 	maxWait, heartbeat                                             time.Duration
 	latency                                                        config.Latency
@@ -54,8 +54,10 @@ by --model-config: one YAML mapping with the fields of a configuration file's
 models entry. serve --processes gives its children everything, flags included,
 as one versioned JSON value on their standard input (--spec-on-stdin).
 
-Every member and the front end must agree on --models, --algorithm, --prefix,
---heartbeat and --misses.
+Every member and the front end must agree on --models, --replicas, --algorithm,
+--prefix, --heartbeat and --misses. A model with replicas runs one subserver per
+replica, each with its --replica (0 to N-1); they may join from any machine on
+the same NATS, and requests are placed among those up.
 
 ` + natsAuthHelp
 
@@ -77,6 +79,8 @@ func (f *subserverFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.url, "nats", "", "NATS server URL (required), nats://HOST:PORT")
 	fl.StringVar(&f.prefix, "prefix", busnats.DefaultPrefix, "the deployment's NATS subject prefix")
 	fl.IntVar(&f.index, "index", 0, "this model's index (0: the small model)")
+	fl.IntVar(&f.replica, "replica", 0, "this sub-server's replica of its model (0 to N-1 with --replicas NAME=N)")
+	addReplicasFlag(fl, &f.replicas)
 	fl.StringSliceVar(&f.models, "models", nil, "all model names in order (required)")
 	fl.StringVar(&f.model, "model", "", "this model's name (default: models[index]); must match --models")
 	fl.StringVar(&f.modelConfig, "model-config", "", "this model's description as YAML (a config file's models entry; replaces the model flags below)")
@@ -193,8 +197,11 @@ func flagSpec(cmd *cobra.Command, f subserverFlags) (cluster.ChildSpec, error) {
 		models[i].Name = name
 	}
 	models[f.index] = desc
+	if err := applyReplicas(models, f.replicas); err != nil {
+		return c, err
+	}
 	s := system.Spec{Models: models, Algorithm: f.algorithm, Params: params, Launch: launch, MaxBatch: f.maxBatch, Speculate: sp}
-	return cluster.NewChildSpec(s, f.index, cluster.BusSpec{NATS: f.url, Prefix: f.prefix, Secrets: secrets,
+	return cluster.NewChildSpec(s, f.index, f.replica, cluster.BusSpec{NATS: f.url, Prefix: f.prefix, Secrets: secrets,
 		Heartbeat: f.heartbeat, Misses: f.misses})
 }
 

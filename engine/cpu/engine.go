@@ -38,9 +38,9 @@ type Options struct {
 	KVBudgetBytes int64
 	// ContextLength caps the sequence length below the model's; 0 keeps it.
 	ContextLength int
-	// Kernels names one kernel level ("generic", "avx2", "avx512", "neon",
-	// "neondot") for every class of operation; a level the CPU lacks is an
-	// error. Empty
+	// Kernels names one kernel level ("generic", "avx2", "avx512",
+	// "avx512ng": AVX-512 without gathers, "neon", "neondot") for every
+	// class of operation; a level the CPU lacks is an error. Empty
 	// means a plan: each level the CPU runs is timed on the model's own
 	// shapes and types for each class (one-column decode, small batches,
 	// prompts, attention) and the fastest is taken per class, among levels

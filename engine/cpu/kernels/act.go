@@ -8,7 +8,7 @@ import "math"
 type SwiGLUFunc func(g, u []float32)
 
 // SwiGLU returns the set's SwiGLU kernel.
-func (s *Set) SwiGLU() SwiGLUFunc { return swigluFast(s.level) }
+func (s *Set) SwiGLU() SwiGLUFunc { return swigluFast(s.level.base()) }
 
 // swigluRef is the reference SwiGLUFunc.
 func swigluRef(g, u []float32) {
@@ -79,7 +79,7 @@ func expf(x float32) float32 {
 type ExpShiftFunc func(x []float32, mx, scale float32)
 
 // ExpShift returns the set's ExpShiftFunc.
-func (s *Set) ExpShift() ExpShiftFunc { return expShiftFast(s.level) }
+func (s *Set) ExpShift() ExpShiftFunc { return expShiftFast(s.level.base()) }
 
 // expShiftRef is the reference ExpShiftFunc (expf never takes its
 // overflow branch here).

@@ -44,5 +44,5 @@ func valuesRef(e, v []float32, stride int, out []float32) {
 
 // Attention returns the attention kernels of the set's level.
 func (s *Set) Attention() (ScoresFunc, ValuesFunc) {
-	return attnFast(s.level)
+	return attnFast(s.level.base())
 }

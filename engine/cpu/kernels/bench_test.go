@@ -33,3 +33,29 @@ func BenchmarkMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeInCache measures Q8_0's fused one- and four-column
+// kernels of AVX512 and AVX512NoGather (the scales gathered or loaded one
+// by one) on weights that stay in the second-level cache, where the
+// kernels' own work, not memory, sets the time.
+func BenchmarkDecodeInCache(b *testing.B) {
+	const n, rows = 896, 256
+	rng := rand.New(rand.NewPCG(3, 4))
+	w, ws := randomWeights(rng, gguf.Q8_0, rows, n, false)
+	for _, l := range []Level{AVX512, AVX512NoGather} {
+		if !supported(l) {
+			continue
+		}
+		k, _ := NewSet(l).For(gguf.Q8_0)
+		for _, cols := range []int{1, 4} {
+			a, as := randomActs(rng, k.Act, cols, n)
+			out := make([]float32, rows*cols)
+			b.Run(fmt.Sprintf("%s/cols=%d", l, cols), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					k.Mul(n, w, ws, rows, a, as, cols, out, rows)
+				}
+			})
+		}
+	}
+}

@@ -80,7 +80,9 @@ func ClassOf(cols int) Class {
 // output below AVX512 and with the grouped arithmetic (grouped.go) at it;
 // the float types with Lanes(l) lanes; the K-quant types per super-block
 // in Go and with eight or sixteen lanes in assembly (kquant.go).
+// AVX512NoGather computes as AVX512 does.
 func Arithmetic(l Level, t gguf.TensorType) string {
+	l = l.base()
 	switch {
 	case l != Generic && l != AVX2 && l != AVX512:
 		return l.String() // a level of its own

@@ -155,6 +155,18 @@ func TestDecide(t *testing.T) {
 	if got := p.Mul[gguf.Q8_0]; got != [MulClasses]Level{AVX2, AVX2, AVX2} {
 		t.Errorf("Q8_0 plan %v with a disagreeing probe, want avx2 throughout", got)
 	}
+	// AVX512NoGather computes as AVX512 does: it may take decode alone
+	// (after the probe) when it is faster there.
+	asked = 0
+	times = []Timing{
+		tm(Decode, gguf.Q8_0, AVX512, 2), tm(Batch, gguf.Q8_0, AVX512, 1), tm(Prompt, gguf.Q8_0, AVX512, 1),
+		tm(Decode, gguf.Q8_0, AVX512NoGather, 1), tm(Batch, gguf.Q8_0, AVX512NoGather, 1.1), tm(Prompt, gguf.Q8_0, AVX512NoGather, 1.2),
+		tm(Decode, gguf.Q8_0, AVX2, 1.5), tm(Batch, gguf.Q8_0, AVX2, 4), tm(Prompt, gguf.Q8_0, AVX2, 4),
+	}
+	p = Decide(times, arith, agree)
+	if got := p.Mul[gguf.Q8_0]; got != [MulClasses]Level{AVX512NoGather, AVX512, AVX512} || asked == 0 {
+		t.Errorf("Q8_0 plan %v (probe asked %d times), want avx512ng, avx512, avx512", got, asked)
+	}
 	// K-quants: every level its own arithmetic.
 	times = []Timing{
 		tm(Decode, gguf.Q4_K, AVX2, 1), tm(Batch, gguf.Q4_K, AVX2, 1), tm(Prompt, gguf.Q4_K, AVX2, 3),

@@ -9,10 +9,11 @@
 // within 128-bit lanes) and one 128-bit lane shuffle gives W_g: the four
 // values 4g..4g+3 of each of the 16 rows, lane i holding row perm[i] =
 // 0-3, 8-11, 4-7, 12-15 (lanes 4-7 and 8-11 swapped). The scales come by
-// one gather in the same order, and the accumulators are put back in row
-// order (VPERMD by the same involution) before the store. The arithmetic
-// per (row, column) is the grouped kernels': exact integer block dot, one
-// fused multiply-add per block (and one for the min).
+// one gather in the same order (or word by word: GD_SCALES_NG), and the
+// accumulators are put back in row order (VPERMD by the same involution)
+// before the store. The arithmetic per (row, column) is the grouped
+// kernels': exact integer block dot, one fused multiply-add per block (and
+// one for the min).
 //
 // func gDot<T>x<C>(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 //
@@ -22,8 +23,9 @@
 // record; AX tiles left. Frame: the out pointer, the cursor's jump from a
 // row's end to the next tile, R13 across the store (R13 out and DX its
 // stride at the store). Z0-Z7 row pairs (then column temporaries), Z8-Z15
-// transpose temporaries, Z16-Z23 W_g, Z24 the scales, Z25-Z28
-// accumulators, Z29 a byte constant, Z30 the gather offsets (Q8_0) or the
+// transpose temporaries (X12 and X13 then the scale halves of
+// GD_SCALES_NG), Z16-Z23 W_g, Z24 the scales, Z25-Z28 accumulators, Z29 a
+// byte constant, Z30 the gather offsets (Q8_0 with the gather) or the
 // quant bytes' VPERMB index (the 4- and 5-bit types, which take the scales
 // from the pairs loaded at the block start instead of a gather), X31 the
 // shift (Z31 the mins of the types with one).
@@ -134,6 +136,32 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 
 #define GD_NOMINS
 
+// GD_SCALES_NG is GD_SCALES (without mins) for the CPUs where a gather is
+// slow (under the Gather Data Sampling mitigation, tens of cycles): the 16
+// rows' scale words are inserted one by one into X12 (lanes 0-7) and X13
+// (lanes 8-15), two independent chains, in the gather's lane order; the
+// halves are joined and converted to float32 into Z24, the values the
+// gather gives. Z12 and Z13 are free after the transpose.
+#define GD_SCALES_NG \
+	VPINSRW $0, (SI), X12, X12 \
+	VPINSRW $0, (SI)(BX*4), X13, X13 \
+	VPINSRW $1, (SI)(BX*1), X12, X12 \
+	VPINSRW $1, (SI)(R9*1), X13, X13 \
+	VPINSRW $2, (SI)(BX*2), X12, X12 \
+	VPINSRW $2, (SI)(R8*2), X13, X13 \
+	VPINSRW $3, (SI)(R8*1), X12, X12 \
+	VPINSRW $3, (SI)(R10*1), X13, X13 \
+	VPINSRW $4, (R11), X12, X12 \
+	VPINSRW $4, (R11)(BX*4), X13, X13 \
+	VPINSRW $5, (R11)(BX*1), X12, X12 \
+	VPINSRW $5, (R11)(R9*1), X13, X13 \
+	VPINSRW $6, (R11)(BX*2), X12, X12 \
+	VPINSRW $6, (R11)(R8*2), X13, X13 \
+	VPINSRW $7, (R11)(R8*1), X12, X12 \
+	VPINSRW $7, (R11)(R10*1), X13, X13 \
+	VINSERTI128 $1, X13, Y12, Y12 \
+	VCVTPH2PS Y12, Z24
+
 // GD_COL adds column c's block (record at DI) times W to accumulator acc,
 // with temporaries t0-t2; MIN adds the min term.
 // GD_DOTS adds column c's integer block dot with W to t0 (groups 0-3) and
@@ -182,6 +210,9 @@ GLOBL gdQIdx<>(SB), RODATA|NOPTR, $64
 #define GD_INIT_GATHER \
 	VPBROADCASTD BX, Z30 \
 	VPMULLD gdPerm<>(SB), Z30, Z30
+
+// GD_NOINIT sets nothing up (Q8_0 without the gather).
+#define GD_NOINIT
 
 // GD_INIT_NIB(qs) sets Z30 to the VPERMB index of the quant bytes, which
 // start at qs in a block.
@@ -568,3 +599,30 @@ TEXT ·gDotQ5_1n2(SB), NOSPLIT, $24-72
 // func gDotQ5_1n4(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
 TEXT ·gDotQ5_1n4(SB), NOSPLIT, $24-72
 	GD_KERNEL(0x0f0f0f0f, GD_INIT_NIB(8), GD_PAIRS_Q5_1, GD_NOSCALES, GD_COLM4, GD_COLS4, GD_STORE4, 24, 176)
+
+// The Q8_0 kernels again with GD_SCALES_NG instead of the gather (the
+// level AVX512NoGather): the same arithmetic.
+
+// func gDotQ8_0x1ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x1ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ816, GD_COLS1, GD_STORE1, 34, 704)
+
+// func gDotQ8_0x2ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x2ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ816, GD_COLS2, GD_STORE2, 34, 704)
+
+// func gDotQ8_0x4ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0x4ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ816, GD_COLS4, GD_STORE4, 34, 704)
+
+// func gDotQ8_0n1ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n1ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ81, GD_COLS1, GD_STORE1, 34, 44)
+
+// func gDotQ8_0n2ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n2ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ84, GD_COLS2, GD_STORE2, 34, 176)
+
+// func gDotQ8_0n4ng(w *byte, wStride, tiles, nb int, act *byte, shift int, out *float32, outStride, cols int)
+TEXT ·gDotQ8_0n4ng(SB), NOSPLIT, $24-72
+	GD_KERNEL(0x80808080, GD_NOINIT, GD_PAIRS_Q8_0, GD_SCALES_NG, GD_COLQ84, GD_COLS4, GD_STORE4, 34, 176)

@@ -53,6 +53,10 @@ type gKernel struct {
 	bb    int // bytes per block
 	shift int // log2 of the quant offset; 32 (no offset) for types with a min
 	min   bool
+	// noGather selects the fused kernels that load the block scales
+	// without a gather (Q8_0 only: the other types' fused kernels take
+	// them from the row loads).
+	noGather bool
 }
 
 // dotReach is how far past a block's start the fused kernels read: 32 bytes
@@ -109,18 +113,22 @@ func (k gKernel) micro(nb int, s *gScratch, act *byte, cols int, acc []float32, 
 }
 
 // groupedFast returns the AVX-512 grouped kernels, or nil if the CPU lacks
-// VNNI.
-func groupedFast() map[gguf.TensorType]Kernel {
+// VNNI; with noGather, only Q8_0's, whose fused kernels then load the
+// block scales without a gather (the level AVX512NoGather).
+func groupedFast(noGather bool) map[gguf.TensorType]Kernel {
 	x := cpu.X86
 	if !(x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI) {
 		return nil
 	}
 	ks := map[gguf.TensorType]gKernel{
-		gguf.Q8_0: {gguf.Q8_0, 34, 7, false},
-		gguf.Q4_0: {gguf.Q4_0, 18, 3, false},
-		gguf.Q5_0: {gguf.Q5_0, 22, 4, false},
-		gguf.Q4_1: {gguf.Q4_1, 20, 32, true},
-		gguf.Q5_1: {gguf.Q5_1, 24, 32, true},
+		gguf.Q8_0: {t: gguf.Q8_0, bb: 34, shift: 7},
+		gguf.Q4_0: {t: gguf.Q4_0, bb: 18, shift: 3},
+		gguf.Q5_0: {t: gguf.Q5_0, bb: 22, shift: 4},
+		gguf.Q4_1: {t: gguf.Q4_1, bb: 20, shift: 32, min: true},
+		gguf.Q5_1: {t: gguf.Q5_1, bb: 24, shift: 32, min: true},
+	}
+	if noGather {
+		ks = map[gguf.TensorType]gKernel{gguf.Q8_0: {t: gguf.Q8_0, bb: 34, shift: 7, noGather: true}}
 	}
 	m := make(map[gguf.TensorType]Kernel, len(ks))
 	for t, k := range ks {

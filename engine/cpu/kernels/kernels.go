@@ -37,13 +37,29 @@ const (
 	AVX2
 	// AVX512 needs AVX-512 F, BW, VL and VNNI on top of AVX2.
 	AVX512
+	// AVX512NoGather ("avx512ng") is AVX512 with Q8_0's fused few-column
+	// kernels loading the 16 rows' block scales with scalar loads instead
+	// of one gather (VPGATHERDD), which the Gather Data Sampling
+	// mitigation makes slow on some Intel CPUs. It needs what AVX512 needs
+	// and computes the same bits; the start-up measurement decides between
+	// the two (Decide).
+	AVX512NoGather
 	// NEON is arm64's Advanced SIMD (every arm64 CPU has it).
 	NEON
 	// NEONDot needs the dot-product extension (SDOT) on top of NEON.
 	NEONDot
 )
 
-var levelNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", NEON: "neon", NEONDot: "neondot"}
+var levelNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512NoGather: "avx512ng", NEON: "neon", NEONDot: "neondot"}
+
+// base returns the level whose kernels l shares apart from its own few:
+// AVX512 for AVX512NoGather, l itself for the others.
+func (l Level) base() Level {
+	if l == AVX512NoGather {
+		return AVX512
+	}
+	return l
+}
 
 // String names the level as ParseLevel accepts it.
 func (l Level) String() string {
@@ -53,15 +69,15 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", uint8(l))
 }
 
-// ParseLevel reads a level name ("generic", "avx2", "avx512", "neon",
-// "neondot").
+// ParseLevel reads a level name ("generic", "avx2", "avx512", "avx512ng",
+// "neon", "neondot").
 func ParseLevel(s string) (Level, error) {
 	for l, n := range levelNames {
 		if n == s {
 			return Level(l), nil
 		}
 	}
-	return 0, fmt.Errorf("kernels: unknown level %q (want generic, avx2, avx512, neon or neondot)", s)
+	return 0, fmt.Errorf("kernels: unknown level %q (want generic, avx2, avx512, avx512ng, neon or neondot)", s)
 }
 
 // Act is the form activations take for one weight type's kernel.

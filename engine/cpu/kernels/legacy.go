@@ -19,8 +19,8 @@ func addLegacy(m map[gguf.TensorType]Kernel, l Level) {
 	for t, tl := range fastTiles(l) {
 		m[t] = Kernel{Act: tl.act(), Mul: tl.mul}
 	}
-	if l == AVX512 {
-		for t, k := range groupedFast() {
+	if l == AVX512 || l == AVX512NoGather {
+		for t, k := range groupedFast(l == AVX512NoGather) {
 			m[t] = k
 		}
 	}
@@ -29,9 +29,9 @@ func addLegacy(m map[gguf.TensorType]Kernel, l Level) {
 // levelRef returns the pure-Go reference kernel that gives level l's bits
 // for a float or 32-value block type, and whether there is one: the float
 // kernels with Lanes(l) lanes; the block types with eight lanes below
-// AVX512 and the grouped arithmetic at AVX512.
+// AVX512 and the grouped arithmetic at AVX512 (and AVX512NoGather).
 func levelRef(l Level, t gguf.TensorType) (Kernel, bool) {
-	if l == AVX512 && legacyBlockBytes(t) != 0 {
+	if l.base() == AVX512 && legacyBlockBytes(t) != 0 {
 		return Kernel{Act: ActQ8G, Mul: refGrouped(t)}, true
 	}
 	return RefKernel(t, Lanes(l))
@@ -47,9 +47,10 @@ func refKernel(t gguf.TensorType, L int) Kernel {
 
 // Lanes reports the accumulator width of level l's kernels for the float
 // types and, below AVX512, the 32-value block types (8 for Generic and
-// AVX2, 16 for AVX512); RefKernel with that width gives the level's bits.
+// AVX2, 16 for AVX512 and AVX512NoGather); RefKernel with that width
+// gives the level's bits.
 func Lanes(l Level) int {
-	if l == AVX512 {
+	if l.base() == AVX512 {
 		return 16
 	}
 	return 8

@@ -110,7 +110,8 @@ func sameBits(a, b float32) bool {
 // checkLevel runs kernel t of level l on one random shape and compares it
 // with the reference of the same lane count bit for bit, checks that the
 // kernel's Few (if any) over the narrowed activations gives the same bits,
-// and that every output equals the one computed alone (one row, one
+// that a variant level's kernel (AVX512NoGather) gives its base level's
+// bits, and that every output equals the one computed alone (one row, one
 // column).
 func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows, cols, n int, extreme bool) {
 	t.Helper()
@@ -148,12 +149,39 @@ func checkLevel(t *testing.T, rng *rand.Rand, l Level, typ gguf.TensorType, rows
 			}
 		}
 	}
+	if l.base() != l {
+		checkSameAsBase(t, l, typ, n, w, wStride, rows, a, aStride, cols, got, outStride)
+	}
 	one := make([]float32, 1)
 	for range 3 {
 		c, r := rng.IntN(cols), rng.IntN(rows)
 		k.Mul(n, w[r*wStride:], wStride, 1, actColumn(k.Act, a, aStride, x, n, c), aStride, 1, one, 1)
 		if !sameBits(one[0], got[c*outStride+r]) {
 			t.Fatalf("%s %s: out[%d][%d] alone %v, in the %dx%d call %v", l, typ, c, r, one[0], rows, cols, got[c*outStride+r])
+		}
+	}
+}
+
+// checkSameAsBase checks that the kernel of l's base level gives got, l's
+// outputs, bit for bit, through Mul and (for up to FewCols columns) Few.
+func checkSameAsBase(t *testing.T, l Level, typ gguf.TensorType, n int, w []byte, wStride, rows int, a []byte, aStride, cols int, got []float32, outStride int) {
+	t.Helper()
+	bk, _ := NewSet(l.base()).For(typ)
+	outs := map[string][]float32{"Mul": make([]float32, cols*outStride)}
+	bk.Mul(n, w, wStride, rows, a, aStride, cols, outs["Mul"], outStride)
+	if bk.Few != nil && cols <= FewCols {
+		narrow := make([]byte, NarrowBytes(n, cols))
+		NarrowQ8G(narrow, a, n, cols)
+		outs["Few"] = make([]float32, cols*outStride)
+		bk.Few(n, w, wStride, rows, a, narrow, aStride, cols, outs["Few"], outStride)
+	}
+	for name, base := range outs {
+		for c := range cols {
+			for r := range rows {
+				if g, wv := got[c*outStride+r], base[c*outStride+r]; !sameBits(g, wv) {
+					t.Fatalf("%s %s %dx%d n=%d: out[%d][%d] = %v (%#x), %s's %s %v (%#x)", l, typ, rows, cols, n, c, r, g, math.Float32bits(g), l.base(), name, wv, math.Float32bits(wv))
+				}
+			}
 		}
 	}
 }
@@ -176,7 +204,8 @@ func TestLegacyKernelsMatchReferenceBitForBit(t *testing.T) {
 
 // TestGroupedKernelsLargeShapes runs the grouped kernels on shapes with
 // several column groups, more groups than one pass keeps, and rows longer
-// than a panel chunk.
+// than a panel chunk; those of AVX512NoGather with extreme scales too
+// (against the reference and AVX512's kernels).
 func TestGroupedKernelsLargeShapes(t *testing.T) {
 	if !supported(AVX512) {
 		t.Skip("no AVX-512")
@@ -187,6 +216,7 @@ func TestGroupedKernelsLargeShapes(t *testing.T) {
 			{32, 1, 64}, {48, 3, 32 * (gChunk + 3)}, {16, 2, 96}, {35, 4, 160}, {16*gDotTiles + 16, 1, 32},
 			{16, 16 + gWideCols - 1, 64}, {33, 16 + gWideCols, 96}, {17, 23, 32 * (gChunk + 1)}} {
 			checkLevel(t, rng, AVX512, typ, sh[0], sh[1], sh[2], false)
+			checkLevel(t, rng, AVX512NoGather, typ, sh[0], sh[1], sh[2], true)
 		}
 	}
 }
