@@ -22,6 +22,7 @@ type planFlags struct {
 	algorithm, concurrency, format string
 	p, deltaMS                     float64
 	latencies, weights             []float64
+	replicas                       []int
 	b0, b1, maxStates              int
 	seed                           uint64
 	profile, placement             string
@@ -55,6 +56,7 @@ func newPlanCmd() *cobra.Command {
 	fl.StringVar(&f.algorithm, "algorithm", "r2r", "routing pattern: r2r (small/large with probability --p) or ensemble (per-token draw by --weights)")
 	fl.Float64Var(&f.p, "p", 0.35, "r2r: probability that a small-model step routes to the large model")
 	fl.Float64SliceVar(&f.latencies, "latency-ms", []float64{6.0, 27.9}, "step latency per model in milliseconds")
+	fl.IntSliceVar(&f.replicas, "replicas", nil, "replicas per model, in model order (e.g. 2,1; default one each): a launch of b on r replicas is priced as one replica's step of ⌈b/r⌉")
 	fl.Float64SliceVar(&f.weights, "weights", nil, "ensemble: per-model draw weights (normalised)")
 	fl.StringVar(&f.concurrency, "concurrency", "2,3,4", "concurrencies N: a list (2,3,4), ranges (2-6) or both")
 	fl.IntVar(&f.b0, "b0", 0, "fix model 0's threshold (0: search it too)")
@@ -73,6 +75,19 @@ func newPlanCmd() *cobra.Command {
 
 // planModel is the throughput model the flags describe.
 func planModel(f planFlags) (perfmodel.Model, error) {
+	m, err := planModelOf(f)
+	if err != nil || f.replicas == nil {
+		return m, err
+	}
+	m.Replicas = f.replicas
+	if err := m.Validate(); err != nil {
+		return m, fmt.Errorf("--replicas: %w", err)
+	}
+	return m, nil
+}
+
+// planModelOf is planModel before the replicas.
+func planModelOf(f planFlags) (perfmodel.Model, error) {
 	var m perfmodel.Model
 	if f.profile != "" {
 		preset, err := sim.LoadPreset(f.profile)

@@ -117,3 +117,35 @@ func TestPlanFeedsServeAndBench(t *testing.T) {
 		t.Fatalf("bench run --thresholds @plan.json at N=4: %+v, %v\n%s", row, err, out)
 	}
 }
+
+// TestPlanReplicas: plan --replicas prices the small model's replicas (two
+// replicas at twice the concurrency predict nearly twice the throughput
+// of one on a profile whose steps grow with the batch), and a count per
+// model is required.
+func TestPlanReplicas(t *testing.T) {
+	tps := func(args ...string) float64 {
+		t.Helper()
+		cmd := newPlanCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"--profile", "paper-r2r-batched", "--p", "0.1", "--b0", "1", "--b1", "1", "--format", "json"}, args...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		var rows []perfmodel.PlanRow
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].TokensPerSecond == nil {
+			t.Fatalf("rows %s: %v", out.String(), err)
+		}
+		return *rows[0].TokensPerSecond
+	}
+	one, two := tps("--concurrency", "8"), tps("--concurrency", "16", "--replicas", "2,1")
+	if r := two / one; r < 1.8 || r > 2.05 {
+		t.Fatalf("2 replicas at N=16: %.1f tok/s, 1 at N=8: %.1f (×%.2f, want about 2)", two, one, r)
+	}
+	cmd := newPlanCmd()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--replicas", "2", "--concurrency", "4"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--replicas") {
+		t.Fatalf("one count for two models: %v", err)
+	}
+}

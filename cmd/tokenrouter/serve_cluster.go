@@ -10,6 +10,7 @@ import (
 	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/sched"
 	"github.com/tokenrouter/tokenrouter/server"
+	"github.com/tokenrouter/tokenrouter/subserver"
 	"github.com/tokenrouter/tokenrouter/system"
 )
 
@@ -78,12 +79,22 @@ type remoteCloser struct {
 // BusDrops implements server.BusDropper.
 func (r remoteCloser) BusDrops() map[string]uint64 { return r.front.Dropped().ByReason() }
 
-// RemoteStats implements server.RemoteStatser.
+// RemoteStats implements server.RemoteStatser: one per model, its
+// replicas' counters merged (up while any replica is).
 func (r remoteCloser) RemoteStats() []server.RemoteStat {
 	ms := r.front.Members()
-	out := make([]server.RemoteStat, len(ms))
-	for i, m := range ms {
-		out[i] = server.RemoteStat{Up: m.Up, Restarts: m.Restarts, Stats: m.Last.Stats}
+	var out []server.RemoteStat
+	var per [][]subserver.Stats
+	for _, m := range ms {
+		for len(out) <= m.Model {
+			out, per = append(out, server.RemoteStat{}), append(per, nil)
+		}
+		o := &out[m.Model]
+		o.Up, o.Restarts = o.Up || m.Up, o.Restarts+m.Restarts
+		per[m.Model] = append(per[m.Model], m.Last.Stats)
+	}
+	for i := range out {
+		out[i].Stats = subserver.MergeStats(per[i])
 		if i < len(r.policies) {
 			out[i].Policy = &r.policies[i]
 		}

@@ -546,3 +546,24 @@ func TestSubserverRefusesNegativeMaxWait(t *testing.T) {
 		t.Fatalf("got %v, want the negative --max-wait refused", err)
 	}
 }
+
+// TestServeProcessesReplicas: serve --processes with two replicas of the
+// small model runs a child per replica, answers with tokens from both
+// models, and /metrics reports the small model with both replicas up and
+// its entries placed, its counters merged from both children.
+func TestServeProcessesReplicas(t *testing.T) {
+	f := startFrontWith(t, clusterDeploy{processes: true}, func(c *config.Config) { c.Models[0].Replicas = 2 })
+	defer f.shutdown(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 4 {
+		res, err := f.chat(ctx, false, 48, nil)
+		bothModels(t, "with replicas", res, err)
+	}
+	waitFor(t, 5*time.Second, "/metrics to report the replicas", func() bool {
+		body := f.get(t, "/metrics")
+		return metricValue(body, "tokenrouter_model_replicas_up", "slm") == 2 && metricValue(body, "tokenrouter_model_replicas_up", "llm") == 1 &&
+			metricValue(body, "tokenrouter_model_steps_total", "slm") > 0 && metricValue(body, "tokenrouter_model_up", "slm") == 1 &&
+			sampleValue(body, "tokenrouter_model_placements_total", `model="slm",outcome="placed"`) >= 4
+	})
+}
