@@ -36,6 +36,7 @@ import (
 	"time"
 
 	busnats "github.com/tokenrouter/tokenrouter/bus/nats"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/engine"
 	"github.com/tokenrouter/tokenrouter/sched/place"
 	"github.com/tokenrouter/tokenrouter/subserver"
@@ -64,6 +65,14 @@ type Beat struct {
 	Replica int `json:"replica,omitempty"`
 	// Load is the member's load (placement compares it).
 	Load place.Load `json:"load"`
+	// Draining says the member drains (it was asked to stop): it takes no
+	// new request and leaves once it holds none; Leaving is its last
+	// heartbeat, sent as it stops.
+	Draining bool `json:"draining,omitempty"`
+	Leaving  bool `json:"leaving,omitempty"`
+	// Placements are the outcomes of the member's placements of its
+	// hand-offs, per model (in deployments with replicas).
+	Placements []deploy.Placements `json:"placements,omitempty"`
 	// Up are the replicas the front end places requests on, with their
 	// loads, for the members' hand-offs (front end; only in deployments
 	// with replicas).
@@ -103,6 +112,7 @@ type UpReplica struct {
 	Incarnation uint64     `json:"incarnation"`
 	Since       uint64     `json:"since"`
 	Load        place.Load `json:"load"`
+	Draining    bool       `json:"draining,omitempty"`
 }
 
 func (b *Beat) encode() []byte {

@@ -52,6 +52,9 @@ type BusSpec struct {
 	// (MemberConfig).
 	Heartbeat time.Duration `json:"heartbeat"`
 	Misses    int           `json:"misses"`
+	// Drain bounds a replica's draining when it is asked to stop
+	// (MemberConfig.Drain; 0: none).
+	Drain time.Duration `json:"drain,omitempty"`
 }
 
 // NewChildSpec is the ChildSpec of replica rep of model i of the
@@ -86,6 +89,8 @@ func (c ChildSpec) Validate() error {
 		return fmt.Errorf("cluster: child spec: bus.heartbeat %v: must be positive", b.Heartbeat)
 	case b.Misses <= 0:
 		return fmt.Errorf("cluster: child spec: bus.misses %d: must be positive", b.Misses)
+	case b.Drain < 0:
+		return fmt.Errorf("cluster: child spec: bus.drain %v: negative", b.Drain)
 	}
 	return nil
 }
@@ -190,5 +195,5 @@ func RunChild(ctx context.Context, c ChildSpec, hooks system.Spec) error {
 		return fmt.Errorf("cluster: model %d: %w", c.Member.Index, err)
 	}
 	return RunMember(ctx, MemberConfig{URL: c.Bus.NATS, Secrets: c.Bus.Secrets, Prefix: c.Bus.Prefix, Member: m,
-		Heartbeat: c.Bus.Heartbeat, Misses: c.Bus.Misses, OnEvent: hooks.OnEvent})
+		Heartbeat: c.Bus.Heartbeat, Misses: c.Bus.Misses, Drain: c.Bus.Drain, OnEvent: hooks.OnEvent})
 }

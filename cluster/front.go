@@ -357,6 +357,12 @@ func (f *Front) memberBeat(b Beat) {
 	}
 	fits := f.check(b) == nil && b.Front == f.inc
 	switch {
+	case b.Leaving:
+		f.note(k, b, false)
+		if was.Up {
+			f.down(k, errors.New("sub-server left (it was asked to stop)"), false)
+		}
+		return
 	case was.Up && (!fits || b.Incarnation != was.Last.Incarnation):
 		// Restarted, or dropped its requests: they are lost.
 		f.down(k, fmt.Errorf("sub-server restarted or lost its state (incarnation %x, serving front end %x)", b.Incarnation, b.Front), false)
@@ -372,6 +378,31 @@ func (f *Front) memberBeat(b Beat) {
 	}
 	if fits {
 		f.r.ReplicaLoad(b.Index, b.Replica, b.Load)
+		if f.r.ReplicaDraining(b.Index, b.Replica, b.Draining) {
+			signal(f.poke)
+			f.cfg.OnEvent("replica draining", "model", f.models[b.Index], "replica", b.Replica, "draining", b.Draining)
+		}
+	}
+	if b.Placements != nil {
+		f.memberPlacements()
+	}
+}
+
+// memberPlacements sums the placements the members reported, per model,
+// into the deployment's (deploy.Deployment.SetMemberPlacements).
+func (f *Front) memberPlacements() {
+	sums := make([]deploy.Placements, len(f.models))
+	f.mu.Lock()
+	for _, m := range f.members {
+		for i, p := range m.Last.Placements {
+			if i < len(sums) {
+				sums[i] = sums[i].Plus(p)
+			}
+		}
+	}
+	f.mu.Unlock()
+	for i, p := range sums {
+		f.r.SetMemberPlacements(i, p)
 	}
 }
 
@@ -432,7 +463,8 @@ func (f *Front) upReplicas(dst []UpReplica) []UpReplica {
 		for _, st := range r.RemoteReplicas(i) {
 			if st.Up {
 				inc := f.members[f.slots.Slot(i, st.Replica)].Last.Incarnation
-				dst = append(dst, UpReplica{Model: i, Replica: st.Replica, Incarnation: inc, Since: st.Since, Load: st.Load})
+				dst = append(dst, UpReplica{Model: i, Replica: st.Replica, Incarnation: inc, Since: st.Since, Load: st.Load,
+					Draining: st.Draining})
 			}
 		}
 	}

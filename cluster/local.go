@@ -46,6 +46,9 @@ type LocalConfig struct {
 	Misses    int
 	// NoRestart leaves a child that exits dead instead of restarting it.
 	NoRestart bool
+	// Drain: see MemberConfig (a child asked to stop while the deployment
+	// runs drains for at most this long; 0: none).
+	Drain time.Duration
 	// RestartDelay is the wait before restarting a child (default
 	// Heartbeat); it doubles after each child that exits without having
 	// joined, up to MaxRestartDelay (default 30s).
@@ -164,7 +167,7 @@ func (c *LocalConfig) defaults() (err error) {
 // encodeSpecs encodes every child's ChildSpec, once: a restarted child
 // gets the same.
 func (l *Local) encodeSpecs() error {
-	b := BusSpec{NATS: l.url, Prefix: l.cfg.Prefix, Secrets: l.secrets, Heartbeat: l.cfg.Heartbeat, Misses: l.cfg.Misses}
+	b := BusSpec{NATS: l.url, Prefix: l.cfg.Prefix, Secrets: l.secrets, Heartbeat: l.cfg.Heartbeat, Misses: l.cfg.Misses, Drain: l.cfg.Drain}
 	slots := SlotsOf(l.cfg.Spec)
 	l.specs = make([][]byte, slots.Len())
 	for k := range l.specs {

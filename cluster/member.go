@@ -38,6 +38,11 @@ type MemberConfig struct {
 	Misses    int
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
+	// Drain bounds the draining of a replica whose model has other
+	// replicas when ctx ends: it takes no new request (its heartbeats say
+	// it drains), finishes those it holds, then leaves; whatever it still
+	// holds after Drain goes on on the other replicas. 0: leave at once.
+	Drain time.Duration
 }
 
 func (c *MemberConfig) defaults() error {
@@ -139,11 +144,18 @@ func (m *member) serve(ctx context.Context, lost <-chan struct{}, fronts <-chan 
 	defer tick.Stop()
 	f := frontEnd{fresh: newFreshness(1)}
 	m.beat(f.inc)
+	stop, drain := ctx.Done(), time.Time{}
 	for {
 		var err error
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-stop:
+			if m.view == nil || cfg.Drain <= 0 || f.inc == 0 {
+				m.leave(f.inc)
+				return nil
+			}
+			cfg.OnEvent("draining: finishing the requests held before stopping", "model", m.index, "replica", m.replica)
+			stop, drain, m.draining = nil, time.Now().Add(cfg.Drain), true
+			m.beat(f.inc)
 		case err := <-m.done:
 			m.cancel()
 			m.eng, m.s = m.s.Engine(), nil
@@ -158,12 +170,37 @@ func (m *member) serve(ctx context.Context, lost <-chan struct{}, fronts <-chan 
 		case fb := <-fronts:
 			err = m.frontBeat(&f, fb)
 		case <-tick.C:
+			if m.draining && (m.idle() || time.Now().After(drain)) {
+				m.leave(f.inc)
+				return nil
+			}
 			err = m.tick(&f)
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// idle reports whether the sub-server holds no request: none queued,
+// runnable, or holding KV.
+func (m *member) idle() bool {
+	l := m.s.Load()
+	return l.Queued+l.Runnable+l.KV == 0
+}
+
+// leave stops the sub-server and sends the last heartbeat, Leaving: the
+// front end takes this replica down at once, and whatever it still held
+// goes on on the model's other replicas.
+func (m *member) leave(front uint64) {
+	m.stop()
+	m.seq++
+	b := Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
+		Front: front, Info: m.eng.Info(), Leaving: true}
+	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.ep), b.encode())
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Heartbeat)
+	defer cancel()
+	_ = m.bus.Flush(ctx) // the front end notices the silence anyway
 }
 
 // frontBeat takes a front end's heartbeat: a new front end restarts the
@@ -213,6 +250,7 @@ type member struct {
 	replica   int      // its replica
 	ep        int      // its bus endpoint
 	view      *view    // the replicas, for the hand-offs (nil: one each)
+	draining  bool     // asked to stop: drains before it leaves
 	models    []string // the deployment's model names
 	algorithm string
 	bus       *busnats.Bus
@@ -261,7 +299,10 @@ func (m *member) beat(front uint64) {
 	m.seq++
 	b := Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
 		Front: front, Info: m.eng.Info(), Stats: m.s.Stats(), Load: m.s.Load(), Goroutines: runtime.NumGoroutine(),
-		BusDropped: m.bus.Dropped()}
+		BusDropped: m.bus.Dropped(), Draining: m.draining}
+	if m.view != nil {
+		b.Placements = m.view.placements()
+	}
 	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.ep), b.encode()) // a lost beat is replaced by the next
 }
 

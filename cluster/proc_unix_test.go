@@ -12,3 +12,6 @@ func freeze(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
 
 // kill ends process pid at once (SIGKILL).
 func kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// askStop asks process pid to stop (SIGTERM).
+func askStop(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) }

@@ -40,3 +40,9 @@ func kill(pid int) error {
 	}
 	return nil
 }
+
+// askStop would ask process pid to stop: Windows has no SIGTERM (a
+// child stops when its standard input ends).
+func askStop(pid int) error {
+	return fmt.Errorf("ask process %d to stop: %w on windows", pid, errors.ErrUnsupported)
+}

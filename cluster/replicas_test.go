@@ -10,6 +10,8 @@ import (
 
 	"github.com/tokenrouter/tokenrouter/cluster"
 	"github.com/tokenrouter/tokenrouter/config"
+	"github.com/tokenrouter/tokenrouter/deploy"
+	"github.com/tokenrouter/tokenrouter/internal/testkit"
 	"github.com/tokenrouter/tokenrouter/route"
 	"github.com/tokenrouter/tokenrouter/stream"
 )
@@ -131,6 +133,20 @@ func TestReplicaMembersSpread(t *testing.T) {
 	if m[0].Model != 0 || m[1].Model != 0 || m[1].Replica != 1 || m[2].Model != 1 {
 		t.Fatalf("members %v", fmt.Sprint(m[0].Model, m[0].Replica, m[1].Model, m[1].Replica, m[2].Model))
 	}
+	// With no failure, the hand-offs back to the small model (placed by
+	// the large model's process, reported in its heartbeats) return to the
+	// replica holding the request's KV.
+	var pl deploy.Placements
+	testkit.Until(t, 5*time.Second, func() error {
+		if pl = l.Deployment().Placements(0); pl.Affine == 0 {
+			return fmt.Errorf("placements %+v: no hand-off reported yet", pl)
+		}
+		return nil
+	})
+	t.Logf("small model placements: %+v", pl)
+	if share := float64(pl.Affine) / float64(pl.Affine+pl.Replaced); share < 0.99 || pl.NoReplica > 0 {
+		t.Fatalf("placements %+v: %.3f of the hand-offs were KV-affine, want at least 0.99", pl, share)
+	}
 }
 
 // TestReplicaKilledTinyGreedy: on the real tiny pair (cpu engine, greedy
@@ -179,5 +195,45 @@ func TestReplicaKilledTinyGreedy(t *testing.T) {
 	}
 	if alive(victim) {
 		t.Fatalf("process %d still runs", victim)
+	}
+}
+
+// TestReplicaDrained: a small-model replica asked to stop (SIGTERM) in
+// the middle of a run drains: its heartbeats say so, it takes no new
+// request, the requests pinned to it move on their next hand-off, and it
+// leaves once it holds none; every request completes with the tokens the
+// models compute.
+func TestReplicaDrained(t *testing.T) {
+	l, out := startWith(t, "paper-r2r", 100*time.Millisecond, "0.35", func(c *cluster.LocalConfig) {
+		c.Spec.Models[0].Replicas, c.NoRestart, c.Drain = 2, true, 20*time.Second
+	})
+	defer l.Close()
+	prompt := func(i int) []int32 { return []int32{1, int32(i%50 + 3), int32(i / 50)} }
+	victim := l.PID(1)
+	var held int
+	res, errs := runMany(t, l, 120, 16, prompt, route.Params{MaxTokens: 32}, func() {
+		ld := l.Front().Members()[1].Last.Load
+		held = ld.Queued + ld.Runnable + ld.KV
+		if err := askStop(victim); err != nil {
+			t.Error(err)
+		}
+	})
+	for i, err := range errs {
+		if err != nil || len(res[i].Tokens) != 32 {
+			t.Fatalf("request %d: %d tokens, %v\nchildren:\n%s", i, len(res[i].Tokens), err, out)
+		}
+		replay(t, prompt(i), res[i])
+	}
+	waitMembers(t, l, 25*time.Second, func(m []cluster.Member) bool { return !m[1].Up && m[1].Last.Leaving })
+	testkit.Until(t, 5*time.Second, func() error {
+		if alive(victim) {
+			return fmt.Errorf("process %d still runs", victim)
+		}
+		return nil
+	})
+	pl := l.Deployment().Placements(0)
+	t.Logf("the drained replica held %d requests when asked to stop; small model placements %+v", held, pl)
+	if held == 0 || pl.Replaced == 0 {
+		t.Fatalf("held %d, placements %+v: no request moved off the draining replica", held, pl)
 	}
 }

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/tokenrouter/tokenrouter/bus"
+	"github.com/tokenrouter/tokenrouter/deploy"
 	"github.com/tokenrouter/tokenrouter/sched/place"
 )
 
@@ -19,6 +21,26 @@ type view struct {
 	mu    sync.Mutex
 	inc   []uint64 // per slot: the incarnation the board has up
 	lost  []uint64 // per slot: the incarnation whose loss was announced
+	// counts are the outcomes of this member's placements, per model.
+	counts []deploy.Placements
+}
+
+// Place places a hand-off and counts its outcome (subserver.Placer).
+func (v *view) Place(model, pinned int, id uint64, pos int) int {
+	rep, o := v.HandOff(model, pinned, id, pos)
+	v.mu.Lock()
+	if model >= 0 && model < len(v.counts) {
+		v.counts[model].Count(o)
+	}
+	v.mu.Unlock()
+	return rep
+}
+
+// placements returns the outcomes of this member's placements, per model.
+func (v *view) placements() []deploy.Placements {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.counts)
 }
 
 // newView returns the view of a deployment whose models run counts[i]
@@ -30,7 +52,8 @@ func newView(counts []int, seed uint64) *view {
 		base[i+1] = base[i] + max(n, 1)
 	}
 	n := base[len(counts)]
-	v := &view{Board: place.NewBoard(counts, seed), slots: Slots{base: base}, inc: make([]uint64, n), lost: make([]uint64, n)}
+	v := &view{Board: place.NewBoard(counts, seed), slots: Slots{base: base}, inc: make([]uint64, n), lost: make([]uint64, n),
+		counts: make([]deploy.Placements, len(counts))}
 	for k := range n {
 		i, rep := v.slots.Of(k)
 		v.SetUp(i, rep, 0)
@@ -64,6 +87,7 @@ func (v *view) apply(ups []UpReplica) {
 		}
 		listed[k], v.inc[k] = true, u.Incarnation
 		v.SetUp(u.Model, u.Replica, u.Since)
+		v.SetDraining(u.Model, u.Replica, u.Draining)
 		v.Report(u.Model, u.Replica, u.Load)
 	}
 	for k, ok := range listed {

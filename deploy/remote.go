@@ -19,10 +19,11 @@ type ReplicaState struct {
 	// Replica is its index; Up says whether it takes requests; Since is
 	// the last request admitted before it came up (it knows only later
 	// ones); Load is its last reported load with the placements made since.
-	Replica int
-	Up      bool
-	Since   uint64
-	Load    place.Load
+	Replica  int
+	Up       bool
+	Draining bool
+	Since    uint64
+	Load     place.Load
 }
 
 // remoteReplica checks that replica rep of model i is a remote replica of
@@ -46,6 +47,18 @@ func (r *Deployment) ReplicaUp(i, rep int) {
 	}
 	r.placer.remote.SetUp(i, rep, r.nextID.Load())
 	r.ModelUp(i)
+}
+
+// ReplicaDraining marks replica rep of remote model i draining (or not):
+// it keeps the requests it holds, and takes no new one; a request pinned
+// there moves on its next hand-off to the model. It reports whether that
+// changed.
+func (r *Deployment) ReplicaDraining(i, rep int, drain bool) bool {
+	if !r.remoteReplica(i, rep) || r.placer.remote.Draining(i, rep) == drain {
+		return false
+	}
+	r.placer.remote.SetDraining(i, rep, drain)
+	return true
 }
 
 // ReplicaLoad records the load replica rep of remote model i reported.
@@ -84,7 +97,7 @@ func (r *Deployment) RemoteReplicas(i int) []ReplicaState {
 	out := make([]ReplicaState, r.placer.remote.Replicas(i))
 	for k := range out {
 		up, since, l := r.placer.remote.State(i, k)
-		out[k] = ReplicaState{Replica: k, Up: up, Since: since, Load: l}
+		out[k] = ReplicaState{Replica: k, Up: up, Draining: r.placer.remote.Draining(i, k), Since: since, Load: l}
 	}
 	return out
 }

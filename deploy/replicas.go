@@ -38,6 +38,7 @@ type placer struct {
 // placeCounts are one model's placement outcomes.
 type placeCounts struct {
 	placed, affine, replaced, none atomic.Uint64
+	members                        atomic.Pointer[Placements] // SetMemberPlacements
 }
 
 // Placements counts the placements of requests on one model's replicas.
@@ -410,7 +411,39 @@ func (r *Deployment) Placements(i int) Placements {
 		return Placements{}
 	}
 	c := &r.placer.counts[i]
-	return Placements{Placed: c.placed.Load(), Affine: c.affine.Load(), Replaced: c.replaced.Load(), NoReplica: c.none.Load()}
+	own := Placements{Placed: c.placed.Load(), Affine: c.affine.Load(), Replaced: c.replaced.Load(), NoReplica: c.none.Load()}
+	if m := c.members.Load(); m != nil {
+		own = own.Plus(*m)
+	}
+	return own
+}
+
+// SetMemberPlacements records the placements that sub-servers elsewhere
+// made on model i's replicas (their hand-offs), as their heartbeats last
+// reported them: Placements adds them to the front end's own.
+func (r *Deployment) SetMemberPlacements(i int, p Placements) {
+	if r.placer != nil && i >= 0 && i < len(r.placer.counts) {
+		r.placer.counts[i].members.Store(&p)
+	}
+}
+
+// Plus returns the sum of p and q.
+func (p Placements) Plus(q Placements) Placements {
+	return Placements{Placed: p.Placed + q.Placed, Affine: p.Affine + q.Affine, Replaced: p.Replaced + q.Replaced, NoReplica: p.NoReplica + q.NoReplica}
+}
+
+// Count adds one placement with outcome o.
+func (p *Placements) Count(o place.Outcome) {
+	switch o {
+	case place.Placed:
+		p.Placed++
+	case place.Affine:
+		p.Affine++
+	case place.Replaced:
+		p.Replaced++
+	default:
+		p.NoReplica++
+	}
 }
 
 // group is the tuner's handle on a local model: every replica takes the

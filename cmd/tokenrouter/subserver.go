@@ -34,7 +34,7 @@ type subserverFlags struct {
 	models, params, replicas                                       []string
 	index, replica, maxBatch, misses                               int
 	desc                                                           config.Model
-	maxWait, heartbeat                                             time.Duration
+	maxWait, heartbeat, drain                                      time.Duration
 	latency                                                        config.Latency
 	specOnStdin                                                    bool
 	auth                                                           natsAuthFlags
@@ -81,6 +81,7 @@ func (f *subserverFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.index, "index", 0, "this model's index (0: the small model)")
 	fl.IntVar(&f.replica, "replica", 0, "this sub-server's replica of its model (0 to N-1 with --replicas NAME=N)")
 	addReplicasFlag(fl, &f.replicas)
+	fl.DurationVar(&f.drain, "drain", 30*time.Second, "with replicas: on SIGTERM, take no new request and finish those held for at most this long before leaving (0: leave at once; what is left goes on on the other replicas)")
 	fl.StringSliceVar(&f.models, "models", nil, "all model names in order (required)")
 	fl.StringVar(&f.model, "model", "", "this model's name (default: models[index]); must match --models")
 	fl.StringVar(&f.modelConfig, "model-config", "", "this model's description as YAML (a config file's models entry; replaces the model flags below)")
@@ -202,7 +203,7 @@ func flagSpec(cmd *cobra.Command, f subserverFlags) (cluster.ChildSpec, error) {
 	}
 	s := system.Spec{Models: models, Algorithm: f.algorithm, Params: params, Launch: launch, MaxBatch: f.maxBatch, Speculate: sp}
 	return cluster.NewChildSpec(s, f.index, f.replica, cluster.BusSpec{NATS: f.url, Prefix: f.prefix, Secrets: secrets,
-		Heartbeat: f.heartbeat, Misses: f.misses})
+		Heartbeat: f.heartbeat, Misses: f.misses, Drain: f.drain})
 }
 
 // cancelOnEOF returns a context that ends when stdin does: when the parent

@@ -61,7 +61,7 @@ func TestSubserverSpecPaths(t *testing.T) {
 		Params: map[string]string{"p": "0.35"}, Launch: sched.Launch{Tables: []sched.Table{{1, 3}, {1, 2, 3}}}, MaxBatch: 8,
 		Speculate: subserver.Speculation{Mode: subserver.SpeculateOff}}
 	parent, err := cluster.NewChildSpec(s, 1, 0, cluster.BusSpec{NATS: "nats://127.0.0.1:4222", Prefix: "tr.x",
-		Secrets: cluster.Secrets{Key: []byte(key)}, Heartbeat: 250 * time.Millisecond, Misses: 4})
+		Secrets: cluster.Secrets{Key: []byte(key)}, Heartbeat: 250 * time.Millisecond, Misses: 4, Drain: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ type Board struct {
 // boardReplica is one replica on a Board.
 type boardReplica struct {
 	up     bool
+	drain  bool   // draining: it finishes what it holds and takes nothing new
 	since  uint64 // the last request admitted before it joined
 	load   Load
 	placed int // placements made here since load was reported
@@ -75,6 +76,28 @@ func (b *Board) SetDown(model, rep int) bool {
 	return was
 }
 
+// SetDraining marks replica rep of model draining (or not): while it
+// drains it keeps the requests it holds but takes no placement, so a
+// request pinned there moves on its next hand-off to the model.
+func (b *Board) SetDraining(model, rep int, drain bool) {
+	if !b.valid(model, rep) {
+		return
+	}
+	b.mu.Lock()
+	b.reps[model][rep].drain = drain
+	b.mu.Unlock()
+}
+
+// Draining reports whether replica rep of model drains.
+func (b *Board) Draining(model, rep int) bool {
+	if !b.valid(model, rep) {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reps[model][rep].drain
+}
+
 // Report records the load replica rep of model reported; the placements
 // made here before it are in it.
 func (b *Board) Report(model, rep int, l Load) {
@@ -119,7 +142,8 @@ func (b *Board) Up(model int) int {
 }
 
 // Loads appends the loads of model's replicas for request id: a replica
-// that is down, or joined after id was admitted, is not up for it.
+// that is down, draining, or joined after id was admitted, is not up for
+// it.
 func (b *Board) Loads(dst []Load, model int, id uint64) []Load {
 	if model < 0 || model >= len(b.reps) {
 		return dst
@@ -127,7 +151,7 @@ func (b *Board) Loads(dst []Load, model int, id uint64) []Load {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range b.reps[model] {
-		if !r.up || id <= r.since {
+		if !r.up || r.drain || id <= r.since {
 			dst = append(dst, Load{})
 			continue
 		}
