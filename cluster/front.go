@@ -42,8 +42,10 @@ type FrontConfig struct {
 	// Heartbeat and Misses: see MemberConfig.
 	Heartbeat time.Duration
 	Misses    int
-	// JoinTimeout bounds the wait for every model to announce itself
-	// (default 30s); ctx can end it earlier.
+	// JoinTimeout bounds the wait for every replica of every model to
+	// announce itself (default 30s); ctx can end it earlier. At the
+	// timeout the front end starts if each model has a replica up; the
+	// others join when they come (scaling up).
 	JoinTimeout time.Duration
 	// OnEvent, if set, is told about membership changes (for logs).
 	OnEvent func(msg string, args ...any)
@@ -97,8 +99,9 @@ type Front struct {
 	members []Member
 }
 
-// Join connects to NATS, waits until every model's member serves this
-// front end, and returns the running front end.
+// Join connects to NATS, waits until every replica of every model serves
+// this front end (or, at JoinTimeout, one of each), and returns the
+// running front end.
 func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 	models := cfg.Spec.Names()
 	if len(models) == 0 || cfg.Spec.Registry == nil {
@@ -163,8 +166,10 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		f.shutdown()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	for k := range f.members {
-		f.r.ReplicaUp(slots.Of(k))
+	for k, m := range f.Members() {
+		if m.Up {
+			f.r.ReplicaUp(slots.Of(k))
+		}
 	}
 	f.dep.Store(f.r)
 	signal(f.poke)
@@ -183,9 +188,11 @@ func (f *Front) check(b Beat) error {
 }
 
 // await waits until every replica of every model beats for this front
-// end.
-func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.JoinTimeout)
+// end. At JoinTimeout, a deployment with at least one replica of each
+// model starts without the others, which join when they come (scaling
+// up); one without is refused.
+func (f *Front) await(parent context.Context) ([]engine.Info, error) {
+	ctx, cancel := context.WithTimeout(parent, f.cfg.JoinTimeout)
 	defer cancel()
 	infos := make([]engine.Info, len(f.models))
 	joined := make([]bool, f.slots.Len())
@@ -199,6 +206,10 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 				if !ok {
 					missing = append(missing, f.slotName(k))
 				}
+			}
+			if parent.Err() == nil && f.everyModel(joined) {
+				f.cfg.OnEvent("starting without some replicas: they join when they come", "missing", missing)
+				return infos, nil
 			}
 			return nil, fmt.Errorf("cluster: models %v did not join (%w; last problem: %v)", missing, ctx.Err(), last)
 		case b := <-f.beats:
@@ -220,6 +231,20 @@ func (f *Front) await(ctx context.Context) ([]engine.Info, error) {
 		}
 	}
 	return infos, nil
+}
+
+// everyModel reports whether at least one replica of every model joined.
+func (f *Front) everyModel(joined []bool) bool {
+	for i := range f.models {
+		ok := false
+		for rep := range f.slots.Count(i) {
+			ok = ok || joined[f.slots.Slot(i, rep)]
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // slotName names member slot k: the model, and its replica when the model
