@@ -85,6 +85,12 @@ const (
 	Lost
 )
 
+// ReasonUnavailable is the Done reason of a request that ended because a
+// model it was handed to had no replica up; the front end ends it with an
+// error saying the model is unavailable (other Done reasons are the
+// stream's: "length", "stop", "cancelled", "error").
+const ReasonUnavailable = "unavailable"
+
 // String names the kind.
 func (k Kind) String() string {
 	switch k {

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -630,16 +629,16 @@ func (r *Deployment) deliver(e *bus.Event) {
 			return
 		}
 		var err error
-		if e.Reason == stream.Error {
+		reason := e.Reason
+		switch reason {
+		case stream.Error:
 			err = errors.New(e.Err)
-			// Errors cross the bus as text: a sub-server that found no
-			// replica of a model up ends the request the way the front end
-			// does when it sees the model down first.
-			if strings.Contains(e.Err, subserver.ErrNoReplica.Error()) {
-				err = fmt.Errorf("deploy: %w: %w", ErrUnavailable, err)
-			}
+		case bus.ReasonUnavailable:
+			// A sub-server found no replica of a model up: the request ends
+			// as when the front end sees the model down first.
+			reason, err = stream.Error, fmt.Errorf("deploy: %w: %s", ErrUnavailable, e.Err)
 		}
-		s.Finish(e.Reason, err)
+		s.Finish(reason, err)
 	}
 }
 

@@ -958,7 +958,11 @@ func (s *Server) end(ctx context.Context, r *rec, reason, msg string) {
 
 // fail ends a request with an error.
 func (s *Server) fail(ctx context.Context, r *rec, err error) {
-	s.end(ctx, r, "error", err.Error())
+	reason := "error"
+	if errors.Is(err, ErrNoReplica) {
+		reason = bus.ReasonUnavailable
+	}
+	s.end(ctx, r, reason, err.Error())
 }
 
 // send parks r as pending and hands it to model to: to the replica it is
