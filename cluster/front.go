@@ -135,8 +135,8 @@ func Join(ctx context.Context, cfg FrontConfig) (*Front, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	slots := SlotsOf(cfg.Spec)
-	f := &Front{cfg: cfg, models: models, slots: slots, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost, poke: make(chan struct{}, 1), exits: make(chan exit, 64),
-		fresh: newFreshness(slots.Len()), members: make([]Member, slots.Len())}
+	f := &Front{cfg: cfg, models: models, slots: slots, bus: b, inc: incarnation(), beats: make(chan Beat, 1024), lost: lost,
+		poke: make(chan struct{}, 1), exits: make(chan exit, 64), fresh: newFreshness(slots.Len()), members: make([]Member, slots.Len())}
 	for k := range f.members {
 		f.members[k].Model, f.members[k].Replica = slots.Of(k)
 	}
@@ -204,7 +204,7 @@ func (f *Front) await(parent context.Context) ([]engine.Info, error) {
 			var missing []string
 			for k, ok := range joined {
 				if !ok {
-					missing = append(missing, f.slotName(k))
+					missing = append(missing, f.slots.Name(f.models, k))
 				}
 			}
 			if parent.Err() == nil && f.everyModel(joined) {
@@ -245,16 +245,6 @@ func (f *Front) everyModel(joined []bool) bool {
 		}
 	}
 	return true
-}
-
-// slotName names member slot k: the model, and its replica when the model
-// runs several.
-func (f *Front) slotName(k int) string {
-	i, rep := f.slots.Of(k)
-	if f.slots.Count(i) == 1 {
-		return f.models[i]
-	}
-	return fmt.Sprintf("%s#%d", f.models[i], rep)
 }
 
 // note records beat b of member slot k, up or not.
@@ -338,7 +328,7 @@ func (f *Front) monitor(ctx context.Context) {
 				case silent:
 					// Down already (the front end's connection was lost
 					// and restored), and silent since: hung or stopped.
-					f.cfg.OnEvent("model silent", "member", f.slotName(i), "for", now.Sub(m.quiet).Round(time.Millisecond))
+					f.cfg.OnEvent("model silent", "member", f.slots.Name(f.models, i), "for", now.Sub(m.quiet).Round(time.Millisecond))
 					f.cfg.Watch(i, false, true)
 				}
 			}

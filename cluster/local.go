@@ -183,16 +183,8 @@ func (l *Local) encodeSpecs() error {
 	return nil
 }
 
-// name names child k: its model, and its replica when the model runs
-// several.
-func (l *Local) name(k int) string {
-	slots := SlotsOf(l.cfg.Spec)
-	i, rep := slots.Of(k)
-	if slots.Count(i) == 1 {
-		return l.models[i]
-	}
-	return fmt.Sprintf("%s#%d", l.models[i], rep)
-}
+// name names child k (Slots.Name).
+func (l *Local) name(k int) string { return SlotsOf(l.cfg.Spec).Name(l.models, k) }
 
 // args are every child's command line: fixed, the rest of what it needs
 // is its ChildSpec.

@@ -194,9 +194,8 @@ func (m *member) idle() bool {
 // goes on on the model's other replicas.
 func (m *member) leave(front uint64) {
 	m.stop()
-	m.seq++
-	b := Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
-		Front: front, Info: m.eng.Info(), Leaving: true}
+	b := m.next(front)
+	b.Leaving = true
 	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.ep), b.encode())
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Heartbeat)
 	defer cancel()
@@ -296,14 +295,20 @@ func (m *member) restart() error {
 
 // beat publishes a heartbeat.
 func (m *member) beat(front uint64) {
-	m.seq++
-	b := Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
-		Front: front, Info: m.eng.Info(), Stats: m.s.Stats(), Load: m.s.Load(), Goroutines: runtime.NumGoroutine(),
-		BusDropped: m.bus.Dropped(), Draining: m.draining}
+	b := m.next(front)
+	b.Stats, b.Load, b.Goroutines, b.BusDropped, b.Draining = m.s.Stats(), m.s.Load(), runtime.NumGoroutine(), m.bus.Dropped(), m.draining
 	if m.view != nil {
 		b.Placements = m.view.placements()
 	}
 	_ = m.bus.Publish(beatSubject(m.cfg.Prefix, m.ep), b.encode()) // a lost beat is replaced by the next
+}
+
+// next returns the member's next heartbeat, serving front end front, with
+// what identifies it and nothing of its sub-server.
+func (m *member) next(front uint64) Beat {
+	m.seq++
+	return Beat{Index: m.index, Replica: m.replica, Models: m.models, Algorithm: m.algorithm, Incarnation: m.inc, Seq: m.seq,
+		Front: front, Info: m.eng.Info()}
 }
 
 // signal wakes the receiver of ch (capacity 1) without blocking.

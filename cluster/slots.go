@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/tokenrouter/tokenrouter/system"
+import (
+	"fmt"
+
+	"github.com/tokenrouter/tokenrouter/system"
+)
 
 // Slots number the sub-servers of a deployment, one per replica of each
 // model, in model order: model 0's replicas first. Without replicas, slot
@@ -12,11 +16,34 @@ type Slots struct {
 // SlotsOf returns the slots of the models of s (config.Model.Replicas
 // each, at least one).
 func SlotsOf(s system.Spec) Slots {
-	base := make([]int, len(s.Models)+1)
+	counts := make([]int, len(s.Models))
 	for i, m := range s.Models {
-		base[i+1] = base[i] + max(m.Replicas, 1)
+		counts[i] = m.Replicas
+	}
+	return slotsOf(counts)
+}
+
+// slotsOf returns the slots of models that run counts[i] replicas each
+// (at least one).
+func slotsOf(counts []int) Slots {
+	base := make([]int, len(counts)+1)
+	for i, n := range counts {
+		base[i+1] = base[i] + max(n, 1)
 	}
 	return Slots{base: base}
+}
+
+// Name names slot k after models: the model, and its replica when the
+// model runs several ("slm#1").
+func (s Slots) Name(models []string, k int) string {
+	i, rep := s.Of(k)
+	if i < 0 || i >= len(models) {
+		return fmt.Sprintf("slot %d", k)
+	}
+	if s.Count(i) == 1 {
+		return models[i]
+	}
+	return fmt.Sprintf("%s#%d", models[i], rep)
 }
 
 // Len returns the number of slots.

@@ -47,12 +47,9 @@ func (v *view) placements() []deploy.Placements {
 // replicas each, every one up: until the front end places requests, they
 // all join (a member that joins later hears the front end's list first).
 func newView(counts []int, seed uint64) *view {
-	base := make([]int, len(counts)+1)
-	for i, n := range counts {
-		base[i+1] = base[i] + max(n, 1)
-	}
-	n := base[len(counts)]
-	v := &view{Board: place.NewBoard(counts, seed), slots: Slots{base: base}, inc: make([]uint64, n), lost: make([]uint64, n),
+	slots := slotsOf(counts)
+	n := slots.Len()
+	v := &view{Board: place.NewBoard(counts, seed), slots: slots, inc: make([]uint64, n), lost: make([]uint64, n),
 		counts: make([]deploy.Placements, len(counts))}
 	for k := range n {
 		i, rep := v.slots.Of(k)

@@ -83,9 +83,7 @@ func (r *Deployment) ReplicaDown(i, rep int, cause error) int {
 	if !r.remoteReplica(i, rep) || !r.placer.remote.SetDown(i, rep) {
 		return 0
 	}
-	before := r.Active()
-	r.replicaLost(i, rep, fmt.Errorf("deploy: replica %d of model %s: %w", rep, r.cfg.Models[i].Name, cause))
-	return max(before-r.Active(), 0)
+	return r.replicaLost(i, rep, fmt.Errorf("deploy: replica %d of model %s: %w", rep, r.cfg.Models[i].Name, cause))
 }
 
 // RemoteReplicas returns the replicas of remote model i as the front end

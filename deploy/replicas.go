@@ -333,13 +333,14 @@ func (ms lossMarks) wait(ctx context.Context) error {
 
 // replicaLost announces that replica rep of model i, marked down, is
 // gone: the hand-offs kept for it go to the model's other replicas. When
-// none of them is up the model is down.
-func (r *Deployment) replicaLost(i, rep int, cause error) {
+// none of them is up the model is down; it returns how many requests
+// that ended (none while another replica is up).
+func (r *Deployment) replicaLost(i, rep int, cause error) int {
 	name, ep := r.cfg.Models[i].Name, bus.Endpoint(i, rep)
 	if r.ReplicasUp(i) == 0 {
 		n := r.ModelDown(i, cause)
 		r.event("model down", "model", name, "ended", n, "err", cause)
-		return
+		return n
 	}
 	ctx := context.Background()
 	e := r.bus.Get()
@@ -351,6 +352,7 @@ func (r *Deployment) replicaLost(i, rep int, cause error) {
 	f.Kind, f.From, f.Endpoint = bus.Lost, bus.Frontend, ep
 	_ = r.bus.Send(ctx, bus.Frontend, f)
 	r.event("replica lost: its requests go on on the model's other replicas", "model", name, "replica", rep, "cause", cause)
+	return 0
 }
 
 // Replicas returns local model i's sub-servers, one per replica in

@@ -191,9 +191,3 @@ func (b *Board) HandOff(model, pinned int, id uint64, pos int) (int, Outcome) {
 	}
 	return rep, o
 }
-
-// Place is HandOff without the outcome (subserver.Placer).
-func (b *Board) Place(model, pinned int, id uint64, pos int) int {
-	rep, _ := b.HandOff(model, pinned, id, pos)
-	return rep
-}
